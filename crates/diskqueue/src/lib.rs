@@ -1,0 +1,1 @@
+//! go-diskqueue compatible disk queue (in progress).

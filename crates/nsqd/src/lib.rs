@@ -1,0 +1,1 @@
+//! nsqd core.

@@ -1,0 +1,1 @@
+//! nsqlookupd (in progress).

@@ -1,5 +1,23 @@
 //! NSQ wire formats shared by every nsq-rs crate: the TCP V2 framing and
 //! commands, the message encoding, topic/channel name rules, and the JSON types
 //! of the HTTP APIs. This crate never opens a socket or reads a clock.
+//!
+//! The path of a byte through it: a client's bytes are split into
+//! [`command::Command`]s by [`command::decode`]; nsqd answers with frames
+//! built by [`frame::encode_frame`] and [`message::Message::encode_frame`].
 
+pub mod command;
+pub mod error;
+pub mod frame;
+pub mod identify;
+pub mod message;
 pub mod names;
+pub mod stats;
+
+pub use command::{Command, DecodeError, Limits, Precheck};
+pub use error::ProtocolError;
+pub use frame::FrameType;
+pub use message::{Message, MessageId};
+
+/// The NSQ version nsq-rs speaks and reports (`/info`, IDENTIFY, nsqd.dat).
+pub const VERSION: &str = "1.3.0";

@@ -1,0 +1,176 @@
+//! The JSON of nsqd's `/stats?format=json`, field order as nsqd writes it.
+//! Shared by nsqd (which serializes it) and by readers (nsqadmin, apps, tests).
+
+use serde::{Deserialize, Serialize, Serializer};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Stats {
+    pub version: String,
+    pub health: String,
+    pub start_time: i64,
+    pub topics: Option<Vec<TopicStats>>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub memory: Option<MemStats>,
+    pub producers: Option<Vec<ClientStats>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopicStats {
+    pub topic_name: String,
+    pub channels: Vec<ChannelStats>,
+    pub depth: i64,
+    pub backend_depth: i64,
+    pub message_count: u64,
+    pub message_bytes: u64,
+    pub paused: bool,
+    pub e2e_processing_latency: E2eLatency,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChannelStats {
+    pub channel_name: String,
+    pub depth: i64,
+    pub backend_depth: i64,
+    pub in_flight_count: i64,
+    pub deferred_count: i64,
+    pub message_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub zone_local_msg_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub region_local_msg_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub global_msg_count: u64,
+    pub requeue_count: u64,
+    pub timeout_count: u64,
+    pub client_count: i64,
+    pub clients: Option<Vec<ClientStats>>,
+    pub paused: bool,
+    pub e2e_processing_latency: E2eLatency,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PubCount {
+    pub topic: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct ClientStats {
+    pub client_id: String,
+    pub hostname: String,
+    pub version: String,
+    pub remote_address: String,
+    pub state: i32,
+    pub ready_count: i64,
+    pub in_flight_count: i64,
+    pub message_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub zone_local_msg_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub region_local_msg_count: u64,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub global_msg_count: u64,
+    pub finish_count: u64,
+    pub requeue_count: u64,
+    pub connect_ts: i64,
+    pub sample_rate: i32,
+    pub deflate: bool,
+    pub snappy: bool,
+    pub user_agent: String,
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub authed: bool,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub auth_identity: String,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub auth_identity_url: String,
+    pub topology_zone: String,
+    pub topology_region: String,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub pub_counts: Vec<PubCount>,
+    pub tls: bool,
+    pub tls_cipher_suite: String,
+    pub tls_version: String,
+    pub tls_negotiated_protocol: String,
+    pub tls_negotiated_protocol_is_mutual: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct E2eLatency {
+    pub count: u64,
+    pub percentiles: Option<Vec<Percentile>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Percentile {
+    pub quantile: f64,
+    /// Nanoseconds. Go prints integral floats without a decimal point.
+    #[serde(serialize_with = "go_float")]
+    pub value: f64,
+}
+
+fn go_float<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 1e18 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct MemStats {
+    pub heap_objects: u64,
+    pub heap_idle_bytes: u64,
+    pub heap_in_use_bytes: u64,
+    pub heap_released_bytes: u64,
+    pub gc_pause_usec_100: u64,
+    pub gc_pause_usec_99: u64,
+    pub gc_pause_usec_95: u64,
+    pub next_gc_bytes: u64,
+    pub gc_total_runs: u32,
+}
+
+/// `/info` of nsqd.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NsqdInfo {
+    pub version: String,
+    pub broadcast_address: String,
+    pub hostname: String,
+    pub http_port: i64,
+    pub tcp_port: i64,
+    pub start_time: i64,
+    /// Nanoseconds (a Go duration).
+    pub max_heartbeat_interval: i64,
+    pub max_output_buffer_size: i64,
+    /// Nanoseconds (a Go duration).
+    pub max_output_buffer_timeout: i64,
+    pub max_deflate_level: i64,
+    pub topology_zone: String,
+    pub topology_region: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_stats_roundtrip_byte_exact() {
+        // Real nsqd output (shared/spec/samples/stats.json), verbatim.
+        let sample = r#"{"version":"1.3.0","health":"OK","start_time":1796012200,"topics":[{"topic_name":"sample","channels":[{"channel_name":"c1","depth":0,"backend_depth":0,"in_flight_count":2,"deferred_count":0,"message_count":3,"global_msg_count":3,"requeue_count":0,"timeout_count":0,"client_count":1,"clients":[{"client_id":"probe","hostname":"probe-host","version":"V2","remote_address":"127.0.0.1:44898","state":3,"ready_count":2,"in_flight_count":2,"message_count":3,"finish_count":1,"requeue_count":0,"connect_ts":1796012574,"sample_rate":0,"deflate":false,"snappy":false,"user_agent":"probe/1.0","topology_zone":"","topology_region":"","pub_counts":[{"topic":"sample","count":1}],"tls":false,"tls_cipher_suite":"","tls_version":"","tls_negotiated_protocol":"","tls_negotiated_protocol_is_mutual":false}],"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}},{"channel_name":"c2","depth":3,"backend_depth":0,"in_flight_count":0,"deferred_count":0,"message_count":3,"requeue_count":0,"timeout_count":0,"client_count":0,"clients":[],"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}}],"depth":0,"backend_depth":0,"message_count":3,"message_bytes":12,"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}}],"memory":{"heap_objects":9727,"heap_idle_bytes":3883008,"heap_in_use_bytes":7815168,"heap_released_bytes":3203072,"gc_pause_usec_100":100,"gc_pause_usec_99":100,"gc_pause_usec_95":100,"next_gc_bytes":10363296,"gc_total_runs":9},"producers":null}"#;
+        let s: Stats = serde_json::from_str(sample).unwrap();
+        assert_eq!(serde_json::to_string(&s).unwrap(), sample);
+    }
+
+    #[test]
+    fn percentile_values_print_like_go() {
+        let p = E2eLatency { count: 2, percentiles: Some(vec![Percentile { quantile: 0.99, value: 123456.0 }, Percentile { quantile: 0.5, value: 1.5 }]) };
+        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"count":2,"percentiles":[{"quantile":0.99,"value":123456},{"quantile":0.5,"value":1.5}]}"#);
+    }
+}

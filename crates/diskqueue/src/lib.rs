@@ -1,1 +1,1033 @@
-//! go-diskqueue compatible disk queue (in progress).
+//! On-disk FIFO of byte records, compatible with go-diskqueue v1.1.0.
+//!
+//! A data directory written by Go nsqd can be opened by this crate and the
+//! other way round: file names, record framing and metadata text are the
+//! same, and the positions stored in the metadata mean the same thing.
+//!
+//! # Files
+//!
+//! All files sit directly in `data_path`:
+//!
+//! * `<name>.diskqueue.<N>.dat` — data segment number `N`, printed as at
+//!   least six zero-padded digits (`000000`, `000017`, `1234567`).
+//! * `<name>.diskqueue.meta.dat` — the metadata, replaced atomically by
+//!   writing `<name>.diskqueue.meta.dat.<random>.tmp`, fsyncing it and
+//!   renaming it over the old one.
+//! * `<name>.diskqueue.<N>.dat.bad` — a segment set aside after a read
+//!   failure. Never touched again; an operator may inspect or delete it.
+//!
+//! Files are created with mode 0600 on Unix.
+//!
+//! A segment is a bare concatenation of records with no header: a 4-byte
+//! big-endian signed length followed by that many payload bytes. Lengths
+//! outside `[min_msg_size, max_msg_size]` are refused on write and treated
+//! as corruption on read.
+//!
+//! The metadata is three lines of ASCII decimals, each ending in `\n`:
+//!
+//! ```text
+//! <depth>
+//! <readFileNum>,<readPos>
+//! <writeFileNum>,<writePos>
+//! ```
+//!
+//! `(readFileNum, readPos)` is where the next unconsumed record starts;
+//! `(writeFileNum, writePos)` is where the next record will be appended;
+//! `depth` is the number of records between them.
+//!
+//! # Invariants
+//!
+//! * The reader never passes the writer: `(readFileNum, readPos) <=
+//!   (writeFileNum, writePos)` in lexicographic order.
+//! * Segments numbered below `readFileNum` have been consumed and are
+//!   deleted as soon as the reader leaves them. Segments between the reader
+//!   and the writer are "complete": their size on disk is their end.
+//! * A segment never grows past `max_bytes_per_file`, except that the first
+//!   record of a segment is always written there even if it alone is larger.
+//! * The segment being written is only meaningful up to `writePos`; the
+//!   reader never looks beyond it.
+//!
+//! # Durability
+//!
+//! * `put` returns only after the record has been handed to the kernel
+//!   (buffered writer flushed). A killed process loses nothing `put`
+//!   acknowledged; a power cut can lose whatever was not yet fsynced.
+//! * A "sync" fsyncs the segment being written and then replaces the
+//!   metadata. It happens after `sync_every` puts+reads, when the writer
+//!   starts a new segment, when the reader leaves a segment, after a read
+//!   failure or depth correction, after `empty`, on `close`, and whenever the
+//!   owner calls [`DiskQueue::sync`] (its timer, every `sync_timeout`, when
+//!   [`DiskQueue::needs_sync`] says so). The queue runs no timer itself.
+//! * Between syncs the metadata lags behind memory. A crash therefore leaves
+//!   a metadata file whose read position is older (records read since the
+//!   last sync are delivered again — at-least-once, never lost) and whose
+//!   write position is older (the last segment is longer than `writePos`).
+//!   It may also leave a stray `*.tmp` file, or, if the process died between
+//!   deleting a consumed segment and persisting that fact, a metadata file
+//!   pointing at a segment that no longer exists.
+//!
+//! # Recovery on open
+//!
+//! 1. Load the metadata. A missing file means a fresh queue at segment 0. A
+//!    damaged file is logged; positions parsed before the damage are kept,
+//!    everything else (including depth) is 0. A negative depth is clamped
+//!    to 0.
+//! 2. If the segment at `writeFileNum` exists and is larger than `writePos`,
+//!    the metadata is stale: the writer moves to a fresh segment
+//!    (`writeFileNum + 1`, position 0) so that nothing past `writePos` is
+//!    overwritten, and the old segment becomes complete, so the reader will
+//!    deliver everything in it up to its real end. The whole records found
+//!    past the stale `writePos` are added to depth.
+//! 3. If the reader has caught up with the writer the depth is forced to 0;
+//!    if the reader is past the writer (corrupt metadata) both skip to a new
+//!    empty segment, as go-diskqueue does when it detects that case.
+//!
+//! While reading, a missing segment is skipped, and a segment with an
+//! impossible length, a short record or an I/O error is renamed to `.bad`
+//! (the records left in it are lost) and reading carries on with the next
+//! segment. If that was the segment being written, the writer moves on too.
+//! Depth may over-count after such a loss; it is forced back to 0 when the
+//! reader catches up with the writer.
+//!
+//! # Differences from go-diskqueue
+//!
+//! The format and the observable file layout are unchanged; the behaviour
+//! differs only where Go is known to misbehave:
+//!
+//! * A complete segment whose read position is already at its end (the
+//!   reader had caught up just before the writer rolled over, go-diskqueue
+//!   issue #42) is deleted like any consumed segment instead of being
+//!   reported as corrupt and renamed to `.bad`.
+//! * The stale-write-file check of step 2 also runs when the metadata is
+//!   missing or damaged (Go would overwrite the segment from offset 0), and
+//!   the records found past the stale `writePos` are counted into depth (Go
+//!   leaves depth low and lets it drift negative until the tail check).
+//! * Depth never goes below 0.
+//! * "Has unread data" compares positions lexicographically, so corrupt
+//!   metadata with the reader in a later segment than the writer cannot make
+//!   the reader walk forward forever.
+//! * `empty` persists the metadata straight away (as the nsq spec describes)
+//!   rather than leaving no metadata file until the next sync; a crash just
+//!   after emptying then cannot restart numbering at segment 0.
+//! * `close` fsyncs the segment being written as well as persisting metadata,
+//!   and the directory is fsynced after the metadata rename.
+//! * `delete` removes the data segments and the metadata file itself (nsqd's
+//!   `Empty` followed by `Delete`).
+//! * A record whose length runs past the end of the readable data is treated
+//!   as corrupt before its buffer is allocated.
+
+mod meta;
+
+#[cfg(test)]
+mod model_tests;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{debug, error, info, warn};
+
+use crate::meta::Meta;
+
+/// Size of a record's length prefix on disk.
+const LEN_PREFIX: i64 = 4;
+
+/// Above this many segment numbers, scanning the directory is cheaper than
+/// probing each number (only reachable with damaged metadata).
+const MAX_PROBED_FILES: i64 = 1024;
+
+/// Tuning knobs, fixed for the lifetime of a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// A segment is closed once the next record would push it past this size.
+    pub max_bytes_per_file: i64,
+    /// Smallest accepted record payload.
+    pub min_msg_size: i32,
+    /// Largest accepted record payload.
+    pub max_msg_size: i32,
+    /// Number of puts plus reads after which a sync is done.
+    pub sync_every: i64,
+    /// How often the owner is expected to call [`DiskQueue::sync`] when
+    /// [`DiskQueue::needs_sync`] is true. Informational for this crate.
+    pub sync_timeout: Duration,
+}
+
+impl Default for Options {
+    /// nsqd's defaults: 100 MiB segments, 1 MiB message bodies plus the
+    /// 26-byte message header, sync every 2500 operations or 2 s.
+    fn default() -> Self {
+        Options {
+            max_bytes_per_file: 100 * 1024 * 1024,
+            min_msg_size: 26,
+            max_msg_size: 1024 * 1024 + 26,
+            sync_every: 2500,
+            sync_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Errors returned by [`DiskQueue`].
+#[derive(thiserror::Error, Debug)]
+pub enum Error {
+    /// A filesystem operation failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// `put` was given a record outside the configured size bounds. The text
+    /// matches go-diskqueue's so that client-visible errors stay the same.
+    #[error("invalid message write size ({size}) minMsgSize={min} maxMsgSize={max}")]
+    InvalidSize { size: usize, min: i32, max: i32 },
+    /// The queue was closed or deleted. go-diskqueue reports this as "exiting".
+    #[error("exiting")]
+    Closed,
+}
+
+impl Error {
+    fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// A go-diskqueue compatible queue. All methods take `&self`; an internal
+/// mutex serialises them, and each holds it only for its own file I/O.
+pub struct DiskQueue {
+    inner: Mutex<Inner>,
+}
+
+impl fmt::Debug for DiskQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let q = self.lock();
+        f.debug_struct("DiskQueue")
+            .field("name", &q.name)
+            .field("data_path", &q.data_path)
+            .field("state", &q.meta())
+            .field("closed", &q.closed)
+            .finish()
+    }
+}
+
+impl DiskQueue {
+    /// Opens (or starts) the queue `name` in `data_path`, recovering from
+    /// whatever state the files are in; see the module docs. Fails only if
+    /// `data_path` is not an accessible directory.
+    pub fn open(name: &str, data_path: &Path, opts: Options) -> Result<DiskQueue, Error> {
+        let md = fs::metadata(data_path).map_err(|e| Error::io("stat", data_path, e))?;
+        if !md.is_dir() {
+            return Err(Error::io(
+                "open data path",
+                data_path,
+                io::Error::other("not a directory"),
+            ));
+        }
+        let mut inner = Inner {
+            name: name.to_owned(),
+            data_path: data_path.to_owned(),
+            opts,
+            depth: 0,
+            read_file_num: 0,
+            read_pos: 0,
+            write_file_num: 0,
+            write_pos: 0,
+            read_file_end: 0,
+            reader: None,
+            writer: None,
+            writer_file_num: 0,
+            ops_since_sync: 0,
+            dirty: false,
+            sync_pending: false,
+            closed: false,
+        };
+        inner.recover();
+        inner.sync_if_due();
+        Ok(DiskQueue {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// Appends one record. Once this returns `Ok` the bytes are in the
+    /// kernel's hands; they are fsynced according to the sync policy.
+    pub fn put(&self, data: &[u8]) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        q.put(data)?;
+        q.sync_if_due();
+        Ok(())
+    }
+
+    /// Takes the next record, or `None` when the reader has caught up.
+    /// Corrupt segments are set aside (see module docs) rather than reported.
+    pub fn read(&self) -> Result<Option<Bytes>, Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        let rec = q.read();
+        q.sync_if_due();
+        Ok(rec)
+    }
+
+    /// Records written but not yet read. Still answers after close.
+    pub fn depth(&self) -> i64 {
+        self.lock().depth
+    }
+
+    /// True if state changed since the last successful sync.
+    pub fn needs_sync(&self) -> bool {
+        let q = self.lock();
+        !q.closed && q.dirty
+    }
+
+    /// Fsyncs the segment being written and persists the metadata.
+    pub fn sync(&self) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        q.sync()
+    }
+
+    /// Discards every record: deletes the segments from the reader's to the
+    /// writer's, continues numbering at the next segment, depth 0.
+    pub fn empty(&self) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        info!(queue = %q.name, "DISKQUEUE({}): emptying", q.name);
+        let files = q.skip_to_next_rw_file();
+        let meta = q.remove_meta_file();
+        q.ops_since_sync = 0;
+        // Persist the new numbering now; see the module docs for why.
+        q.sync_pending = true;
+        q.sync_if_due();
+        meta.and(files)
+    }
+
+    /// Syncs and closes. Every later call except `depth` fails with
+    /// [`Error::Closed`]; the queue is closed even if the final sync fails.
+    pub fn close(&self) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        info!(queue = %q.name, "DISKQUEUE({}): closing", q.name);
+        q.closed = true;
+        let res = q.sync();
+        q.reader = None;
+        q.drop_writer();
+        res
+    }
+
+    /// Closes without keeping anything: removes the data segments and the
+    /// metadata file. `.bad` files and segments outside the reader..writer
+    /// range are left alone, as go-diskqueue does.
+    pub fn delete(&self) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        info!(queue = %q.name, "DISKQUEUE({}): deleting", q.name);
+        q.closed = true;
+        let files = q.skip_to_next_rw_file();
+        q.dirty = false;
+        q.sync_pending = false;
+        let meta = q.remove_meta_file();
+        meta.and(files)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Nothing in Inner panics mid-update, so a poisoned lock still
+        // guards consistent state; refusing service would help no one.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Outcome of one attempt to read at the current position.
+enum ReadStep {
+    Record {
+        data: Bytes,
+        next_file_num: i64,
+        next_pos: i64,
+    },
+    /// The complete segment has nothing left at the read position.
+    Exhausted,
+}
+
+/// Why the segment at the read position cannot be read any further.
+enum ReadFailure {
+    Missing,
+    Io(&'static str, io::Error),
+    BadLength(i32),
+    Overrun { end: i64, limit: i64 },
+}
+
+impl fmt::Display for ReadFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadFailure::Missing => f.write_str("file does not exist"),
+            ReadFailure::Io(op, e) => write!(f, "{op}: {e}"),
+            ReadFailure::BadLength(n) => write!(f, "invalid message read size ({n})"),
+            ReadFailure::Overrun { end, limit } => {
+                write!(
+                    f,
+                    "record would end at {end}, past the readable data end {limit}"
+                )
+            }
+        }
+    }
+}
+
+struct Inner {
+    name: String,
+    data_path: PathBuf,
+    opts: Options,
+
+    depth: i64,
+    read_file_num: i64,
+    read_pos: i64,
+    write_file_num: i64,
+    write_pos: i64,
+
+    /// End of the segment the reader has open. Only meaningful once that
+    /// segment is complete: either its size when opened, or the write
+    /// position at which the writer left it while the reader had it open.
+    read_file_end: i64,
+    reader: Option<BufReader<File>>,
+    writer: Option<BufWriter<File>>,
+    /// Segment `writer` belongs to; lags `write_file_num` during a rollover.
+    writer_file_num: i64,
+
+    ops_since_sync: i64,
+    /// State differs from the last persisted metadata.
+    dirty: bool,
+    /// A step that go-diskqueue follows with a sync has happened.
+    sync_pending: bool,
+    closed: bool,
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<(), Error> {
+        if self.closed {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn meta(&self) -> Meta {
+        Meta {
+            depth: self.depth,
+            read_file_num: self.read_file_num,
+            read_pos: self.read_pos,
+            write_file_num: self.write_file_num,
+            write_pos: self.write_pos,
+        }
+    }
+
+    fn file_path(&self, num: i64) -> PathBuf {
+        self.data_path
+            .join(format!("{}.diskqueue.{:06}.dat", self.name, num))
+    }
+
+    fn meta_path(&self) -> PathBuf {
+        self.data_path
+            .join(format!("{}.diskqueue.meta.dat", self.name))
+    }
+
+    fn mark_changed(&mut self) {
+        self.dirty = true;
+    }
+
+    fn schedule_sync(&mut self) {
+        self.dirty = true;
+        self.sync_pending = true;
+    }
+
+    fn has_unread(&self) -> bool {
+        (self.read_file_num, self.read_pos) < (self.write_file_num, self.write_pos)
+    }
+
+    // ---------------------------------------------------------------- open
+
+    fn recover(&mut self) {
+        let path = self.meta_path();
+        match read_small_file(&path) {
+            Ok(text) => {
+                let (m, res) = meta::parse(&text);
+                if let Err(e) = res {
+                    error!(queue = %self.name, "DISKQUEUE({}) failed to retrieveMetaData - {}: {e}", self.name, path.display());
+                }
+                self.depth = m.depth;
+                self.read_file_num = m.read_file_num;
+                self.read_pos = m.read_pos;
+                self.write_file_num = m.write_file_num;
+                self.write_pos = m.write_pos;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                error!(queue = %self.name, "DISKQUEUE({}) failed to retrieveMetaData - {}: {e}", self.name, path.display());
+            }
+        }
+        if self.depth < 0 {
+            warn!(queue = %self.name, "DISKQUEUE({}) negative depth {} in metadata, using 0", self.name, self.depth);
+            self.depth = 0;
+            self.mark_changed();
+        }
+        self.recover_stale_write_file();
+        self.check_tail();
+    }
+
+    /// Step 2 of recovery: never append over bytes the metadata does not
+    /// know about; let the reader drain them instead.
+    fn recover_stale_write_file(&mut self) {
+        let path = self.file_path(self.write_file_num);
+        let size = match fs::metadata(&path) {
+            Ok(md) => i64::try_from(md.len()).unwrap_or(i64::MAX),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(e) => {
+                error!(queue = %self.name, "DISKQUEUE({}) stat {}: {e}", self.name, path.display());
+                return;
+            }
+        };
+        if self.write_pos >= size {
+            return;
+        }
+        warn!(
+            queue = %self.name,
+            "DISKQUEUE({}) {} metadata writePos {} < file size of {}, skipping to new file",
+            self.name, path.display(), self.write_pos, size
+        );
+        let from = self.write_pos.max(0);
+        match count_records(
+            &path,
+            from,
+            size,
+            self.opts.min_msg_size,
+            self.opts.max_msg_size,
+        ) {
+            Ok(n) => self.depth = self.depth.saturating_add(n),
+            Err(e) => {
+                warn!(queue = %self.name, "DISKQUEUE({}) counting records in {}: {e}", self.name, path.display())
+            }
+        }
+        self.write_file_num += 1;
+        self.write_pos = 0;
+        self.schedule_sync();
+    }
+
+    // ---------------------------------------------------------------- write
+
+    fn put(&mut self, data: &[u8]) -> Result<(), Error> {
+        let (min, max) = (self.opts.min_msg_size, self.opts.max_msg_size);
+        let len = data.len();
+        let len32 = match i32::try_from(len) {
+            Ok(n) if n >= min && n <= max => n,
+            _ => {
+                return Err(Error::InvalidSize {
+                    size: len,
+                    min,
+                    max,
+                })
+            }
+        };
+        let total = LEN_PREFIX + i64::from(len32);
+
+        if self.write_pos > 0 && self.write_pos.saturating_add(total) > self.opts.max_bytes_per_file
+        {
+            self.roll_write_file();
+        }
+
+        let path = self.file_path(self.write_file_num);
+        let mut writer = match self.writer.take() {
+            Some(w) => w,
+            None => {
+                let mut file = data_file_options()
+                    .open(&path)
+                    .map_err(|e| Error::io("open", &path, e))?;
+                if self.write_pos > 0 {
+                    let pos = u64::try_from(self.write_pos).unwrap_or(0);
+                    file.seek(SeekFrom::Start(pos))
+                        .map_err(|e| Error::io("seek", &path, e))?;
+                }
+                debug!(queue = %self.name, "DISKQUEUE({}): writeOne() opened {}", self.name, path.display());
+                self.writer_file_num = self.write_file_num;
+                BufWriter::new(file)
+            }
+        };
+
+        let res = writer
+            .write_all(&len32.to_be_bytes())
+            .and_then(|()| writer.write_all(data))
+            .and_then(|()| writer.flush());
+        if let Err(e) = res {
+            // Part of the record may be on disk past write_pos. Reopening
+            // seeks back to write_pos, so the next put overwrites it; a reader
+            // sharing this segment may have buffered those bytes, so drop it.
+            // The unflushed buffer is discarded rather than written on drop.
+            let (_file, _unflushed) = writer.into_parts();
+            if self.read_file_num == self.write_file_num {
+                self.reader = None;
+            }
+            return Err(Error::io("write", &path, e));
+        }
+        self.writer = Some(writer);
+
+        self.write_pos += total;
+        self.depth += 1;
+        self.ops_since_sync += 1;
+        self.mark_changed();
+        Ok(())
+    }
+
+    fn roll_write_file(&mut self) {
+        if self.read_file_num == self.write_file_num {
+            // The reader may already have this segment open; tell it where
+            // the segment now ends so it moves on instead of waiting for more.
+            self.read_file_end = self.write_pos;
+        }
+        self.write_file_num += 1;
+        self.write_pos = 0;
+        // The fsync covers the segment just finished (still open).
+        if let Err(e) = self.sync() {
+            error!(queue = %self.name, "DISKQUEUE({}) failed to sync - {e}", self.name);
+        }
+        self.drop_writer();
+    }
+
+    /// Closes the write segment without flushing: after an error whatever is
+    /// buffered must not reach the file behind our back.
+    fn drop_writer(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let (_file, _unflushed) = w.into_parts();
+        }
+    }
+
+    // ---------------------------------------------------------------- read
+
+    fn read(&mut self) -> Option<Bytes> {
+        // Every pass either returns or moves the reader to a later segment,
+        // and it never moves past the writer, so this terminates.
+        while self.has_unread() {
+            match self.read_one() {
+                Ok(ReadStep::Record {
+                    data,
+                    next_file_num,
+                    next_pos,
+                }) => {
+                    self.move_forward(next_file_num, next_pos);
+                    return Some(data);
+                }
+                Ok(ReadStep::Exhausted) => self.leave_exhausted_file(),
+                Err(failure) => self.handle_read_error(failure),
+            }
+        }
+        None
+    }
+
+    /// Reads the record at the read position without consuming it. The read
+    /// segment stays open for the next call unless the reader is done with
+    /// it; on failure it is closed.
+    fn read_one(&mut self) -> Result<ReadStep, ReadFailure> {
+        let complete = self.read_file_num < self.write_file_num;
+        let mut reader = match self.reader.take() {
+            Some(r) => r,
+            None => {
+                let path = self.file_path(self.read_file_num);
+                let mut file = File::open(&path).map_err(|e| match e.kind() {
+                    io::ErrorKind::NotFound => ReadFailure::Missing,
+                    _ => ReadFailure::Io("open", e),
+                })?;
+                let pos = u64::try_from(self.read_pos).map_err(|_| {
+                    ReadFailure::Io(
+                        "seek",
+                        io::Error::new(io::ErrorKind::InvalidInput, "negative read position"),
+                    )
+                })?;
+                if pos > 0 {
+                    file.seek(SeekFrom::Start(pos))
+                        .map_err(|e| ReadFailure::Io("seek", e))?;
+                }
+                self.read_file_end = if complete {
+                    let len = file
+                        .metadata()
+                        .map_err(|e| ReadFailure::Io("stat", e))?
+                        .len();
+                    i64::try_from(len).unwrap_or(i64::MAX)
+                } else {
+                    self.opts.max_bytes_per_file
+                };
+                debug!(queue = %self.name, "DISKQUEUE({}): readOne() opened {}", self.name, path.display());
+                BufReader::new(file)
+            }
+        };
+
+        if complete && self.read_pos >= self.read_file_end {
+            return Ok(ReadStep::Exhausted);
+        }
+
+        let mut prefix = [0u8; 4];
+        reader
+            .read_exact(&mut prefix)
+            .map_err(|e| ReadFailure::Io("read length", e))?;
+        let len = i32::from_be_bytes(prefix);
+        if len < self.opts.min_msg_size || len > self.opts.max_msg_size {
+            return Err(ReadFailure::BadLength(len));
+        }
+        // A record can never extend past the data the writer has produced
+        // (or past the end of a finished segment); catching that here keeps a
+        // garbage length from turning into a large allocation.
+        let end = self.read_pos.saturating_add(LEN_PREFIX + i64::from(len));
+        let limit = if complete {
+            self.read_file_end
+        } else {
+            self.write_pos
+        };
+        if end > limit {
+            return Err(ReadFailure::Overrun { end, limit });
+        }
+        let mut buf = vec![0u8; len.unsigned_abs() as usize];
+        reader
+            .read_exact(&mut buf)
+            .map_err(|e| ReadFailure::Io("read record", e))?;
+
+        let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
+        if complete && next_pos >= self.read_file_end {
+            next_file_num += 1;
+            next_pos = 0;
+        } else {
+            self.reader = Some(reader);
+        }
+        Ok(ReadStep::Record {
+            data: Bytes::from(buf),
+            next_file_num,
+            next_pos,
+        })
+    }
+
+    fn move_forward(&mut self, next_file_num: i64, next_pos: i64) {
+        let old_file_num = self.read_file_num;
+        self.read_file_num = next_file_num;
+        self.read_pos = next_pos;
+        self.depth = (self.depth - 1).max(0);
+        self.ops_since_sync += 1;
+        self.mark_changed();
+        if old_file_num != next_file_num {
+            self.remove_consumed_file(old_file_num);
+        }
+        self.check_tail();
+    }
+
+    fn leave_exhausted_file(&mut self) {
+        self.reader = None;
+        let num = self.read_file_num;
+        debug!(queue = %self.name, "DISKQUEUE({}) {} fully read, moving on", self.name, self.file_path(num).display());
+        self.read_file_num += 1;
+        self.read_pos = 0;
+        self.remove_consumed_file(num);
+        self.check_tail();
+    }
+
+    fn remove_consumed_file(&mut self, num: i64) {
+        let path = self.file_path(num);
+        if let Err(e) = fs::remove_file(&path) {
+            error!(queue = %self.name, "DISKQUEUE({}) failed to Remove({}) - {e}", self.name, path.display());
+        }
+        self.schedule_sync();
+    }
+
+    fn handle_read_error(&mut self, failure: ReadFailure) {
+        let bad = self.file_path(self.read_file_num);
+        error!(
+            queue = %self.name,
+            "DISKQUEUE({}) reading at {} of {} - {failure}",
+            self.name, self.read_pos, bad.display()
+        );
+        self.reader = None;
+
+        if self.read_file_num == self.write_file_num {
+            // The segment being written is unreadable, so appending to it
+            // would only add records nobody can reach.
+            self.drop_writer();
+            self.write_file_num += 1;
+            self.write_pos = 0;
+        }
+
+        if matches!(failure, ReadFailure::Missing) {
+            self.read_file_num =
+                self.next_existing_file(self.read_file_num + 1, self.write_file_num);
+        } else {
+            let mut renamed = OsString::from(bad.as_os_str());
+            renamed.push(".bad");
+            let renamed = PathBuf::from(renamed);
+            warn!(
+                queue = %self.name,
+                "DISKQUEUE({}) jump to next file and saving bad file as {}",
+                self.name, renamed.display()
+            );
+            if let Err(e) = fs::rename(&bad, &renamed) {
+                error!(
+                    queue = %self.name,
+                    "DISKQUEUE({}) failed to rename bad diskqueue file {} to {} - {e}",
+                    self.name, bad.display(), renamed.display()
+                );
+            }
+            self.read_file_num += 1;
+        }
+        self.read_pos = 0;
+        self.schedule_sync();
+        self.check_tail();
+    }
+
+    /// Smallest segment number in `from..=to` that exists on disk, or `to`.
+    /// Walking one number at a time is what go-diskqueue does; for a big gap
+    /// (damaged metadata) a directory scan gets there without a syscall per
+    /// number.
+    fn next_existing_file(&self, from: i64, to: i64) -> i64 {
+        if to.saturating_sub(from) < MAX_PROBED_FILES {
+            return from;
+        }
+        match self.data_files_in(from, to) {
+            Ok(nums) => nums.into_iter().min().unwrap_or(to),
+            Err(_) => from,
+        }
+    }
+
+    /// go-diskqueue's tail check: once the reader meets the writer the depth
+    /// must be 0, and a reader past the writer means the positions are wrong.
+    fn check_tail(&mut self) {
+        if self.has_unread() {
+            return;
+        }
+        if self.depth != 0 {
+            if self.depth < 0 {
+                error!(queue = %self.name, "DISKQUEUE({}) negative depth at tail ({}), metadata corruption, resetting 0...", self.name, self.depth);
+            } else {
+                error!(queue = %self.name, "DISKQUEUE({}) positive depth at tail ({}), data loss, resetting 0...", self.name, self.depth);
+            }
+            self.depth = 0;
+            self.schedule_sync();
+        }
+        if (self.read_file_num, self.read_pos) != (self.write_file_num, self.write_pos) {
+            error!(
+                queue = %self.name,
+                "DISKQUEUE({}) reader ({},{}) is past writer ({},{}), corruption, skipping to next writeFileNum and resetting 0...",
+                self.name, self.read_file_num, self.read_pos, self.write_file_num, self.write_pos
+            );
+            if let Err(e) = self.skip_to_next_rw_file() {
+                error!(queue = %self.name, "DISKQUEUE({}) {e}", self.name);
+            }
+            self.schedule_sync();
+        }
+    }
+
+    // ---------------------------------------------------------------- empty/sync
+
+    /// Closes both segments, deletes segments reader..=writer and restarts
+    /// both positions at the start of the next segment number.
+    fn skip_to_next_rw_file(&mut self) -> Result<(), Error> {
+        self.reader = None;
+        self.drop_writer();
+
+        let mut first_err = None;
+        let nums = if self.write_file_num.saturating_sub(self.read_file_num) < MAX_PROBED_FILES {
+            Ok((self.read_file_num..=self.write_file_num).collect::<Vec<_>>())
+        } else {
+            self.data_files_in(self.read_file_num, self.write_file_num)
+        };
+        match nums {
+            Ok(nums) => {
+                for num in nums {
+                    let path = self.file_path(num);
+                    match fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            error!(queue = %self.name, "DISKQUEUE({}) failed to remove data file - {}: {e}", self.name, path.display());
+                            first_err.get_or_insert(Error::io("remove", path, e));
+                        }
+                    }
+                }
+            }
+            Err(e) => first_err = Some(e),
+        }
+
+        self.write_file_num += 1;
+        self.write_pos = 0;
+        self.read_file_num = self.write_file_num;
+        self.read_pos = 0;
+        self.depth = 0;
+        self.mark_changed();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Segment numbers in `lo..=hi` that exist, from a directory listing.
+    fn data_files_in(&self, lo: i64, hi: i64) -> Result<Vec<i64>, Error> {
+        let prefix = format!("{}.diskqueue.", self.name);
+        let entries =
+            fs::read_dir(&self.data_path).map_err(|e| Error::io("read dir", &self.data_path, e))?;
+        let mut nums = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("read dir", &self.data_path, e))?;
+            let file_name = entry.file_name();
+            let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+                continue;
+            };
+            let Some(digits) = rest.strip_suffix(".dat") else {
+                continue;
+            };
+            if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if let Ok(num) = digits.parse::<i64>() {
+                if (lo..=hi).contains(&num) && self.file_path(num) == entry.path() {
+                    nums.push(num);
+                }
+            }
+        }
+        Ok(nums)
+    }
+
+    fn remove_meta_file(&self) -> Result<(), Error> {
+        let path = self.meta_path();
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                error!(queue = %self.name, "DISKQUEUE({}) failed to remove metadata file - {e}", self.name);
+                Err(Error::io("remove", path, e))
+            }
+        }
+    }
+
+    fn sync_if_due(&mut self) {
+        let count_due = self.ops_since_sync > 0 && self.ops_since_sync >= self.opts.sync_every;
+        if self.closed || !(self.sync_pending || count_due) {
+            return;
+        }
+        if let Err(e) = self.sync() {
+            // Stay dirty so the owner's timer (or the next operation) retries.
+            error!(queue = %self.name, "DISKQUEUE({}) failed to sync - {e}", self.name);
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), Error> {
+        if self.writer.is_some() {
+            let path = self.file_path(self.writer_file_num);
+            let res = match self.writer.as_mut() {
+                Some(w) => w.flush().and_then(|()| w.get_ref().sync_all()),
+                None => Ok(()),
+            };
+            if let Err(e) = res {
+                self.drop_writer();
+                return Err(Error::io("fsync", path, e));
+            }
+        }
+        self.persist_meta()?;
+        self.dirty = false;
+        self.sync_pending = false;
+        self.ops_since_sync = 0;
+        Ok(())
+    }
+
+    fn persist_meta(&self) -> Result<(), Error> {
+        let path = self.meta_path();
+        let mut tmp = OsString::from(path.as_os_str());
+        tmp.push(format!(".{}.tmp", random_suffix()));
+        let tmp = PathBuf::from(tmp);
+
+        let written = data_file_options()
+            .truncate(true)
+            .open(&tmp)
+            .and_then(|mut f| {
+                f.write_all(self.meta().encode().as_bytes())?;
+                // Like go-diskqueue, a failed fsync of the temp file is not fatal:
+                // the rename below still gives readers a whole file.
+                let _ = f.sync_all();
+                Ok(())
+            });
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io("write", tmp, e));
+        }
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io("rename", path, e));
+        }
+        sync_dir(&self.data_path);
+        Ok(())
+    }
+}
+
+/// Options for files the queue creates: read-write, created 0600.
+fn data_file_options() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).create(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o
+}
+
+/// Makes renames and file creations in `dir` durable. Best effort: some
+/// platforms and filesystems refuse to fsync a directory.
+fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+        debug!("fsync of directory {}: {e}", dir.display());
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+}
+
+/// Reads at most a few KiB: a metadata file is ~60 bytes, and a huge file in
+/// its place is damage, not something to load into memory.
+fn read_small_file(path: &Path) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    File::open(path)?.take(4096).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Counts whole, well-formed records in `path` between `from` and `size`.
+/// Stops at the first impossible length or short record; the reader will
+/// quarantine the segment when it gets there.
+fn count_records(path: &Path, from: i64, size: i64, min: i32, max: i32) -> io::Result<i64> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(u64::try_from(from).unwrap_or(0)))?;
+    let mut reader = BufReader::new(file);
+    let (mut pos, mut count) = (from, 0);
+    while pos.saturating_add(LEN_PREFIX) <= size {
+        let mut prefix = [0u8; 4];
+        reader.read_exact(&mut prefix)?;
+        let len = i32::from_be_bytes(prefix);
+        if len < min || len > max {
+            break;
+        }
+        let end = pos + LEN_PREFIX + i64::from(len);
+        if end > size {
+            break;
+        }
+        reader.seek_relative(i64::from(len))?;
+        pos = end;
+        count += 1;
+    }
+    Ok(count)
+}
+
+/// A non-negative random number for temp file names, like Go's `rand.Int()`.
+fn random_suffix() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_u32(std::process::id());
+    h.finish() >> 1
+}

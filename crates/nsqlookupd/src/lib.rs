@@ -1,1 +1,280 @@
-//! nsqlookupd (in progress).
+//! nsqlookupd: the NSQ discovery daemon, wire-compatible with nsqlookupd 1.3.0.
+//!
+//! nsqd nodes connect over TCP (the "V1" protocol, [`tcp`]) and register the
+//! topics and channels they have; consumers and tools ask over HTTP ([`http`])
+//! where a topic lives. All state is the in-memory [`registration`] database;
+//! nothing is persisted and lookupd instances never talk to each other.
+//!
+//! Module map, following the data:
+//! * [`registration`] — the registry itself: a plain struct, time passed in.
+//! * [`tcp`] — listener and connection shell; [`tcp::v1`] the protocol logic.
+//! * [`http`] — HTTP server shell; `http::router` (httprouter semantics),
+//!   `http::api` (endpoint logic), `http::query` (Go query parsing).
+//! * `json` — Go-compatible JSON output; `text` — Go string helpers.
+//!
+//! Entry points: [`NsqLookupd::bind`] opens both listeners (so callers can
+//! learn the bound ports, e.g. with port 0), [`NsqLookupd::serve`] runs until
+//! the [`CancellationToken`] fires and all connection tasks have ended;
+//! [`run`] does both.
+
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms, unused_must_use)]
+
+pub mod http;
+mod json;
+pub mod registration;
+pub mod tcp;
+mod text;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use registration::RegistrationDb;
+
+/// The NSQ version this implementation answers as (`/info`, IDENTIFY).
+pub const VERSION: &str = "1.3.0";
+
+/// Runtime options; the binary fills them from flags and the config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `--tcp-address`: `<addr>:<port>` for nsqd connections (`:port` = all
+    /// interfaces).
+    pub tcp_address: String,
+    /// `--http-address`: `<addr>:<port>` for the HTTP API.
+    pub http_address: String,
+    /// `--broadcast-address`: this node's address, returned in IDENTIFY.
+    pub broadcast_address: String,
+    /// `--inactive-producer-timeout`: a producer not heard from (IDENTIFY or
+    /// PING) for longer is hidden from `/lookup` and `/nodes`.
+    pub inactive_producer_timeout: Duration,
+    /// `--tombstone-lifetime`: how long `/topic/tombstone` hides a producer.
+    pub tombstone_lifetime: Duration,
+}
+
+impl Default for Options {
+    /// NSQ's defaults; the broadcast address is the OS hostname (empty if it
+    /// cannot be read).
+    fn default() -> Self {
+        Self {
+            tcp_address: "0.0.0.0:4160".into(),
+            http_address: "0.0.0.0:4161".into(),
+            broadcast_address: hostname().unwrap_or_default(),
+            inactive_producer_timeout: Duration::from_secs(300),
+            tombstone_lifetime: Duration::from_secs(45),
+        }
+    }
+}
+
+/// Startup failures. Once serving, nsqlookupd does not fail.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Same text as NSQ: `listen (<addr>) failed - listen tcp <addr>: bind: ...`.
+    #[error("listen ({addr}) failed - {}", go_listen_error(.addr, .source))]
+    Listen {
+        addr: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("unable to get hostname {0}")]
+    Hostname(#[source] io::Error),
+}
+
+/// The OS hostname, read like Go's `os.Hostname` on Linux.
+pub fn hostname() -> io::Result<String> {
+    let mut name = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
+    if name.ends_with('\n') {
+        name.pop();
+    }
+    Ok(name)
+}
+
+/// State shared by the TCP and HTTP sides.
+pub(crate) struct Context {
+    /// `std` mutex, not tokio's: critical sections are short, never span an
+    /// `.await`, and the registry is the only shared state.
+    db: Mutex<RegistrationDb>,
+    /// IDENTIFY's answer never changes for a running server: built once.
+    identify_response: Bytes,
+    clock: WallClock,
+}
+
+impl Context {
+    fn db(&self) -> MutexGuard<'_, RegistrationDb> {
+        // A panic while holding the lock cannot leave the registry
+        // half-updated in a way worse than refusing to serve, so keep going.
+        self.db.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Maps monotonic instants to Unix nanoseconds for `/debug` output, anchored
+/// once at startup (the registry only stores [`Instant`]s).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WallClock {
+    anchor: Instant,
+    anchor_unix_nanos: i64,
+}
+
+impl WallClock {
+    fn now() -> Self {
+        let unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Self { anchor: Instant::now(), anchor_unix_nanos: i64::try_from(unix.as_nanos()).unwrap_or(i64::MAX) }
+    }
+
+    pub(crate) fn unix_nanos(&self, t: Instant) -> i64 {
+        let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        match t.checked_duration_since(self.anchor) {
+            Some(after) => self.anchor_unix_nanos.saturating_add(nanos(after)),
+            None => self.anchor_unix_nanos.saturating_sub(nanos(self.anchor - t)),
+        }
+    }
+}
+
+/// A bound, not yet serving, nsqlookupd.
+pub struct NsqLookupd {
+    tcp: TcpListener,
+    http: TcpListener,
+    ctx: Arc<Context>,
+}
+
+impl NsqLookupd {
+    /// Opens the TCP then the HTTP listener (NSQ's order) and prepares state.
+    pub async fn bind(opts: Options) -> Result<Self, Error> {
+        let tcp = listen(&opts.tcp_address).await?;
+        let http = listen(&opts.http_address).await?;
+        let local_port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or_default();
+        let hostname = hostname().map_err(Error::Hostname)?;
+        let ctx = Context {
+            db: Mutex::new(RegistrationDb::new(opts.inactive_producer_timeout, opts.tombstone_lifetime)),
+            identify_response: tcp::v1::identify_response(
+                &opts.broadcast_address,
+                &hostname,
+                local_port(&http),
+                local_port(&tcp),
+            ),
+            clock: WallClock::now(),
+        };
+        Ok(Self { tcp, http, ctx: Arc::new(ctx) })
+    }
+
+    /// The bound TCP address (useful with port 0).
+    pub fn tcp_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+
+    /// The bound HTTP address (useful with port 0).
+    pub fn http_addr(&self) -> io::Result<SocketAddr> {
+        self.http.local_addr()
+    }
+
+    /// Serves both protocols until `shutdown` is cancelled, then closes the
+    /// listeners and every client connection and returns once all connection
+    /// tasks have finished.
+    pub async fn serve(self, shutdown: CancellationToken) -> Result<(), Error> {
+        tokio::join!(
+            tcp::serve(self.tcp, self.ctx.clone(), shutdown.clone()),
+            http::serve(self.http, self.ctx.clone(), shutdown.clone()),
+        );
+        Ok(())
+    }
+}
+
+/// Binds and serves until `shutdown` is cancelled.
+pub async fn run(opts: Options, shutdown: CancellationToken) -> Result<(), Error> {
+    NsqLookupd::bind(opts).await?.serve(shutdown).await
+}
+
+/// Binds like Go's `net.Listen("tcp", addr)`: an empty host means every
+/// interface (IPv6 dual-stack when available).
+async fn listen(addr: &str) -> Result<TcpListener, Error> {
+    let err = |source| Error::Listen { addr: addr.to_owned(), source };
+    if let Some(port) = addr.strip_prefix(':') {
+        let v6 = format!("[::]:{port}");
+        return match TcpListener::bind(v6.as_str()).await {
+            Ok(l) => Ok(l),
+            Err(_) => TcpListener::bind(format!("0.0.0.0:{port}").as_str()).await.map_err(err),
+        };
+    }
+    TcpListener::bind(addr).await.map_err(err)
+}
+
+/// Go's spelling of a listen error, e.g. `listen tcp 0.0.0.0:4160: bind:
+/// address already in use`.
+fn go_listen_error(addr: &str, e: &io::Error) -> String {
+    if !addr.contains(':') {
+        return format!("listen tcp: address {addr}: missing port in address");
+    }
+    let text = e.to_string();
+    // Rust appends " (os error N)" and capitalises; Go's errno text doesn't.
+    let text = text.split(" (os error").next().unwrap_or_default();
+    let mut chars = text.chars();
+    let text = match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    };
+    if e.raw_os_error().is_some() {
+        format!("listen tcp {addr}: bind: {text}")
+    } else {
+        format!("listen tcp {addr}: {text}")
+    }
+}
+
+/// A socket address as Go prints it: IPv4-mapped IPv6 addresses in dotted
+/// form, IPv6 in brackets.
+pub(crate) fn go_addr(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.to_string(),
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => format!("{v4}:{}", a.port()),
+            None => format!("[{}]:{}", a.ip(), a.port()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_print_like_go() {
+        assert_eq!(go_addr("127.0.0.1:5".parse().unwrap()), "127.0.0.1:5");
+        assert_eq!(go_addr("[::ffff:127.0.0.1]:5".parse().unwrap()), "127.0.0.1:5");
+        assert_eq!(go_addr("[::1]:5".parse().unwrap()), "[::1]:5");
+    }
+
+    #[test]
+    fn listen_errors_read_like_go() {
+        let e = io::Error::from_raw_os_error(98);
+        assert_eq!(go_listen_error("0.0.0.0:4160", &e), "listen tcp 0.0.0.0:4160: bind: address already in use");
+        assert_eq!(go_listen_error("foo", &e), "listen tcp: address foo: missing port in address");
+    }
+
+    #[test]
+    fn wall_clock_maps_instants() {
+        let c = WallClock::now();
+        let later = c.anchor + Duration::from_nanos(1500);
+        assert_eq!(c.unix_nanos(later) - c.unix_nanos(c.anchor), 1500);
+    }
+
+    #[tokio::test]
+    async fn binds_port_zero_and_shuts_down() {
+        let opts = Options {
+            tcp_address: "127.0.0.1:0".into(),
+            http_address: "127.0.0.1:0".into(),
+            broadcast_address: "b".into(),
+            ..Options::default()
+        };
+        let d = NsqLookupd::bind(opts).await.unwrap();
+        assert_ne!(d.tcp_addr().unwrap().port(), 0);
+        assert_ne!(d.http_addr().unwrap().port(), 0);
+        let token = CancellationToken::new();
+        let task = tokio::spawn(d.serve(token.clone()));
+        token.cancel();
+        task.await.unwrap().unwrap();
+    }
+}

@@ -1,0 +1,201 @@
+//! Model test: random put/read/empty/sync/restart/crash sequences against a
+//! `VecDeque`.
+//!
+//! A crash is a drop without `close`. Everything `put` returned `Ok` for is
+//! still there afterwards, but the metadata may predate some reads, so those
+//! records can be delivered again. The model cannot know when the queue last
+//! synced on its own (every `sync_every` ops, segment changes), only that it
+//! did not happen before the last explicit sync/close/empty. So after a crash
+//! the records read since then go back to the front of the model as a prefix
+//! of which any leading part may be missing; the first read after the crash
+//! tells which part. Depth must then lie between the two possible lengths,
+//! and be exact otherwise.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::VecDeque;
+use tempfile::TempDir;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(usize),
+    Read,
+    Empty,
+    Sync,
+    Restart,
+    Crash,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0usize..=40).prop_map(Op::Put),
+        7 => Just(Op::Read),
+        1 => Just(Op::Empty),
+        1 => Just(Op::Sync),
+        1 => Just(Op::Restart),
+        2 => Just(Op::Crash),
+    ]
+}
+
+/// Record `id` with `extra` filler bytes; 8..=48 bytes.
+fn record(id: u64, extra: usize) -> Vec<u8> {
+    let mut v = id.to_be_bytes().to_vec();
+    v.resize(8 + extra, (id % 251) as u8);
+    v
+}
+
+#[derive(Default)]
+struct Model {
+    /// (id, extra) of records expected, oldest first.
+    queue: VecDeque<(u64, usize)>,
+    /// How many leading entries of `queue` may legitimately be absent.
+    maybe_gone: usize,
+    /// Records taken since the last sync the model knows about.
+    read_since_sync: Vec<(u64, usize)>,
+    next_id: u64,
+}
+
+fn options(sync_every: i64, max_bytes: i64) -> Options {
+    Options {
+        max_bytes_per_file: max_bytes,
+        min_msg_size: 8,
+        max_msg_size: 48,
+        sync_every,
+        sync_timeout: Duration::from_secs(2),
+    }
+}
+
+fn check_read(model: &mut Model, got: Option<Bytes>) -> Result<(), TestCaseError> {
+    match got {
+        None => {
+            prop_assert_eq!(model.queue.len(), model.maybe_gone, "queue ran dry early");
+            model.queue.clear();
+            model.maybe_gone = 0;
+        }
+        Some(b) => {
+            prop_assert!(b.len() >= 8);
+            let id = u64::from_be_bytes(b[..8].try_into().unwrap());
+            let idx = model.queue.iter().position(|&(i, _)| i == id);
+            prop_assert!(
+                matches!(idx, Some(i) if i <= model.maybe_gone),
+                "read id {} but model front is {:?} (maybe_gone {})",
+                id,
+                model
+                    .queue
+                    .iter()
+                    .take(model.maybe_gone + 1)
+                    .collect::<Vec<_>>(),
+                model.maybe_gone
+            );
+            let idx = idx.unwrap();
+            let (_, extra) = model.queue[idx];
+            prop_assert_eq!(&b[..], &record(id, extra)[..]);
+            model.queue.drain(..=idx);
+            model.maybe_gone = 0;
+            model.read_since_sync.push((id, extra));
+        }
+    }
+    Ok(())
+}
+
+fn check_depth(model: &Model, dq: &DiskQueue) -> Result<(), TestCaseError> {
+    let depth = dq.depth();
+    let hi = model.queue.len() as i64;
+    let lo = hi - model.maybe_gone as i64;
+    prop_assert!(depth >= 0);
+    prop_assert!(
+        lo <= depth && depth <= hi,
+        "depth {} outside {}..={}",
+        depth,
+        lo,
+        hi
+    );
+    Ok(())
+}
+
+fn run(ops: Vec<Op>, sync_every: i64, max_bytes: i64) -> Result<(), TestCaseError> {
+    let dir = TempDir::new().unwrap();
+    let o = options(sync_every, max_bytes);
+    let open = || DiskQueue::open("m:c", dir.path(), o.clone()).unwrap();
+    let mut dq = open();
+    let mut model = Model::default();
+
+    for op in ops {
+        match op {
+            Op::Put(extra) => {
+                let id = model.next_id;
+                model.next_id += 1;
+                dq.put(&record(id, extra)).unwrap();
+                model.queue.push_back((id, extra));
+            }
+            Op::Read => {
+                let got = dq.read().unwrap();
+                check_read(&mut model, got)?;
+            }
+            Op::Empty => {
+                dq.empty().unwrap();
+                model.queue.clear();
+                model.maybe_gone = 0;
+                model.read_since_sync.clear();
+            }
+            Op::Sync => {
+                dq.sync().unwrap();
+                model.read_since_sync.clear();
+            }
+            Op::Restart => {
+                dq.close().unwrap();
+                dq = open();
+                model.read_since_sync.clear();
+            }
+            Op::Crash => {
+                drop(dq);
+                dq = open();
+                // Any read resolves the uncertain prefix, so both cannot be set.
+                prop_assert!(model.read_since_sync.is_empty() || model.maybe_gone == 0);
+                for item in model.read_since_sync.drain(..).rev() {
+                    model.queue.push_front(item);
+                    model.maybe_gone += 1;
+                }
+            }
+        }
+        check_depth(&model, &dq)?;
+    }
+
+    loop {
+        let got = dq.read().unwrap();
+        let done = got.is_none();
+        check_read(&mut model, got)?;
+        check_depth(&model, &dq)?;
+        if done {
+            break;
+        }
+    }
+    prop_assert_eq!(dq.depth(), 0);
+    dq.close().unwrap();
+    let dq = open();
+    prop_assert_eq!(dq.depth(), 0);
+    prop_assert_eq!(dq.read().unwrap(), None);
+
+    for entry in fs::read_dir(dir.path()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        prop_assert!(
+            !name.ends_with(".bad") && !name.ends_with(".tmp"),
+            "unexpected file {}",
+            name
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn queue_matches_fifo_model(
+        ops in prop::collection::vec(op(), 1..80),
+        sync_every in prop_oneof![Just(1i64), Just(3), Just(10_000)],
+        max_bytes in prop_oneof![Just(40i64), Just(120), Just(1_000_000)],
+    ) {
+        run(ops, sync_every, max_bytes)?;
+    }
+}

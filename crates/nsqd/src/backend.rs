@@ -1,0 +1,112 @@
+//! Where a topic's or channel's messages go once its memory queue is full:
+//! the disk queue for normal names, nowhere for `#ephemeral` ones.
+//!
+//! Records are nsqd's message encoding (`nsq_protocol::Message::encode`), so
+//! a data directory is interchangeable with Go nsqd's.
+
+use bytes::{Bytes, BytesMut};
+use nsq_protocol::Message;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("{0}")]
+    Disk(String),
+}
+
+/// An overflow queue of encoded messages.
+pub trait Backend: Send + Sync {
+    fn put(&self, data: &[u8]) -> Result<(), BackendError>;
+    /// The next record, if any is ready now.
+    fn read(&self) -> Option<Bytes>;
+    fn depth(&self) -> i64;
+    fn empty(&self) -> Result<(), BackendError>;
+    /// Flush and keep the contents for the next start.
+    fn close(&self) -> Result<(), BackendError>;
+    /// Remove the contents for good.
+    fn delete(&self) -> Result<(), BackendError>;
+    /// fsync if anything changed since the last sync.
+    fn sync_if_needed(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+/// Writes a message to a backend in nsqd's record format.
+pub fn put_message(backend: &dyn Backend, msg: &Message) -> Result<(), BackendError> {
+    let mut buf = BytesMut::with_capacity(msg.encoded_len());
+    msg.encode(&mut buf);
+    backend.put(&buf)
+}
+
+/// The "disk" of an ephemeral topic or channel: accepts and forgets.
+pub struct NullBackend;
+
+impl Backend for NullBackend {
+    fn put(&self, _data: &[u8]) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn read(&self) -> Option<Bytes> {
+        None
+    }
+    fn depth(&self) -> i64 {
+        0
+    }
+    fn empty(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn close(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+    fn delete(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+}
+
+/// A topic's or channel's disk queue (go-diskqueue's format).
+pub struct DiskBackend {
+    queue: nsq_diskqueue::DiskQueue,
+}
+
+impl DiskBackend {
+    pub fn open(name: &str, data_path: &std::path::Path, opts: nsq_diskqueue::Options) -> Result<DiskBackend, BackendError> {
+        let queue = nsq_diskqueue::DiskQueue::open(name, data_path, opts).map_err(|e| BackendError::Disk(e.to_string()))?;
+        Ok(DiskBackend { queue })
+    }
+}
+
+fn disk(e: nsq_diskqueue::Error) -> BackendError {
+    BackendError::Disk(e.to_string())
+}
+
+impl Backend for DiskBackend {
+    fn put(&self, data: &[u8]) -> Result<(), BackendError> {
+        self.queue.put(data).map_err(disk)
+    }
+    fn read(&self) -> Option<Bytes> {
+        match self.queue.read() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "disk queue read failed");
+                None
+            }
+        }
+    }
+    fn depth(&self) -> i64 {
+        self.queue.depth()
+    }
+    fn empty(&self) -> Result<(), BackendError> {
+        self.queue.empty().map_err(disk)
+    }
+    fn close(&self) -> Result<(), BackendError> {
+        self.queue.close().map_err(disk)
+    }
+    fn delete(&self) -> Result<(), BackendError> {
+        self.queue.delete().map_err(disk)
+    }
+    fn sync_if_needed(&self) -> Result<(), BackendError> {
+        if self.queue.needs_sync() {
+            self.queue.sync().map_err(disk)
+        } else {
+            Ok(())
+        }
+    }
+}

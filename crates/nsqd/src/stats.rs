@@ -1,0 +1,274 @@
+//! `/stats`: the snapshot of every topic, channel and client, as JSON (the
+//! shared `nsq_protocol::stats` types) and as nsqd's text table.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use nsq_protocol::stats::{ClientStats, E2eLatency, MemStats, Stats, TopicStats};
+
+use crate::channel::client_stats;
+use crate::nsqd::NsqdInner;
+
+pub struct StatsQuery<'a> {
+    pub topic: Option<&'a str>,
+    pub channel: Option<&'a str>,
+    pub include_clients: bool,
+    pub include_mem: bool,
+}
+
+pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
+    let topics: Option<Vec<TopicStats>> = match q.topic {
+        Some(name) => nsqd.get_topic(name).map(|t| vec![t.stats(q.channel, q.include_clients)]),
+        None => Some(nsqd.topics().iter().map(|t| t.stats(q.channel, q.include_clients)).collect()),
+    };
+    let topics = topics.map(|ts| {
+        ts.into_iter()
+            .filter(|t| q.channel.is_none() || !t.channels.is_empty())
+            .collect::<Vec<_>>()
+    });
+    let producers = if q.include_clients {
+        let mut p: Vec<ClientStats> = nsqd
+            .clients()
+            .iter()
+            .filter(|c| !c.info.lock().pub_counts.is_empty())
+            .map(|c| {
+                let mut s = client_stats(c);
+                if let Some(t) = q.topic {
+                    let info = c.info.lock();
+                    s.pub_counts = info
+                        .pub_counts
+                        .iter()
+                        .filter(|(n, _)| n == t)
+                        .map(|(n, c)| nsq_protocol::stats::PubCount { topic: n.clone(), count: *c })
+                        .collect();
+                }
+                s
+            })
+            .collect();
+        p.sort_by(|a, b| a.remote_address.cmp(&b.remote_address));
+        (!p.is_empty()).then_some(p)
+    } else {
+        None
+    };
+    Stats {
+        version: nsq_protocol::VERSION.to_string(),
+        health: nsqd.health(),
+        start_time: nsqd.start_time,
+        topics,
+        memory: q.include_mem.then(mem_stats),
+        producers,
+    }
+}
+
+/// Go-runtime numbers have no Rust equivalent; report what the process has.
+fn mem_stats() -> MemStats {
+    let rss = rss_bytes();
+    MemStats { heap_in_use_bytes: rss, ..Default::default() }
+}
+
+/// Resident set size from /proc (0 where unavailable).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .map(|pages| pages * 4096)
+        .unwrap_or(0)
+}
+
+fn e2e_text(e: &E2eLatency) -> String {
+    let Some(ps) = &e.percentiles else { return String::new() };
+    ps.iter()
+        .map(|p| {
+            let v = p.value;
+            let (val, unit) = if v > 1e9 {
+                (v / 1e9, "s")
+            } else if v > 1e6 {
+                (v / 1e6, "ms")
+            } else if v > 1e3 {
+                (v / 1e3, "us")
+            } else {
+                (v, "ns")
+            };
+            format!("{val:.1}{unit}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn client_line(c: &ClientStats, now_secs: i64) -> String {
+    let port = c.remote_address.rsplit(':').next().unwrap_or("");
+    let id = format!("{}:{} {}", c.hostname, port, c.user_agent);
+    let connected = go_duration_secs(now_secs - c.connect_ts);
+    if !c.pub_counts.is_empty() {
+        let topics = c.pub_counts.iter().map(|p| format!("{}={}", p.topic, p.count)).collect::<Vec<_>>().join(",");
+        format!("[{} {:<21}] msgs: {:<8} topics: {} connected: {}", c.version, id, c.message_count, topics, connected)
+    } else {
+        format!(
+            "[{} {:<21}] state: {} inflt: {:<4} rdy: {:<4} fin: {:<8} re-q: {:<8} msgs: {:<8} connected: {}",
+            c.version, id, c.state, c.in_flight_count, c.ready_count, c.finish_count, c.requeue_count, c.message_count, connected
+        )
+    }
+}
+
+/// nsqd's plain-text `/stats`.
+pub fn text(stats: &Stats) -> String {
+    let now_ns = crate::now_unix_ns();
+    let now = now_ns / 1_000_000_000;
+    let mut s = String::new();
+    let _ = writeln!(s, "nsqd v{} (built w/rust)", stats.version);
+    let _ = writeln!(s, "start_time {}", rfc3339(stats.start_time));
+    let _ = writeln!(s, "uptime {}", go_duration_ns(now_ns - stats.start_time * 1_000_000_000));
+    let _ = write!(s, "\nHealth: {}\n", stats.health);
+    if let Some(m) = &stats.memory {
+        s.push_str("\nMemory:\n");
+        for (k, v) in [
+            ("heap_objects", m.heap_objects),
+            ("heap_idle_bytes", m.heap_idle_bytes),
+            ("heap_in_use_bytes", m.heap_in_use_bytes),
+            ("heap_released_bytes", m.heap_released_bytes),
+            ("gc_pause_usec_100", m.gc_pause_usec_100),
+            ("gc_pause_usec_99", m.gc_pause_usec_99),
+            ("gc_pause_usec_95", m.gc_pause_usec_95),
+            ("next_gc_bytes", m.next_gc_bytes),
+            ("gc_total_runs", m.gc_total_runs as u64),
+        ] {
+            let _ = writeln!(s, "   {k:<25}\t{v}");
+        }
+    }
+    match &stats.topics {
+        Some(ts) if !ts.is_empty() => {
+            s.push_str("\nTopics:");
+            for t in ts {
+                let p = if t.paused { "*P " } else { "   " };
+                let _ = write!(
+                    s,
+                    "\n{p}[{:<15}] depth: {:<5} be-depth: {:<5} msgs: {:<8} e2e%: {}\n",
+                    t.topic_name,
+                    t.depth,
+                    t.backend_depth,
+                    t.message_count,
+                    e2e_text(&t.e2e_processing_latency)
+                );
+                for c in &t.channels {
+                    let p = if c.paused { "   *P " } else { "      " };
+                    let _ = writeln!(
+                        s,
+                        "{p}[{:<25}] depth: {:<5} be-depth: {:<5} inflt: {:<4} def: {:<4} re-q: {:<5} timeout: {:<5} msgs: {:<8} e2e%: {}",
+                        c.channel_name,
+                        c.depth,
+                        c.backend_depth,
+                        c.in_flight_count,
+                        c.deferred_count,
+                        c.requeue_count,
+                        c.timeout_count,
+                        c.message_count,
+                        e2e_text(&c.e2e_processing_latency)
+                    );
+                    for cl in c.clients.iter().flatten() {
+                        let _ = writeln!(s, "        {}", client_line(cl, now));
+                    }
+                }
+            }
+        }
+        _ => s.push_str("\nTopics: None\n"),
+    }
+    match &stats.producers {
+        Some(ps) if !ps.is_empty() => {
+            s.push_str("\nProducers:\n");
+            for p in ps {
+                let _ = writeln!(s, "   {}", client_line(p, now));
+            }
+        }
+        _ => s.push_str("\nProducers: None\n"),
+    }
+    s
+}
+
+/// Seconds since the epoch as RFC 3339 in UTC.
+pub fn rfc3339(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    // civil-from-days (Howard Hinnant's algorithm)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+/// A Go duration string (`1h2m3.5s`) from nanoseconds.
+pub fn go_duration_ns(ns: i64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    let neg = ns < 0;
+    let ns = ns.unsigned_abs();
+    let mut out = String::new();
+    if neg {
+        out.push('-');
+    }
+    if ns < 1_000_000_000 {
+        let (v, unit) = if ns < 1_000 {
+            return format!("{out}{ns}ns");
+        } else if ns < 1_000_000 {
+            (ns as f64 / 1e3, "µs")
+        } else {
+            (ns as f64 / 1e6, "ms")
+        };
+        return format!("{out}{}{unit}", trim_float(v));
+    }
+    let h = ns / 3_600_000_000_000;
+    let m = ns / 60_000_000_000 % 60;
+    let s = ns % 60_000_000_000;
+    if h > 0 {
+        let _ = write!(out, "{h}h");
+    }
+    if h > 0 || m > 0 {
+        let _ = write!(out, "{m}m");
+    }
+    let whole = s / 1_000_000_000;
+    let frac = s % 1_000_000_000;
+    if frac == 0 {
+        let _ = write!(out, "{whole}s");
+    } else {
+        let f = format!("{frac:09}");
+        let _ = write!(out, "{whole}.{}s", f.trim_end_matches('0'));
+    }
+    out
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.9}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+pub fn go_duration_secs(secs: i64) -> String {
+    go_duration_ns(secs * 1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration_ns(374_649_454_075), "6m14.649454075s");
+        assert_eq!(go_duration_ns(12_000_000_000), "12s");
+        assert_eq!(go_duration_ns(3_723_000_000_000), "1h2m3s");
+        assert_eq!(go_duration_ns(0), "0s");
+        assert_eq!(go_duration_ns(250_000_000), "250ms");
+        assert_eq!(go_duration_ns(3_600_000_000_000), "1h0m0s");
+    }
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(1_796_012_200), "2026-11-30T04:16:40Z");
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+    }
+}
+// 

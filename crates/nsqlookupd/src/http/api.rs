@@ -1,0 +1,385 @@
+//! The HTTP API's endpoint logic (spec nsqlookupd.md §3): parameters in,
+//! [`Reply`] out, with NSQ's exact JSON, messages and status codes.
+//!
+//! Owns: parameter checks, calls into the [`RegistrationDb`], JSON bodies in
+//! NSQ's key order. Never: sockets, headers or the clock (`now` and the
+//! [`WallClock`] come from the server shell, which also turns a [`Reply`] into
+//! a response with NSQ's "V1" or "PlainText" header conventions).
+
+use std::time::Instant;
+
+use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+use tracing::info;
+
+use super::query::Params;
+use super::router::Endpoint;
+use crate::json::{self, Object};
+use crate::registration::{PeerInfo, RegistrationDb};
+use crate::WallClock;
+
+/// Go's zero `time.Time` as Unix nanoseconds (an overflowed value): what
+/// `/debug` shows as `tombstoned_at` for a producer never tombstoned.
+pub const GO_ZERO_TIME_UNIX_NANOS: i64 = -6795364578871345152;
+
+/// An endpoint's answer, before headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// "PlainText" convention (`/ping`): the text, no `X-NSQ-Content-Type`.
+    Plain(&'static str),
+    /// "V1" success without a body.
+    Empty,
+    /// "V1" success with a JSON body.
+    Json(Vec<u8>),
+    /// "V1" error: `{"message":"<message>"}` with `status`.
+    Error { status: u16, message: &'static str },
+    /// Anything outside NSQ's conventions (the pprof stand-ins).
+    Raw { status: u16, content_type: &'static str, body: Vec<u8> },
+}
+
+impl Reply {
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Plain(_) | Reply::Empty | Reply::Json(_) => 200,
+            Reply::Error { status, .. } | Reply::Raw { status, .. } => *status,
+        }
+    }
+
+    /// The JSON error body NSQ sends.
+    pub fn error_body(message: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut o = Object::new(&mut out);
+        o.str("message", message);
+        o.finish();
+        out
+    }
+}
+
+fn err(status: u16, message: &'static str) -> Reply {
+    Reply::Error { status, message }
+}
+
+fn json(f: impl FnOnce(&mut Object<'_>)) -> Reply {
+    let mut out = Vec::new();
+    let mut o = Object::new(&mut out);
+    f(&mut o);
+    o.finish();
+    Reply::Json(out)
+}
+
+/// Runs `endpoint`. `raw_query` is the URL's query string, if any.
+pub fn handle(
+    endpoint: Endpoint,
+    raw_query: Option<&str>,
+    db: &mut RegistrationDb,
+    now: Instant,
+    clock: &WallClock,
+) -> Reply {
+    let result = match endpoint {
+        Endpoint::Ping => Ok(Reply::Plain("OK")),
+        Endpoint::Info => Ok(json(|o| {
+            o.str("version", crate::VERSION);
+        })),
+        Endpoint::Debug => Ok(debug(db, clock)),
+        Endpoint::Topics => Ok(json(|o| {
+            o.str_array("topics", &db.topics());
+        })),
+        Endpoint::Nodes => Ok(nodes(db, now)),
+        Endpoint::Lookup => lookup(raw_query, db, now),
+        Endpoint::Channels => channels(raw_query, db),
+        Endpoint::TopicCreate => topic_create(raw_query, db),
+        Endpoint::TopicDelete => topic_delete(raw_query, db),
+        Endpoint::TopicTombstone => topic_tombstone(raw_query, db, now),
+        Endpoint::ChannelCreate => channel_create(raw_query, db),
+        Endpoint::ChannelDelete => channel_delete(raw_query, db),
+        Endpoint::Pprof(name) => Ok(pprof(name)),
+    };
+    result.unwrap_or_else(|e| e)
+}
+
+/// Parses the query string; a malformed one is 400 `INVALID_REQUEST`.
+fn params(raw_query: Option<&str>) -> Result<Params, Reply> {
+    Params::parse(raw_query.unwrap_or_default()).map_err(|_| err(400, "INVALID_REQUEST"))
+}
+
+fn required<'a>(p: &'a Params, key: &str, missing: &'static str) -> Result<&'a str, Reply> {
+    p.get(key).ok_or_else(|| err(400, missing))
+}
+
+/// NSQ's `GetTopicChannelArgs`: both present and valid, checked in order.
+fn topic_channel(p: &Params) -> Result<(&str, &str), Reply> {
+    let topic = required(p, "topic", "MISSING_ARG_TOPIC")?;
+    if !is_valid_topic_name(topic) {
+        return Err(err(400, "INVALID_ARG_TOPIC"));
+    }
+    let channel = required(p, "channel", "MISSING_ARG_CHANNEL")?;
+    if !is_valid_channel_name(channel) {
+        return Err(err(400, "INVALID_ARG_CHANNEL"));
+    }
+    Ok((topic, channel))
+}
+
+fn write_peer(o: &mut Object<'_>, p: &PeerInfo) {
+    o.str("remote_address", &p.remote_address)
+        .str("hostname", &p.hostname)
+        .str("broadcast_address", &p.broadcast_address)
+        .int("tcp_port", p.tcp_port)
+        .int("http_port", p.http_port)
+        .str("version", &p.version)
+        .str("topology_zone", &p.topology_zone)
+        .str("topology_region", &p.topology_region);
+}
+
+fn lookup(q: Option<&str>, db: &RegistrationDb, now: Instant) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
+    let found = db.lookup(topic, now).ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
+    Ok(json(|o| {
+        o.str_array("channels", &found.channels).raw("producers", |out| {
+            json::array(out, &found.producers, |out, peer| {
+                let mut o = Object::new(out);
+                write_peer(&mut o, peer);
+                o.finish();
+            })
+        });
+    }))
+}
+
+fn channels(q: Option<&str>, db: &RegistrationDb) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
+    Ok(json(|o| {
+        o.str_array("channels", &db.channels(topic));
+    }))
+}
+
+fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
+    let nodes = db.nodes(now);
+    json(|o| {
+        o.raw("producers", |out| {
+            json::array(out, &nodes, |out, node| {
+                let mut o = Object::new(out);
+                write_peer(&mut o, &node.info);
+                o.bool_array("tombstones", &node.tombstones).str_array("topics", &node.topics);
+                o.finish();
+            })
+        });
+    })
+}
+
+fn debug(db: &RegistrationDb, clock: &WallClock) -> Reply {
+    let dump = db.dump();
+    json(|o| {
+        for (key, producers) in &dump {
+            o.raw(key, |out| {
+                json::array(out, producers, |out, p| {
+                    // Go marshals a map here: keys sorted.
+                    let mut o = Object::new(out);
+                    o.str("broadcast_address", &p.info.broadcast_address)
+                        .str("hostname", &p.info.hostname)
+                        .int("http_port", p.info.http_port)
+                        .str("id", &p.info.id)
+                        .int("last_update", clock.unix_nanos(p.last_update))
+                        .int("tcp_port", p.info.tcp_port)
+                        .bool("tombstoned", p.tombstoned)
+                        .int(
+                            "tombstoned_at",
+                            p.tombstoned_at.map_or(GO_ZERO_TIME_UNIX_NANOS, |t| clock.unix_nanos(t)),
+                        )
+                        .str("topology_region", &p.info.topology_region)
+                        .str("topology_zone", &p.info.topology_zone)
+                        .str("version", &p.info.version);
+                    o.finish();
+                })
+            });
+        }
+    })
+}
+
+fn topic_create(q: Option<&str>, db: &mut RegistrationDb) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
+    if !is_valid_topic_name(topic) {
+        return Err(err(400, "INVALID_ARG_TOPIC"));
+    }
+    info!(topic, "DB: adding topic");
+    db.create_topic(topic);
+    Ok(Reply::Empty)
+}
+
+fn topic_delete(q: Option<&str>, db: &mut RegistrationDb) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
+    for r in db.delete_topic(topic) {
+        info!(registration = %r, "DB: removing registration");
+    }
+    Ok(Reply::Empty)
+}
+
+fn topic_tombstone(q: Option<&str>, db: &mut RegistrationDb, now: Instant) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
+    let node = required(&p, "node", "MISSING_ARG_NODE")?;
+    info!(topic, node, "DB: setting tombstone for producer");
+    db.tombstone(topic, node, now);
+    Ok(Reply::Empty)
+}
+
+fn channel_create(q: Option<&str>, db: &mut RegistrationDb) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let (topic, channel) = topic_channel(&p)?;
+    info!(topic, channel, "DB: adding channel");
+    db.create_channel(topic, channel);
+    Ok(Reply::Empty)
+}
+
+fn channel_delete(q: Option<&str>, db: &mut RegistrationDb) -> Result<Reply, Reply> {
+    let p = params(q)?;
+    let (topic, channel) = topic_channel(&p)?;
+    if !db.delete_channel(topic, channel) {
+        return Err(err(404, "CHANNEL_NOT_FOUND"));
+    }
+    info!(topic, channel, "DB: removing channel");
+    Ok(Reply::Empty)
+}
+
+/// Stand-ins for Go's `net/http/pprof` (implementation-defined per the
+/// spec): the index and `cmdline` answer like Go's; profiles are not
+/// available in a Rust process.
+fn pprof(name: &str) -> Reply {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match name {
+        "" => Reply::Raw {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: b"<html><head><title>/debug/pprof/</title></head><body>/debug/pprof/<br>\
+<p>Profiles are not available in nsq-rs nsqlookupd.</p></body></html>\n"
+                .to_vec(),
+        },
+        "cmdline" => {
+            let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+            Reply::Raw { status: 200, content_type: TEXT, body: args.join("\0").into_bytes() }
+        }
+        "symbol" => Reply::Raw { status: 200, content_type: TEXT, body: b"num_symbols: 0\n".to_vec() },
+        _ => Reply::Raw {
+            status: 501,
+            content_type: TEXT,
+            body: format!("profile {name} is not available in nsq-rs\n").into_bytes(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registration::PeerInfo;
+    use std::time::Duration;
+
+    fn setup() -> (RegistrationDb, Instant, WallClock) {
+        (RegistrationDb::new(Duration::from_secs(300), Duration::from_secs(45)), Instant::now(), WallClock::now())
+    }
+
+    fn call(e: Endpoint, q: &str, db: &mut RegistrationDb, now: Instant, clock: &WallClock) -> (u16, String) {
+        let r = handle(e, Some(q), db, now, clock);
+        let body = match &r {
+            Reply::Plain(s) => s.as_bytes().to_vec(),
+            Reply::Empty => Vec::new(),
+            Reply::Json(b) | Reply::Raw { body: b, .. } => b.clone(),
+            Reply::Error { message, .. } => Reply::error_body(message),
+        };
+        (r.status(), String::from_utf8(body).unwrap())
+    }
+
+    fn peer() -> PeerInfo {
+        PeerInfo {
+            id: "127.0.0.1:52662".into(),
+            remote_address: "127.0.0.1:52662".into(),
+            hostname: "vm".into(),
+            broadcast_address: "127.0.0.1".into(),
+            tcp_port: 24150,
+            http_port: 24151,
+            version: "1.3.0".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn empty_state() {
+        let (mut db, now, c) = setup();
+        let db = &mut db;
+        assert_eq!(call(Endpoint::Topics, "", db, now, &c), (200, r#"{"topics":[]}"#.into()));
+        assert_eq!(call(Endpoint::Channels, "topic=x", db, now, &c), (200, r#"{"channels":[]}"#.into()));
+        assert_eq!(call(Endpoint::Nodes, "", db, now, &c), (200, r#"{"producers":[]}"#.into()));
+        assert_eq!(call(Endpoint::Debug, "", db, now, &c), (200, "{}".into()));
+        assert_eq!(call(Endpoint::Info, "", db, now, &c), (200, r#"{"version":"1.3.0"}"#.into()));
+        assert_eq!(call(Endpoint::Ping, "", db, now, &c), (200, "OK".into()));
+    }
+
+    #[test]
+    fn lookup_matches_sample_shape() {
+        let (mut db, now, c) = setup();
+        db.identify(peer(), now);
+        db.register("127.0.0.1:52662", "sample", Some("c1"));
+        let (status, body) = call(Endpoint::Lookup, "topic=sample", &mut db, now, &c);
+        assert_eq!(status, 200);
+        assert_eq!(
+            body,
+            r#"{"channels":["c1"],"producers":[{"remote_address":"127.0.0.1:52662","hostname":"vm","broadcast_address":"127.0.0.1","tcp_port":24150,"http_port":24151,"version":"1.3.0","topology_zone":"","topology_region":""}]}"#
+        );
+        let (_, body) = call(Endpoint::Nodes, "", &mut db, now, &c);
+        assert_eq!(
+            body,
+            r#"{"producers":[{"remote_address":"127.0.0.1:52662","hostname":"vm","broadcast_address":"127.0.0.1","tcp_port":24150,"http_port":24151,"version":"1.3.0","topology_zone":"","topology_region":"","tombstones":[false],"topics":["sample"]}]}"#
+        );
+    }
+
+    #[test]
+    fn debug_dump_shape() {
+        let (mut db, now, c) = setup();
+        db.identify(peer(), now);
+        let (_, body) = call(Endpoint::Debug, "", &mut db, now, &c);
+        let want = format!(
+            r#"{{"client::":[{{"broadcast_address":"127.0.0.1","hostname":"vm","http_port":24151,"id":"127.0.0.1:52662","last_update":{},"tcp_port":24150,"tombstoned":false,"tombstoned_at":-6795364578871345152,"topology_region":"","topology_zone":"","version":"1.3.0"}}]}}"#,
+            c.unix_nanos(now)
+        );
+        assert_eq!(body, want);
+    }
+
+    #[test]
+    fn errors() {
+        let (mut db, now, c) = setup();
+        let db = &mut db;
+        let e = |s: u16, m: &str| (s, format!(r#"{{"message":"{m}"}}"#));
+        assert_eq!(call(Endpoint::Lookup, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::Lookup, "topic=none", db, now, &c), e(404, "TOPIC_NOT_FOUND"));
+        assert_eq!(call(Endpoint::Lookup, "topic=%zz", db, now, &c), e(400, "INVALID_REQUEST"));
+        assert_eq!(call(Endpoint::Channels, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::TopicCreate, "topic=bad!", db, now, &c), e(400, "INVALID_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::TopicCreate, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::TopicDelete, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::TopicTombstone, "topic=t", db, now, &c), e(400, "MISSING_ARG_NODE"));
+        assert_eq!(call(Endpoint::TopicTombstone, "node=n", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::ChannelCreate, "channel=c", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
+        assert_eq!(call(Endpoint::ChannelCreate, "topic=t", db, now, &c), e(400, "MISSING_ARG_CHANNEL"));
+        assert_eq!(call(Endpoint::ChannelCreate, "topic=t&channel=c!", db, now, &c), e(400, "INVALID_ARG_CHANNEL"));
+        assert_eq!(call(Endpoint::ChannelDelete, "topic=t&channel=none", db, now, &c), e(404, "CHANNEL_NOT_FOUND"));
+        assert_eq!(call(Endpoint::ChannelDelete, "topic=t;", db, now, &c), e(400, "INVALID_REQUEST"));
+        // Endpoints without parameters ignore a malformed query, like NSQ.
+        assert_eq!(call(Endpoint::Topics, "%zz", db, now, &c).0, 200);
+    }
+
+    #[test]
+    fn mutations() {
+        let (mut db, now, c) = setup();
+        let db = &mut db;
+        assert_eq!(call(Endpoint::TopicCreate, "topic=t", db, now, &c), (200, String::new()));
+        assert_eq!(call(Endpoint::Lookup, "topic=t", db, now, &c), (200, r#"{"channels":[],"producers":[]}"#.into()));
+        assert_eq!(call(Endpoint::ChannelCreate, "topic=u&channel=c", db, now, &c).0, 200);
+        assert_eq!(call(Endpoint::Topics, "", db, now, &c).1, r#"{"topics":["t","u"]}"#);
+        assert_eq!(call(Endpoint::ChannelDelete, "topic=u&channel=c", db, now, &c).0, 200);
+        assert_eq!(call(Endpoint::Channels, "topic=u", db, now, &c).1, r#"{"channels":[]}"#);
+        assert_eq!(call(Endpoint::TopicDelete, "topic=u", db, now, &c).0, 200);
+        assert_eq!(call(Endpoint::TopicDelete, "topic=never", db, now, &c).0, 200);
+        assert_eq!(call(Endpoint::TopicTombstone, "topic=t&node=x:1", db, now, &c).0, 200);
+        assert_eq!(call(Endpoint::Topics, "", db, now, &c).1, r#"{"topics":["t"]}"#);
+    }
+}

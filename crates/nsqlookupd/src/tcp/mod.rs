@@ -1,0 +1,185 @@
+//! The TCP listener and the per-connection shell of the V1 protocol.
+//!
+//! Owns: accepting connections, reading the magic, lines and IDENTIFY bodies,
+//! writing framed responses, closing on fatal errors and on shutdown, and
+//! removing the peer's registrations when its connection ends. Never: protocol
+//! decisions — those live in [`v1`], which this shell feeds bytes and `now`.
+//!
+//! Shutdown: every connection task selects on the server's
+//! [`CancellationToken`]; the listener stops accepting, then waits for all
+//! connection tasks (a [`TaskTracker`]) before returning.
+
+pub mod v1;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, error, info, warn};
+
+use crate::Context;
+use v1::{Command, ProtocolError, Session};
+
+/// Longest command line accepted (NSQ has no limit; nsqd's lines are
+/// `REGISTER <64-byte topic> <64-byte channel>`). A longer line closes the
+/// connection without a response.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Accepts V1 clients until `shutdown`, then waits for every connection to
+/// finish (each closes itself on `shutdown`).
+pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: CancellationToken) {
+    let local = listener.local_addr().map(crate::go_addr).unwrap_or_default();
+    info!("TCP: listening on {local}");
+    let tracker = TaskTracker::new();
+    let mut backoff = Duration::from_millis(5);
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, remote)) => {
+                backoff = Duration::from_millis(5);
+                tracker.spawn(handle(stream, remote, ctx.clone(), shutdown.clone()));
+            }
+            Err(e) => {
+                // EMFILE and friends: NSQ retries too. Back off so a full fd
+                // table does not spin.
+                warn!(error = %e, "temporary Accept() failure");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+    drop(listener);
+    tracker.close();
+    tracker.wait().await;
+    info!("TCP: closing {local}");
+}
+
+/// One connection: run the protocol until EOF, a fatal error or shutdown,
+/// then drop the peer's registrations.
+async fn handle(stream: TcpStream, remote: SocketAddr, ctx: Arc<Context>, shutdown: CancellationToken) {
+    let remote = crate::go_addr(remote);
+    info!(client = %remote, "TCP: new client");
+    // Go sets TCP_NODELAY on every accepted connection.
+    let _ = stream.set_nodelay(true);
+    let (rd, wr) = stream.into_split();
+    let mut conn = Connection { rd: BufReader::new(rd), wr, ctx: ctx.clone() };
+    let mut session = Session::new(remote.clone());
+    tokio::select! {
+        res = conn.run(&mut session) => {
+            if let Err(e) = res {
+                debug!(client = %remote, error = %e, "connection error");
+            }
+        }
+        _ = shutdown.cancelled() => {}
+    }
+    session.close(&mut ctx.db());
+    info!(client = %remote, "PROTOCOL(V1): exiting ioloop");
+    // Dropping `conn` closes the socket.
+}
+
+struct Connection {
+    rd: BufReader<OwnedReadHalf>,
+    wr: OwnedWriteHalf,
+    ctx: Arc<Context>,
+}
+
+enum Line {
+    Complete,
+    Eof,
+    TooLong,
+}
+
+impl Connection {
+    /// Returns `Ok` when the connection should simply close (EOF, fatal
+    /// protocol error already answered), `Err` on I/O failure.
+    async fn run(&mut self, session: &mut Session) -> io::Result<()> {
+        let mut magic = [0u8; 4];
+        if let Err(e) = self.rd.read_exact(&mut magic).await {
+            error!(client = %session.remote_addr(), error = %e, "failed to read protocol version");
+            return Ok(());
+        }
+        info!(client = %session.remote_addr(), magic = %String::from_utf8_lossy(&magic), "CLIENT: desired protocol magic");
+        if &magic != v1::MAGIC_V1 {
+            error!(client = %session.remote_addr(), magic = %String::from_utf8_lossy(&magic), "bad protocol magic");
+            self.send(&ProtocolError::BadProtocol.wire()).await?;
+            return Ok(());
+        }
+
+        let mut line = Vec::new();
+        loop {
+            match self.read_line(&mut line).await? {
+                Line::Complete => {}
+                Line::Eof => return Ok(()),
+                Line::TooLong => {
+                    error!(client = %session.remote_addr(), "command line too long, closing");
+                    return Ok(());
+                }
+            }
+            let words = v1::split_line(&line);
+            match self.exec(session, &words).await {
+                Ok(response) => self.send(&response).await?,
+                Err(e) => {
+                    error!(client = %session.remote_addr(), error = %e, "protocol error");
+                    self.send(&e.wire()).await?;
+                    return Ok(()); // every V1 error is fatal
+                }
+            }
+        }
+    }
+
+    /// Runs one command; the IDENTIFY body is read here, after the
+    /// "already identified" check, as NSQ does.
+    async fn exec(&mut self, session: &mut Session, words: &[&[u8]]) -> Result<Bytes, ProtocolError> {
+        let params = words.get(1..).unwrap_or_default();
+        match Command::parse(words)? {
+            Command::Ping => {
+                let mut db = self.ctx.db();
+                Ok(Bytes::from_static(session.ping(&mut db, Instant::now())))
+            }
+            Command::Identify => {
+                session.check_identify()?;
+                let size = self.rd.read_i32().await.map_err(|_| ProtocolError::BodySize)?;
+                let len = v1::identify_body_len(size)?;
+                let mut body = vec![0u8; len];
+                self.rd.read_exact(&mut body).await.map_err(|_| ProtocolError::BodyRead)?;
+                let mut db = self.ctx.db();
+                session.identify(&body, &mut db, Instant::now())?;
+                Ok(self.ctx.identify_response.clone())
+            }
+            Command::Register => {
+                let mut db = self.ctx.db();
+                session.register(params, &mut db).map(Bytes::from_static)
+            }
+            Command::Unregister => {
+                let mut db = self.ctx.db();
+                session.unregister(params, &mut db).map(Bytes::from_static)
+            }
+        }
+    }
+
+    /// Reads up to and including `\n` into `line` (cleared first). A partial
+    /// line at EOF is discarded, as Go's `ReadString` loop does.
+    async fn read_line(&mut self, line: &mut Vec<u8>) -> io::Result<Line> {
+        line.clear();
+        let n = (&mut self.rd).take(MAX_LINE as u64).read_until(b'\n', line).await?;
+        Ok(match line.last() {
+            Some(b'\n') => Line::Complete,
+            _ if n >= MAX_LINE => Line::TooLong,
+            _ => Line::Eof,
+        })
+    }
+
+    async fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        self.wr.write_all(&v1::frame(data)).await
+    }
+}

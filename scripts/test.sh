@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The single test command of this repository.
+#
+#   bash scripts/test.sh
+#
+# 1. builds every binary (debug),
+# 2. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
+# 3. creates .venv (if missing), installs the pinned Python test deps quietly,
+# 4. runs the Python interop tests (pynsq) against the freshly built nsqd.
+#
+# Needs only the Rust toolchain, Python 3 (3.11) and network access to crates.io/PyPI.
+# Exits non-zero on the first failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# Binaries the black-box tests start (tests/src/lib.rs and tests/python look here).
+export NSQ_BIN_DIR="${NSQ_BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/debug}"
+
+echo "==> cargo build --workspace --bins"
+cargo build --workspace --bins
+
+echo "==> cargo test --workspace"
+cargo test --workspace
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "==> creating .venv"
+    "$PY" -m venv .venv
+fi
+echo "==> pip install -r tests/python/requirements.txt"
+.venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+echo "==> pytest tests/python"
+.venv/bin/python -m pytest -q tests/python

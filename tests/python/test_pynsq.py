@@ -1,0 +1,259 @@
+"""Interop: the official Python client (pynsq) against our nsqd.
+
+Checklist item 134 (pynsq half): a pynsq Writer publishes, a pynsq Reader
+consumes; requeue round-trips. The test starts `target/debug/nsqd` itself on
+free 127.0.0.1 ports with a temporary --data-path and kills it afterwards.
+
+Binary: $NSQ_BIN_DIR/nsqd if NSQ_BIN_DIR is set, else <repo>/target/debug/nsqd.
+"""
+
+import asyncio
+import collections
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import nsq
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def nsqd_binary():
+    d = os.environ.get("NSQ_BIN_DIR")
+    p = Path(d) / "nsqd" if d else REPO / "target" / "debug" / "nsqd"
+    if not p.exists():
+        pytest.fail("nsqd binary not found at %s (run cargo build --workspace --bins)" % p)
+    return str(p)
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_get(addr, path, timeout=5):
+    with urllib.request.urlopen("http://%s%s" % (addr, path), timeout=timeout) as r:
+        return r.status, r.read()
+
+
+class Nsqd:
+    def __init__(self):
+        self.data = tempfile.mkdtemp(prefix="pynsq-nsqd-")
+        self.logdir = tempfile.mkdtemp(prefix="pynsq-nsqd-log-")
+        self.log_path = os.path.join(self.logdir, "nsqd.log")
+        self.log = open(self.log_path, "wb")
+        last = None
+        for _ in range(5):
+            self.tcp = "127.0.0.1:%d" % free_port()
+            self.http = "127.0.0.1:%d" % free_port()
+            args = [
+                nsqd_binary(),
+                "--tcp-address=" + self.tcp,
+                "--http-address=" + self.http,
+                "--https-address=127.0.0.1:%d" % free_port(),
+                "--data-path=" + self.data,
+            ]
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    if http_get(self.http, "/ping", timeout=1) == (200, b"OK"):
+                        return
+                except Exception as e:  # not up yet
+                    last = e
+                time.sleep(0.05)
+            self.stop()
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            tail = f.read()[-4000:].decode("utf-8", "replace")
+        self.close()
+        raise RuntimeError("nsqd did not start: %r\nlog:\n%s" % (last, tail))
+
+    def stats(self, query=""):
+        status, body = http_get(self.http, "/stats?format=json" + query)
+        assert status == 200
+        return json.loads(body)
+
+    def channel(self, topic, channel):
+        for t in self.stats().get("topics") or []:
+            if t["topic_name"] == topic:
+                for c in t["channels"]:
+                    if c["channel_name"] == channel:
+                        return c
+        return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def close(self):
+        self.stop()
+        self.log.close()
+        shutil.rmtree(self.data, ignore_errors=True)
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+@pytest.fixture
+def nsqd():
+    n = Nsqd()
+    try:
+        yield n
+    finally:
+        n.close()
+
+
+async def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        await asyncio.sleep(0.02)
+
+
+async def connected_writer(addr):
+    w = nsq.Writer([addr])
+    await wait_until(lambda: any(c.connected() for c in w.conns.values()), 10, "writer connection")
+    return w
+
+
+def close_all(reader=None, writer=None):
+    if reader is not None:
+        reader.close()
+    if writer is not None:
+        for c in list(writer.conns.values()):
+            c.close()
+
+
+def test_writer_10000_reader_max_in_flight_100(nsqd):
+    N = 10000
+    topic, channel = "pynsq_bulk", "ch"
+    expected = {b"msg-%05d" % i for i in range(N)}
+
+    async def main():
+        w = await connected_writer(nsqd.tcp)
+        acks = []
+        errors = []
+
+        def on_pub(conn, data):
+            if isinstance(data, nsq.Error):
+                errors.append(data)
+            else:
+                acks.append(data)
+
+        sent = 0
+        for body in sorted(expected):
+            w.pub(topic, body, callback=on_pub)
+            sent += 1
+            # keep at most 1000 publishes outstanding
+            if sent - len(acks) - len(errors) > 1000:
+                await wait_until(lambda: sent - len(acks) - len(errors) <= 200, 60, "publish acks")
+        await wait_until(lambda: len(acks) + len(errors) == N, 60, "all %d publish responses" % N)
+        assert errors == [], errors[:5]
+        assert set(acks) == {b"OK"}
+
+        received = []
+
+        def handler(msg):
+            received.append(msg.body)
+            return True
+
+        r = nsq.Reader(
+            topic=topic,
+            channel=channel,
+            message_handler=handler,
+            nsqd_tcp_addresses=[nsqd.tcp],
+            max_in_flight=100,
+        )
+        try:
+            await wait_until(lambda: len(set(received)) >= N, 120, "all %d messages consumed" % N)
+            # all FINs accepted by nsqd
+            await wait_until(
+                lambda: (nsqd.channel(topic, channel) or {}).get("in_flight_count") == 0
+                and sum(c["finish_count"] for c in nsqd.channel(topic, channel)["clients"]) >= N,
+                30,
+                "finish_count %d" % N,
+            )
+        finally:
+            close_all(r, w)
+        return received
+
+    received = asyncio.run(main())
+    assert set(received) == expected
+    ch = nsqd.channel(topic, channel)
+    assert ch["message_count"] == N
+    assert ch["depth"] == 0
+    assert ch["timeout_count"] == 0
+
+
+def test_requeue_once_then_finish(nsqd):
+    N = 200
+    topic, channel = "pynsq_requeue", "ch"
+    expected = {b"rq-%03d" % i for i in range(N)}
+
+    async def main():
+        seen = collections.defaultdict(list)
+
+        def handler(msg):
+            seen[msg.body].append(msg.attempts)
+            if msg.attempts == 1:
+                msg.requeue(backoff=False, delay=0)
+                return None
+            return True
+
+        r = nsq.Reader(
+            topic=topic,
+            channel=channel,
+            message_handler=handler,
+            nsqd_tcp_addresses=[nsqd.tcp],
+            max_in_flight=20,
+        )
+        w = await connected_writer(nsqd.tcp)
+        results = []
+        w.mpub(topic, sorted(expected)[: N // 2], callback=lambda c, d: results.append(d))
+        for body in sorted(expected)[N // 2:]:
+            w.pub(topic, body, callback=lambda c, d: results.append(d))
+        try:
+            await wait_until(lambda: len(results) == 1 + N // 2, 30, "publish responses")
+            assert all(d == b"OK" for d in results), results[:5]
+            await wait_until(
+                lambda: len(seen) == N and all(len(v) >= 2 for v in seen.values()),
+                60,
+                "every message delivered twice",
+            )
+            await wait_until(
+                lambda: (nsqd.channel(topic, channel) or {}).get("requeue_count") == N
+                and nsqd.channel(topic, channel)["in_flight_count"] == 0,
+                30,
+                "requeue_count %d and nothing in flight" % N,
+            )
+        finally:
+            close_all(r, w)
+        return seen
+
+    seen = asyncio.run(main())
+    assert set(seen) == expected
+    for body, attempts in seen.items():
+        assert len(attempts) >= 2, (body, attempts)
+        assert attempts[:2] == [1, 2], (body, attempts)
+    ch = nsqd.channel(topic, channel)
+    assert ch["depth"] == 0
+    assert ch["timeout_count"] == 0

@@ -373,6 +373,18 @@ impl Nsqd {
         }
     }
 
+    /// Wait (up to `timeout`) for the process to exit on its own; `None` if still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if let Some(st) = self.exit_status {
+            return Some(st);
+        }
+        let child = self.child.as_mut()?;
+        let st = wait_timeout(child, timeout)?;
+        self.exit_status = Some(st);
+        self.child = None;
+        Some(st)
+    }
+
     /// Kill (SIGTERM, 3 s grace, SIGKILL) and reap.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -1491,5 +1503,52 @@ impl FakePeer {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod harness_tests {
+    use super::*;
+
+    #[test]
+    fn frame_encoding_matches_spec_examples() {
+        assert_eq!(frame(0, b"OK"), vec![0, 0, 0, 6, 0, 0, 0, 0, b'O', b'K']);
+        let mut bp = vec![0, 0, 0, 0x12, 0, 0, 0, 1];
+        bp.extend_from_slice(b"E_BAD_PROTOCOL");
+        assert_eq!(frame(1, b"E_BAD_PROTOCOL"), bp);
+        assert_eq!(&frame(0, HEARTBEAT)[..4], &[0, 0, 0, 0x0F]);
+        assert_eq!(pub_cmd("t", b"hello"), b"PUB t\n\x00\x00\x00\x05hello".to_vec());
+        assert_eq!(mpub_body(&[b"a", b"b"]), vec![0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 1, b'b']);
+    }
+
+    #[test]
+    fn message_parsing() {
+        let mut d = 1234567890123i64.to_be_bytes().to_vec();
+        d.extend_from_slice(&3u16.to_be_bytes());
+        d.extend_from_slice(b"0123456789abcdef");
+        d.extend_from_slice(b"body");
+        let m = Msg::parse(&d);
+        assert_eq!((m.ts, m.attempts, m.id.as_str(), m.body.as_slice()), (1234567890123, 3, "0123456789abcdef", &b"body"[..]));
+    }
+
+    #[test]
+    fn http_parsing_chunked_and_length() {
+        let r = parse_http_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nOKextra").unwrap();
+        assert_eq!((r.status, r.body.as_slice(), r.header("x-a")), (200, &b"OK"[..], Some("b")));
+        let r = parse_http_response(b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (404, &b"abcde"[..]));
+        assert_eq!(response_complete(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"), Some(false));
+    }
+
+    #[test]
+    fn json_shape_compares_key_order_and_types() {
+        let stats = fixture("stats.json");
+        let with_producer = fixture("stats_with_producer.json");
+        assert!(ojson::shape_diff(&ojson::parse(&stats).unwrap(), &ojson::parse(&stats).unwrap()).is_empty());
+        let d = ojson::shape_diff(&ojson::parse(&stats).unwrap(), &ojson::parse(&with_producer).unwrap());
+        assert!(!d.is_empty(), "pub_counts/producers/memory differ");
+        let d = ojson::shape_diff(&ojson::parse(r#"{"a":1,"b":[{"c":null}]}"#).unwrap(), &ojson::parse(r#"{"b":[{"c":[]}],"a":1}"#).unwrap());
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(ojson::shape_diff(&ojson::parse(r#"{"a":"x"}"#).unwrap(), &ojson::parse(r#"{"a":"y\"z\u00e9"}"#).unwrap()).is_empty());
     }
 }

@@ -523,7 +523,8 @@ fn item87b_stats_json_with_producer_key_order_matches_reference() {
     let mut c = sample_scenario(&n);
     c.publish("sample", b"from-probe");
     wait_for(secs(5), "c2 depth 4", || n.channel_stats("sample", "c2").filter(|ch| ch["depth"] == 4));
-    let body = n.get("/stats?format=json").text();
+    // the reference sample was taken with include_mem=false (no "memory" key)
+    let body = n.get("/stats?format=json&include_mem=false").text();
     assert_same_shape(&fixture("stats_with_producer.json"), &body);
     let v: Value = serde_json::from_str(&body).unwrap();
     let p = &v["producers"][0];
@@ -531,6 +532,13 @@ fn item87b_stats_json_with_producer_key_order_matches_reference() {
     assert_eq!(p["pub_counts"], serde_json::json!([{"topic":"sample","count":1}]));
     let cl = &find_channel(&v, "sample", "c1").unwrap()["clients"][0];
     assert_eq!(cl["pub_counts"], serde_json::json!([{"topic":"sample","count":1}]));
+    // The producer entry is the same connection's ClientStats (reference sample:
+    // identical objects, e.g. ready_count 2, in_flight_count 2, message_count 3, finish_count 1).
+    assert_eq!(p, cl, "producers[0] must report the same client stats as the channel's client entry");
+    // with the default include_mem the memory block sits between topics and producers
+    let full = n.get("/stats?format=json").text();
+    let keys: Vec<String> = ojson::parse(&full).unwrap().keys().iter().map(|s| s.to_string()).collect();
+    assert_eq!(keys, ["version", "health", "start_time", "topics", "memory", "producers"]);
 }
 
 #[test]

@@ -463,6 +463,11 @@ impl ChannelState {
         self.backend.delete()
     }
 
+    /// A subscribed client's full stats (connection info and its counters here).
+    pub fn client_stats(&self, cid: ClientId) -> Option<ClientStats> {
+        self.clients.get(&cid).map(slot_stats)
+    }
+
     pub fn client_conns(&self) -> Vec<Arc<ClientConn>> {
         self.clients.values().map(|s| s.conn.clone()).collect()
     }
@@ -534,6 +539,12 @@ pub fn client_stats(conn: &ClientConn) -> ClientStats {
         pub_counts: info.pub_counts.iter().take(1).map(|(t, c)| PubCount { topic: t.clone(), count: *c }).collect(),
         tls: info.tls,
         ..Default::default()
+    }
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Channel({}:{})", self.topic_name, self.name)
     }
 }
 

@@ -78,6 +78,9 @@ pub struct ClientConn {
     pub info: Mutex<ClientInfo>,
     /// Cancelled to disconnect the client (channel deleted, nsqd exiting).
     pub closer: CancellationToken,
+    /// The channel it subscribed to, where its delivery counters live.
+    /// Weak: the channel already holds the client; this only finds it back.
+    pub channel: Mutex<Option<std::sync::Weak<crate::channel::Channel>>>,
 }
 
 impl ClientConn {
@@ -92,6 +95,7 @@ impl ClientConn {
             connect_ts,
             info: Mutex::new(info),
             closer: CancellationToken::new(),
+            channel: Mutex::new(None),
         };
         (conn, rx)
     }

@@ -89,8 +89,10 @@ impl NsqdInner {
             max_msg_timeout_ms: opts.max_msg_timeout.as_millis() as i64,
             max_rdy_count: opts.max_rdy_count,
             tls_available: false,
-            snappy_enabled: false,
-            deflate_enabled: false,
+            snappy_enabled: opts.snappy,
+            deflate_enabled: opts.deflate,
+            // snappy/deflate streams are not implemented yet: never negotiated
+            compression_available: false,
             max_deflate_level: opts.max_deflate_level,
             auth_required: !opts.auth_http_addresses.is_empty(),
             topology_region: opts.topology_region.clone(),

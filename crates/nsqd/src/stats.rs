@@ -32,7 +32,8 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
             .iter()
             .filter(|c| !c.info.lock().pub_counts.is_empty())
             .map(|c| {
-                let mut s = client_stats(c);
+                let ch = c.channel.lock().as_ref().and_then(|w| w.upgrade());
+                let mut s = ch.and_then(|ch| ch.with(|st| st.client_stats(c.id))).unwrap_or_else(|| client_stats(c));
                 if let Some(t) = q.topic {
                     let info = c.info.lock();
                     s.pub_counts = info

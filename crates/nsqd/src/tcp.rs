@@ -119,11 +119,13 @@ impl Client {
         loop {
             loop {
                 let limits = self.nsqd.limits;
-                let r = decode(&mut buf, &limits, |name| self.precheck(name));
+                let r = decode(&mut buf, &limits, |name, params| self.precheck(name, params));
                 match r {
                     Ok(Some(cmd)) => {
+                        let result = self.exec(cmd);
+                        // after exec: IDENTIFY may have changed the interval
                         deadline = self.read_deadline();
-                        if let Err(e) = self.exec(cmd) {
+                        if let Err(e) = result {
                             self.send_error(&e);
                             if e.fatal {
                                 return;
@@ -170,7 +172,7 @@ impl Client {
     }
 
     fn send_error(&self, e: &ProtocolError) {
-        tracing::debug!(addr = %self.conn.remote_addr, error = %e.payload(), fatal = e.fatal, "client error");
+        tracing::debug!(addr = %self.conn.remote_addr, error = %e.payload_lossy(), fatal = e.fatal, "client error");
         self.conn.send(Outbound::Error(Bytes::from(e.payload())));
     }
 
@@ -179,7 +181,7 @@ impl Client {
     }
 
     /// State checks nsqd makes before it parses a command's parameters.
-    fn precheck(&self, name: &[u8]) -> Result<Precheck, ProtocolError> {
+    fn precheck(&self, name: &[u8], params: &[&[u8]]) -> Result<Precheck, ProtocolError> {
         let cannot = |cmd: &str| Err(ProtocolError::invalid(format!("cannot {cmd} in current state")));
         match name {
             b"IDENTIFY" if self.state != STATE_INIT => cannot("IDENTIFY"),
@@ -192,6 +194,15 @@ impl Client {
                 cannot(std::str::from_utf8(name).unwrap_or("?"))
             }
             b"CLS" if self.state != STATE_SUBSCRIBED => cannot("CLS"),
+            b"MPUB" => {
+                // nsqd creates the topic before it reads (and validates) the body.
+                if let Some(t) = params.first().and_then(|t| std::str::from_utf8(t).ok()) {
+                    if nsq_protocol::names::is_valid_topic_name(t) {
+                        self.nsqd.get_or_create_topic(t);
+                    }
+                }
+                Ok(Precheck::Proceed)
+            }
             _ => Ok(Precheck::Proceed),
         }
     }
@@ -306,6 +317,7 @@ impl Client {
             }
             self.state = STATE_SUBSCRIBED;
             self.conn.info.lock().state = STATE_SUBSCRIBED;
+            *self.conn.channel.lock() = Some(Arc::downgrade(&ch));
             self.topic = Some(topic);
             self.channel = Some(ch);
             self.respond(OK);

@@ -1,14 +1,14 @@
 //! nsqlookupd: the NSQ discovery daemon, wire-compatible with nsqlookupd 1.3.0.
 //!
 //! nsqd nodes connect over TCP (the "V1" protocol, [`tcp`]) and register the
-//! topics and channels they have; consumers and tools ask over HTTP ([`http`])
+//! topics and channels they have; consumers and tools ask over HTTP (`http`)
 //! where a topic lives. All state is the in-memory [`registration`] database;
 //! nothing is persisted and lookupd instances never talk to each other.
 //!
 //! Module map, following the data:
 //! * [`registration`] — the registry itself: a plain struct, time passed in.
 //! * [`tcp`] — listener and connection shell; [`tcp::v1`] the protocol logic.
-//! * [`http`] — HTTP server shell; `http::router` (httprouter semantics),
+//! * `http` — HTTP server shell; `http::router` (httprouter semantics),
 //!   `http::api` (endpoint logic), `http::query` (Go query parsing).
 //! * `json` — Go-compatible JSON output; `text` — Go string helpers.
 //!
@@ -20,7 +20,7 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms, unused_must_use)]
 
-pub mod http;
+mod http;
 mod json;
 pub mod registration;
 pub mod tcp;

@@ -79,7 +79,7 @@ pub enum DecodeError {
 /// parsed further unless the error is non-fatal (never the case here).
 pub fn decode<F>(buf: &mut BytesMut, limits: &Limits, mut precheck: F) -> Result<Option<Command>, DecodeError>
 where
-    F: FnMut(&[u8]) -> Result<Precheck, ProtocolError>,
+    F: FnMut(&[u8], &[&[u8]]) -> Result<Precheck, ProtocolError>,
 {
     let scan_len = buf.len().min(MAX_LINE_LEN);
     let nl = match buf[..scan_len].iter().position(|&b| b == b'\n') {
@@ -96,7 +96,7 @@ where
     let name = parts.next().unwrap_or(&[]);
     let params: Vec<&[u8]> = parts.collect();
 
-    if precheck(name)? == Precheck::Ignore {
+    if precheck(name, &params)? == Precheck::Ignore {
         buf.advance(nl + 1);
         return Ok(Some(Command::Ignored));
     }
@@ -116,7 +116,7 @@ where
             }
             let id = parse_id(&params, "REQ")?;
             let timeout_ms = parse_base10(params[1])
-                .ok_or_else(|| ProtocolError::invalid(format!("REQ could not parse timeout {}", lossy(params[1]))))?;
+                .ok_or_else(|| ProtocolError::invalid(cat("REQ could not parse timeout ", params[1])))?;
             Some((Command::Req { id, timeout_ms }, 0))
         }
         b"SUB" => {
@@ -124,10 +124,13 @@ where
                 return Err(ProtocolError::invalid("SUB insufficient number of parameters").into());
             }
             let topic = checked_topic(params[0], "SUB", E_BAD_TOPIC)?;
-            let channel = lossy(params[1]);
-            if !is_valid_channel_name(&channel) {
-                return Err(ProtocolError::fatal(E_BAD_CHANNEL, format!("SUB channel name {} is not valid", go_quote(&channel))).into());
-            }
+            let channel = match std::str::from_utf8(params[1]) {
+                Ok(c) if is_valid_channel_name(c) => c.to_string(),
+                _ => {
+                    let desc = format!("SUB channel name {} is not valid", go_quote_bytes(params[1]));
+                    return Err(ProtocolError::fatal(E_BAD_CHANNEL, desc).into());
+                }
+            };
             Some((Command::Sub { topic, channel }, 0))
         }
         b"PUB" => {
@@ -143,7 +146,7 @@ where
             }
             let topic = checked_topic(params[0], "DPUB", E_BAD_TOPIC)?;
             let defer_ms = parse_base10(params[1])
-                .ok_or_else(|| ProtocolError::invalid(format!("DPUB could not parse timeout {}", lossy(params[1]))))?;
+                .ok_or_else(|| ProtocolError::invalid(cat("DPUB could not parse timeout ", params[1])))?;
             if defer_ms < 0 || defer_ms > limits.max_req_timeout_ms {
                 return Err(ProtocolError::invalid(format!(
                     "DPUB timeout {} out of range 0-{}",
@@ -178,7 +181,7 @@ where
             sized_body(rest, "AUTH", limits.max_body_size, E_BAD_BODY, "body too big", "invalid body size")?
                 .map(|r| (Command::Auth(body_from(buf, body_start, &r)), r.end))
         }
-        other => return Err(ProtocolError::invalid(format!("invalid command {}", lossy(other))).into()),
+        other => return Err(ProtocolError::invalid(cat("invalid command ", other)).into()),
     };
 
     match parsed {
@@ -197,16 +200,18 @@ fn body_from(buf: &BytesMut, body_start: usize, range: &std::ops::Range<usize>) 
     Bytes::copy_from_slice(&buf[body_start + range.start..body_start + range.end])
 }
 
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// `text` followed by a client's raw bytes, echoed back unchanged as nsqd does.
+fn cat(text: &str, raw: &[u8]) -> Vec<u8> {
+    let mut v = text.as_bytes().to_vec();
+    v.extend_from_slice(raw);
+    v
 }
 
 fn checked_topic(raw: &[u8], what: &str, code: &'static str) -> Result<String, ProtocolError> {
-    let topic = lossy(raw);
-    if std::str::from_utf8(raw).is_err() || !is_valid_topic_name(&topic) {
-        return Err(ProtocolError::fatal(code, format!("{what} topic name {} is not valid", go_quote(&topic))));
+    match std::str::from_utf8(raw) {
+        Ok(t) if is_valid_topic_name(t) => Ok(t.to_string()),
+        _ => Err(ProtocolError::fatal(code, format!("{what} topic name {} is not valid", go_quote_bytes(raw)))),
     }
-    Ok(topic)
 }
 
 fn parse_id(params: &[&[u8]], cmd: &str) -> Result<MessageId, ProtocolError> {
@@ -217,7 +222,7 @@ fn parse_id(params: &[&[u8]], cmd: &str) -> Result<MessageId, ProtocolError> {
 fn parse_rdy(params: &[&[u8]], limits: &Limits) -> Result<i64, ProtocolError> {
     let count = match params.first() {
         None => 1,
-        Some(raw) => parse_base10(raw).ok_or_else(|| ProtocolError::invalid(format!("RDY could not parse count {}", lossy(raw))))?,
+        Some(raw) => parse_base10(raw).ok_or_else(|| ProtocolError::invalid(cat("RDY could not parse count ", raw)))?,
     };
     if count < 0 || count > limits.max_rdy_count {
         return Err(ProtocolError::invalid(format!("RDY count {} out of range 0-{}", count, limits.max_rdy_count)));
@@ -354,14 +359,14 @@ mod tests {
 
     fn dec(bytes: &[u8]) -> Result<Option<Command>, DecodeError> {
         let mut b = BytesMut::from(bytes);
-        decode(&mut b, &Limits::default(), |_| Ok(Precheck::Proceed))
+        decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed))
     }
 
     fn err(bytes: &[u8]) -> String {
         match dec(bytes) {
             Err(DecodeError::Protocol(e)) => {
                 assert!(e.fatal);
-                e.payload()
+                e.payload_lossy()
             }
             other => panic!("expected protocol error, got {other:?}"),
         }
@@ -370,12 +375,12 @@ mod tests {
     #[test]
     fn pub_ok_and_partial() {
         let mut b = BytesMut::from(&b"PUB t\n\x00\x00\x00\x05hel"[..]);
-        assert_eq!(decode(&mut b, &Limits::default(), |_| Ok(Precheck::Proceed)), Ok(None));
+        assert_eq!(decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)), Ok(None));
         b.extend_from_slice(b"loNOP\n");
-        let c = decode(&mut b, &Limits::default(), |_| Ok(Precheck::Proceed)).unwrap().unwrap();
+        let c = decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)).unwrap().unwrap();
         assert_eq!(c, Command::Pub { topic: "t".into(), body: Bytes::from_static(b"hello") });
         assert_eq!(&b[..], b"NOP\n");
-        assert_eq!(decode(&mut b, &Limits::default(), |_| Ok(Precheck::Proceed)).unwrap(), Some(Command::Nop));
+        assert_eq!(decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)).unwrap(), Some(Command::Nop));
         assert!(b.is_empty());
     }
 
@@ -387,6 +392,11 @@ mod tests {
         assert_eq!(err(b"PUB\n"), "E_INVALID PUB insufficient number of parameters");
         assert_eq!(err(b"FOO\n"), "E_INVALID invalid command FOO");
         assert_eq!(err(b"\n"), "E_INVALID invalid command ");
+        let mut b = BytesMut::from(&b"\x01\xffX\n"[..]);
+        match decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)) {
+            Err(DecodeError::Protocol(e)) => assert_eq!(e.payload(), b"E_INVALID invalid command \x01\xffX"),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(err(b"SUB t\n"), "E_INVALID SUB insufficient number of parameters");
         assert_eq!(err(b"SUB t bad/chan\n"), "E_BAD_CHANNEL SUB channel name \"bad/chan\" is not valid");
         assert_eq!(err(b"FIN abc\n"), "E_INVALID invalid message ID");
@@ -454,11 +464,11 @@ mod tests {
     #[test]
     fn precheck_runs_first_and_can_ignore() {
         let mut b = BytesMut::from(&b"RDY bogus\nNOP\n"[..]);
-        let c = decode(&mut b, &Limits::default(), |_| Ok(Precheck::Ignore)).unwrap();
+        let c = decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Ignore)).unwrap();
         assert_eq!(c, Some(Command::Ignored));
         assert_eq!(&b[..], b"NOP\n");
         let mut b = BytesMut::from(&b"FOO\n"[..]);
-        let e = decode(&mut b, &Limits::default(), |n| {
+        let e = decode(&mut b, &Limits::default(), |n, _| {
             Err(ProtocolError::invalid(format!("cannot {} in current state (TLS required)", String::from_utf8_lossy(n))))
         });
         assert_eq!(e, Err(DecodeError::Protocol(ProtocolError::invalid("cannot FOO in current state (TLS required)"))));

@@ -3,36 +3,44 @@
 
 /// An error to send to a client as a type-1 frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code} {desc}")]
+#[error("{code} {}", String::from_utf8_lossy(desc))]
 pub struct ProtocolError {
     pub code: &'static str,
-    pub desc: String,
+    /// Bytes, not a `String`: nsqd echoes a client's raw bytes (an unknown
+    /// command name, say) back verbatim, valid UTF-8 or not.
+    pub desc: Vec<u8>,
     /// Fatal errors close the connection after the frame is sent. Only
     /// E_FIN_FAILED, E_REQ_FAILED and E_TOUCH_FAILED are not.
     pub fatal: bool,
 }
 
 impl ProtocolError {
-    pub fn fatal(code: &'static str, desc: impl Into<String>) -> ProtocolError {
+    pub fn fatal(code: &'static str, desc: impl Into<Vec<u8>>) -> ProtocolError {
         ProtocolError { code, desc: desc.into(), fatal: true }
     }
 
-    pub fn non_fatal(code: &'static str, desc: impl Into<String>) -> ProtocolError {
+    pub fn non_fatal(code: &'static str, desc: impl Into<Vec<u8>>) -> ProtocolError {
         ProtocolError { code, desc: desc.into(), fatal: false }
     }
 
     /// `E_INVALID <desc>`, the most common fatal error.
-    pub fn invalid(desc: impl Into<String>) -> ProtocolError {
+    pub fn invalid(desc: impl Into<Vec<u8>>) -> ProtocolError {
         ProtocolError::fatal(E_INVALID, desc)
     }
 
     /// The error frame's payload.
-    pub fn payload(&self) -> String {
-        if self.desc.is_empty() {
-            self.code.to_string()
-        } else {
-            format!("{} {}", self.code, self.desc)
+    pub fn payload(&self) -> Vec<u8> {
+        let mut p = self.code.as_bytes().to_vec();
+        if !self.desc.is_empty() {
+            p.push(b' ');
+            p.extend_from_slice(&self.desc);
         }
+        p
+    }
+
+    /// The payload as text, for logs and tests.
+    pub fn payload_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.payload()).into_owned()
     }
 
     /// The code without its `E_` prefix, as the HTTP API reports MPUB errors.
@@ -62,10 +70,39 @@ pub const E_UNAUTHORIZED: &str = "E_UNAUTHORIZED";
 pub const E_AUTH_ERROR: &str = "E_AUTH_ERROR";
 
 /// Go's `%q` for the strings we quote in errors: double quotes, with
-/// backslash escapes for quotes, backslashes and control bytes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
+/// backslash escapes for quotes, backslashes, control bytes and bytes that
+/// are not UTF-8 (`\xff`).
+pub fn go_quote_bytes(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len() + 2);
+    let mut rest = b;
     out.push('"');
+    while !rest.is_empty() {
+        match std::str::from_utf8(rest) {
+            Ok(s) => {
+                quote_into(&mut out, s);
+                break;
+            }
+            Err(e) => {
+                let (good, bad) = rest.split_at(e.valid_up_to());
+                quote_into(&mut out, std::str::from_utf8(good).unwrap_or(""));
+                let n = e.error_len().unwrap_or(bad.len()).max(1);
+                for byte in &bad[..n] {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+                rest = &bad[n..];
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `%q` of a string.
+pub fn go_quote(s: &str) -> String {
+    go_quote_bytes(s.as_bytes())
+}
+
+fn quote_into(out: &mut String, s: &str) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -77,8 +114,6 @@ pub fn go_quote(s: &str) -> String {
             c => out.push(c),
         }
     }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -87,8 +122,11 @@ mod tests {
 
     #[test]
     fn payloads() {
-        assert_eq!(ProtocolError::invalid("invalid command ").payload(), "E_INVALID invalid command ");
-        assert_eq!(ProtocolError::fatal(E_BAD_PROTOCOL, "").payload(), "E_BAD_PROTOCOL");
+        assert_eq!(ProtocolError::invalid("invalid command ").payload(), b"E_INVALID invalid command ");
+        assert_eq!(ProtocolError::fatal(E_BAD_PROTOCOL, "").payload(), b"E_BAD_PROTOCOL");
+        let mut raw = b"invalid command ".to_vec();
+        raw.extend_from_slice(&[1, 0xff, b'X']);
+        assert_eq!(&ProtocolError::invalid(raw).payload()[10..], b"invalid command \x01\xffX");
         assert_eq!(ProtocolError::fatal(E_BAD_BODY, "x").http_code(), "BAD_BODY");
     }
 
@@ -96,5 +134,6 @@ mod tests {
     fn quoting() {
         assert_eq!(go_quote("bad!topic"), "\"bad!topic\"");
         assert_eq!(go_quote("a\"b\n"), "\"a\\\"b\\n\"");
+        assert_eq!(go_quote_bytes(b"a\xffb"), "\"a\\xffb\"");
     }
 }

@@ -51,8 +51,12 @@ pub struct ServerFeatures {
     pub max_msg_timeout_ms: i64,
     pub max_rdy_count: i64,
     pub tls_available: bool,
+    /// `--snappy` / `--deflate`: what the operator allows. A conflict is
+    /// judged on these (as nsqd does) even where `compression_available` is
+    /// false and the server then negotiates neither.
     pub snappy_enabled: bool,
     pub deflate_enabled: bool,
+    pub compression_available: bool,
     pub max_deflate_level: i64,
     pub auth_required: bool,
     pub topology_region: String,
@@ -76,6 +80,7 @@ impl Default for ServerFeatures {
             tls_available: false,
             snappy_enabled: true,
             deflate_enabled: true,
+            compression_available: true,
             max_deflate_level: 6,
             auth_required: false,
             topology_region: String::new(),
@@ -151,6 +156,7 @@ pub fn negotiate(req: &IdentifyRequest, srv: &ServerFeatures) -> Result<Negotiat
     if snappy && deflate {
         return Err(ProtocolError::fatal(E_IDENTIFY_FAILED, "cannot enable both deflate and snappy compression"));
     }
+    let (snappy, deflate) = (snappy && srv.compression_available, deflate && srv.compression_available);
     let wanted_level = if deflate { req.deflate_level.unwrap_or(0) } else { 0 };
     let deflate_level = if wanted_level <= 0 { 6 } else { wanted_level }.min(srv.max_deflate_level);
     Ok(Negotiated {
@@ -219,8 +225,8 @@ mod tests {
     use super::*;
 
     fn neg(json: &str) -> Result<Negotiated, String> {
-        let req = IdentifyRequest::parse(json.as_bytes()).map_err(|e| e.payload())?;
-        negotiate(&req, &ServerFeatures::default()).map_err(|e| e.payload())
+        let req = IdentifyRequest::parse(json.as_bytes()).map_err(|e| e.payload_lossy())?;
+        negotiate(&req, &ServerFeatures::default()).map_err(|e| e.payload_lossy())
     }
 
     #[test]

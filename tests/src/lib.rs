@@ -193,6 +193,14 @@ pub fn run_bin(name: &str, args: &[&str], timeout: Duration) -> RunOutput {
 // nsqd process
 // ---------------------------------------------------------------------------
 
+/// Addresses picked for one nsqd start (see [`Nsqd::start_with`]).
+pub struct Ports {
+    pub tcp: String,
+    pub http: String,
+    pub https: String,
+    pub data_path: PathBuf,
+}
+
 /// A running nsqd. Killed (SIGTERM, then SIGKILL after a grace) and reaped on drop.
 pub struct Nsqd {
     child: Option<Child>,
@@ -223,9 +231,25 @@ impl Nsqd {
 
     /// Start nsqd on the given (caller-owned) `--data-path`.
     pub fn start_in(data_path: &Path, extra: &[&str]) -> Nsqd {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Nsqd::start_with(data_path, move |p: &Ports| {
+            let mut args = vec![
+                format!("--tcp-address={}", p.tcp),
+                format!("--http-address={}", p.http),
+                format!("--https-address={}", p.https),
+                format!("--data-path={}", p.data_path.display()),
+            ];
+            args.extend(extra.iter().cloned());
+            args
+        })
+    }
+
+    /// Start nsqd with a fully custom argument list, built from freshly picked
+    /// free addresses (retried on failure, e.g. a port race).
+    pub fn start_with(data_path: &Path, build: impl Fn(&Ports) -> Vec<String>) -> Nsqd {
         let mut last_err = String::new();
         for _attempt in 0..6 {
-            match Nsqd::try_start_in(data_path, extra) {
+            match Nsqd::try_start_with(data_path, &build) {
                 Ok(n) => return n,
                 Err(e) => {
                     // Most likely a port race (bound by someone between our probe and
@@ -239,8 +263,23 @@ impl Nsqd {
         panic!("nsqd failed to start (6 attempts); last error:\n{last_err}");
     }
 
-    /// One attempt: spawn and wait up to 20 s for `GET /ping` → 200 `OK`.
+    /// One attempt with the default flags: spawn and wait up to 20 s for `GET /ping` → 200 `OK`.
     pub fn try_start_in(data_path: &Path, extra: &[&str]) -> Result<Nsqd, String> {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Nsqd::try_start_with(data_path, &move |p: &Ports| {
+            let mut args = vec![
+                format!("--tcp-address={}", p.tcp),
+                format!("--http-address={}", p.http),
+                format!("--https-address={}", p.https),
+                format!("--data-path={}", p.data_path.display()),
+            ];
+            args.extend(extra.iter().cloned());
+            args
+        })
+    }
+
+    /// One attempt with custom arguments.
+    pub fn try_start_with(data_path: &Path, build: &dyn Fn(&Ports) -> Vec<String>) -> Result<Nsqd, String> {
         let tcp_port = free_port();
         let mut http_port = free_port();
         while http_port == tcp_port {
@@ -253,13 +292,12 @@ impl Nsqd {
         let tcp_addr = format!("127.0.0.1:{tcp_port}");
         let http_addr = format!("127.0.0.1:{http_port}");
         let https_addr = format!("127.0.0.1:{https_port}");
-        let mut args: Vec<String> = vec![
-            format!("--tcp-address={tcp_addr}"),
-            format!("--http-address={http_addr}"),
-            format!("--https-address={https_addr}"),
-            format!("--data-path={}", data_path.display()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
+        let args = build(&Ports {
+            tcp: tcp_addr.clone(),
+            http: http_addr.clone(),
+            https: https_addr.clone(),
+            data_path: data_path.to_path_buf(),
+        });
 
         let log_dir = tempfile::Builder::new().prefix("nsqd-log-").tempdir().unwrap();
         let child = Command::new(bin_path("nsqd"))

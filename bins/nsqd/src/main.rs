@@ -38,7 +38,7 @@ struct Cli {
     broadcast_tcp_port: u16,
     #[arg(long, default_value_t = 0, help = "HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)")]
     broadcast_http_port: u16,
-    #[arg(long = "lookupd-tcp-address", action = ArgAction::Append, help = "lookupd TCP address (may be given multiple times) (accepted; registration not yet implemented)")]
+    #[arg(long = "lookupd-tcp-address", action = ArgAction::Append, help = "lookupd TCP address (may be given multiple times)")]
     lookupd_tcp_address: Vec<String>,
     #[arg(long = "auth-http-address", action = ArgAction::Append, help = "<addr>:<port> or a full url to query auth server (may be given multiple times) (accepted; AUTH not yet implemented)")]
     auth_http_address: Vec<String>,
@@ -250,9 +250,6 @@ fn main() {
     let prefix = cli.log_prefix.clone();
     let opts = options(cli).unwrap_or_else(|e| nsq_cli::fatal(&prefix, &e));
     let set_level = nsq_cli::init_logging(&opts.log_level, &opts.log_prefix).unwrap_or_else(|e| nsq_cli::fatal(&prefix, &e));
-    if !opts.lookupd_tcp_addresses.is_empty() {
-        tracing::warn!("--lookupd-tcp-address is accepted but lookupd registration is not implemented yet");
-    }
     if !opts.auth_http_addresses.is_empty() {
         tracing::warn!("--auth-http-address is accepted but AUTH is not implemented yet; AUTH answers E_AUTH_DISABLED");
     }

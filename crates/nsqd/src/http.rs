@@ -538,6 +538,7 @@ async fn config_put(nsqd: &Arc<NsqdInner>, opt: &str, body: Body) -> Response {
         "nsqlookupd_tcp_addresses" => {
             let Ok(addrs) = serde_json::from_slice::<Vec<String>>(&body) else { return err(StatusCode::BAD_REQUEST, "INVALID_VALUE") };
             *nsqd.lookupd_tcp_addresses.lock() = addrs;
+            nsqd.lookupd_changed.notify_one();
         }
         "log_level" => {
             let level = String::from_utf8_lossy(&body).trim().to_lowercase();

@@ -17,6 +17,7 @@ pub mod client;
 pub mod e2e;
 pub mod guid;
 pub mod http;
+pub mod lookup;
 pub mod nsqd;
 pub mod options;
 pub mod stats;
@@ -108,7 +109,7 @@ impl Nsqd {
             tokio::spawn(http::serve(h, inner.clone()))
         });
         if let Some(rx) = inner.take_events() {
-            inner.tasks.spawn(metadata_loop(inner.clone(), rx));
+            inner.tasks.spawn(lookup::run(inner.clone(), rx));
         }
         inner.tasks.spawn(sync_loop(inner.clone()));
         tokio::select! {
@@ -129,36 +130,6 @@ impl Nsqd {
 
 fn local_port(l: &TcpListener) -> u16 {
     l.local_addr().map(|a| a.port()).unwrap_or(0)
-}
-
-/// Rewrites nsqd.dat when topics or channels come and go (coalesced).
-async fn metadata_loop(nsqd: Arc<NsqdInner>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) {
-    loop {
-        let ev = tokio::select! {
-            ev = rx.recv() => ev,
-            _ = nsqd.cancel.cancelled() => return,
-        };
-        let Some(mut ev) = ev else { return };
-        let mut dirty = false;
-        loop {
-            let name = match &ev {
-                Event::TopicCreated(t) | Event::TopicDeleted(t) => t.clone(),
-                Event::ChannelCreated(t, c) | Event::ChannelDeleted(t, c) => format!("{t}:{c}"),
-            };
-            dirty |= !name.contains("#ephemeral");
-            match rx.try_recv() {
-                Ok(e) => ev = e,
-                Err(_) => break,
-            }
-        }
-        if dirty {
-            let n = nsqd.clone();
-            let r = tokio::task::spawn_blocking(move || n.persist_metadata()).await;
-            if let Ok(Err(e)) = r {
-                tracing::error!(error = %e, "failed to persist metadata");
-            }
-        }
-    }
 }
 
 /// fsyncs disk queues with unsynced writes every `--sync-timeout`.

@@ -63,6 +63,10 @@ pub struct NsqdInner {
     pub tcp_port: AtomicU16,
     pub http_port: AtomicU16,
     pub lookupd_tcp_addresses: Mutex<Vec<String>>,
+    /// Poked when `lookupd_tcp_addresses` changes at run time.
+    pub lookupd_changed: tokio::sync::Notify,
+    /// HTTP addresses of the lookupds we are identified with.
+    pub lookupd_http_addresses: Mutex<Vec<String>>,
     /// Set by the binary so `PUT /config/log_level` can change the filter.
     pub log_level_hook: Mutex<Option<Box<dyn Fn(&str) -> bool + Send + Sync>>>,
     pub log_level: Mutex<String>,
@@ -112,6 +116,8 @@ impl NsqdInner {
             tcp_port: AtomicU16::new(0),
             http_port: AtomicU16::new(0),
             lookupd_tcp_addresses: Mutex::new(opts.lookupd_tcp_addresses.clone()),
+            lookupd_changed: tokio::sync::Notify::new(),
+            lookupd_http_addresses: Mutex::new(Vec::new()),
             log_level_hook: Mutex::new(None),
             log_level: Mutex::new(opts.log_level.to_lowercase()),
             events: tx,
@@ -182,6 +188,10 @@ impl NsqdInner {
     }
 
     /// The topic, created (and announced) if needed. None while exiting.
+    ///
+    /// A new topic starts moving messages only once the channels the
+    /// lookupds know for it exist (nsqd's pre-creation), so its first
+    /// messages reach them; until then they wait in the topic.
     pub fn get_or_create_topic(self: &Arc<Self>, name: &str) -> Option<Arc<Topic>> {
         if let Some(t) = self.get_topic(name) {
             return Some(t);
@@ -189,18 +199,35 @@ impl NsqdInner {
         if self.cancel.is_cancelled() {
             return None;
         }
+        let loading = self.loading.load(Ordering::Relaxed);
+        let precreate = !loading && !self.lookupd_tcp_addresses.lock().is_empty();
         let topic = {
             let mut topics = self.topics.write();
             if let Some(t) = topics.get(name) {
                 return Some(t.clone());
             }
-            let t = Topic::new(name, self);
+            let t = Topic::new(name, self, !loading && !precreate);
             topics.insert(name.to_string(), t.clone());
             t
         };
         tracing::info!(topic = %name, "new topic");
-        if !self.loading.load(Ordering::Relaxed) {
+        if !loading {
             self.emit(Event::TopicCreated(name.to_string()));
+        }
+        if precreate {
+            let (n, t) = (self.clone(), topic.clone());
+            self.tasks.spawn(async move {
+                if n.lookupd_http_addresses.lock().is_empty() {
+                    tracing::error!(topic = %t.name, "no available nsqlookupd to query for channels to pre-create for new topic");
+                } else {
+                    for c in crate::lookup::lookupd_channels(&n, &t.name).await {
+                        if !is_ephemeral(&c) && is_valid_channel_name(&c) {
+                            let _ = t.get_or_create_channel(&c);
+                        }
+                    }
+                }
+                t.start();
+            });
         }
         Some(topic)
     }
@@ -269,6 +296,9 @@ impl NsqdInner {
             }
         }
         self.loading.store(false, Ordering::Relaxed);
+        for t in self.topics() {
+            t.start();
+        }
         Ok(())
     }
 

@@ -40,6 +40,9 @@ struct TopicState {
     memory: VecDeque<(Message, Option<Duration>)>,
     backend: Box<dyn Backend>,
     paused: bool,
+    /// False until pre-creation of lookupd-known channels (or metadata
+    /// load) is done; nothing flows to channels before.
+    started: bool,
     exiting: bool,
     message_count: u64,
     message_bytes: u64,
@@ -52,7 +55,7 @@ impl TopicState {
     }
 
     fn can_flow(&self) -> bool {
-        !self.paused && !self.exiting && !self.channels.is_empty()
+        self.started && !self.paused && !self.exiting && !self.channels.is_empty()
     }
 
     fn fan_out(&self, msg: Message, defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
@@ -96,13 +99,14 @@ pub struct Topic {
 }
 
 impl Topic {
-    pub(crate) fn new(name: &str, nsqd: &Arc<NsqdInner>) -> Arc<Topic> {
+    pub(crate) fn new(name: &str, nsqd: &Arc<NsqdInner>, started: bool) -> Arc<Topic> {
         let backend = nsqd.new_backend(name);
         let state = TopicState {
             channels: BTreeMap::new(),
             memory: VecDeque::new(),
             backend,
             paused: false,
+            started,
             exiting: false,
             message_count: 0,
             message_bytes: 0,
@@ -262,6 +266,18 @@ impl Topic {
     pub fn client_left(&self, channel: &Channel, remaining: usize) {
         if remaining == 0 && channel.ephemeral {
             self.delete_channel(&channel.name);
+        }
+    }
+
+    /// Lets messages flow to the channels (after pre-creation or load).
+    pub fn start(&self) {
+        let wake = {
+            let mut st = self.state.lock();
+            st.started = true;
+            st.can_flow() && st.has_backlog()
+        };
+        if wake {
+            self.pump.notify_one();
         }
     }
 

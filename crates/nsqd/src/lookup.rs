@@ -1,0 +1,280 @@
+//! nsqd's side of discovery: one connection per `--lookupd-tcp-address`
+//! that identifies, registers every topic and channel, sends REGISTER and
+//! UNREGISTER as they come and go, PINGs every 15 s, and reconnects (with a
+//! full re-registration) whenever a command finds it down. The same loop
+//! persists `nsqd.dat` after topics or channels change, as nsqd's does.
+//!
+//! It also answers the question a new topic asks: which channels do the
+//! lookupds already know for it? (`/channels?topic=`), so the first
+//! messages reach every consumer group that exists elsewhere.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, BytesMut};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::nsqd::{Event, NsqdInner};
+
+/// nsqd's fixed lookupd heartbeat.
+const PING_INTERVAL: Duration = Duration::from_secs(15);
+/// Every dial, read and write to a lookupd is bounded by this (as in nsqd).
+const IO_TIMEOUT: Duration = Duration::from_secs(1);
+/// Largest response we accept from a lookupd.
+const MAX_RESPONSE: usize = 5 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out")]
+    Timeout,
+    #[error("bad response: {0}")]
+    BadResponse(String),
+}
+
+/// nsqd's IDENTIFY to a lookupd; keys sorted as Go marshals a map.
+#[derive(Serialize)]
+struct IdentifyBody<'a> {
+    broadcast_address: &'a str,
+    hostname: &'a str,
+    http_port: u16,
+    tcp_port: u16,
+    topology_region: &'a str,
+    topology_zone: &'a str,
+    version: &'a str,
+}
+
+#[derive(Deserialize)]
+struct LookupdInfo {
+    #[serde(default)]
+    broadcast_address: String,
+    #[serde(default)]
+    http_port: u16,
+}
+
+struct Peer {
+    addr: String,
+    conn: Option<TcpStream>,
+    /// `broadcast_address:http_port` the lookupd told us, once identified.
+    http_addr: Option<String>,
+}
+
+async fn io<T>(f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, PeerError> {
+    tokio::time::timeout(IO_TIMEOUT, f).await.map_err(|_| PeerError::Timeout)?.map_err(PeerError::Io)
+}
+
+impl Peer {
+    fn new(addr: String) -> Peer {
+        Peer { addr, conn: None, http_addr: None }
+    }
+
+    /// Sends one command (line and optional body) and reads its response.
+    async fn roundtrip(conn: &mut TcpStream, cmd: &[u8]) -> Result<Vec<u8>, PeerError> {
+        io(conn.write_all(cmd)).await?;
+        let mut size = [0u8; 4];
+        io(conn.read_exact(&mut size)).await?;
+        let size = i32::from_be_bytes(size);
+        if size < 0 || size as usize > MAX_RESPONSE {
+            return Err(PeerError::BadResponse(format!("size {size}")));
+        }
+        let mut data = vec![0u8; size as usize];
+        io(conn.read_exact(&mut data)).await?;
+        Ok(data)
+    }
+
+    async fn connect(&mut self, nsqd: &NsqdInner) -> Result<(), PeerError> {
+        tracing::info!(lookupd = %self.addr, "LOOKUP connecting");
+        let mut conn = io(TcpStream::connect(&self.addr)).await?;
+        let _ = conn.set_nodelay(true);
+        io(conn.write_all(nsq_protocol::frame::MAGIC_V1)).await?;
+        let hostname = crate::hostname();
+        let body = serde_json::to_vec(&IdentifyBody {
+            broadcast_address: &nsqd.opts.broadcast_address,
+            hostname: &hostname,
+            http_port: nsqd.http_port.load(std::sync::atomic::Ordering::Relaxed),
+            tcp_port: nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed),
+            topology_region: &nsqd.opts.topology_region,
+            topology_zone: &nsqd.opts.topology_zone,
+            version: nsq_protocol::VERSION,
+        })
+        .map_err(|e| PeerError::BadResponse(e.to_string()))?;
+        let mut cmd = BytesMut::new();
+        cmd.put_slice(b"IDENTIFY\n");
+        cmd.put_i32(body.len() as i32);
+        cmd.put_slice(&body);
+        let resp = Self::roundtrip(&mut conn, &cmd).await?;
+        let info: LookupdInfo = serde_json::from_slice(&resp).map_err(|_| PeerError::BadResponse(String::from_utf8_lossy(&resp).into_owned()))?;
+        self.http_addr = Some(format!("{}:{}", info.broadcast_address, info.http_port));
+        tracing::info!(lookupd = %self.addr, http = ?self.http_addr, "LOOKUPD identified");
+        // Bring the lookupd up to date: everything we have, channels or bare topics.
+        for topic in nsqd.topics() {
+            let channels = topic.channel_names();
+            let lines: Vec<String> = if channels.is_empty() {
+                vec![format!("REGISTER {}\n", topic.name)]
+            } else {
+                channels.iter().map(|c| format!("REGISTER {} {}\n", topic.name, c)).collect()
+            };
+            for l in lines {
+                Self::roundtrip(&mut conn, l.as_bytes()).await?;
+            }
+        }
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    /// Runs a command, (re)connecting first if needed. Errors drop the
+    /// connection; the next command reconnects and re-registers.
+    async fn command(&mut self, nsqd: &NsqdInner, cmd: &[u8]) -> Result<Vec<u8>, PeerError> {
+        if self.conn.is_none() {
+            self.connect(nsqd).await?;
+        }
+        let Some(conn) = self.conn.as_mut() else { return Err(PeerError::Timeout) };
+        match Self::roundtrip(conn, cmd).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                self.conn = None;
+                Err(e)
+            }
+        }
+    }
+
+    async fn run(&mut self, nsqd: &NsqdInner, cmd: &[u8]) {
+        if let Err(e) = self.command(nsqd, cmd).await {
+            self.conn = None;
+            tracing::warn!(lookupd = %self.addr, cmd = %String::from_utf8_lossy(cmd).trim_end(), error = %e, "LOOKUPD command failed");
+        }
+    }
+}
+
+fn command_for(ev: &Event) -> String {
+    match ev {
+        Event::TopicCreated(t) => format!("REGISTER {t}\n"),
+        Event::TopicDeleted(t) => format!("UNREGISTER {t}\n"),
+        Event::ChannelCreated(t, c) => format!("REGISTER {t} {c}\n"),
+        Event::ChannelDeleted(t, c) => format!("UNREGISTER {t} {c}\n"),
+    }
+}
+
+fn touches_metadata(ev: &Event) -> bool {
+    match ev {
+        Event::TopicCreated(t) | Event::TopicDeleted(t) => !nsq_protocol::names::is_ephemeral(t),
+        Event::ChannelCreated(t, c) | Event::ChannelDeleted(t, c) => {
+            !nsq_protocol::names::is_ephemeral(t) && !nsq_protocol::names::is_ephemeral(c)
+        }
+    }
+}
+
+fn publish_http_addrs(nsqd: &NsqdInner, peers: &[Peer]) {
+    *nsqd.lookupd_http_addresses.lock() = peers.iter().filter_map(|p| p.http_addr.clone()).collect();
+}
+
+/// The lookup loop; see the module docs.
+pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
+    let mut peers: Vec<Peer> = Vec::new();
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    sync_peers(&nsqd, &mut peers).await;
+    loop {
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else { return };
+                let mut batch = vec![ev];
+                while let Ok(e) = events.try_recv() {
+                    batch.push(e);
+                }
+                for ev in &batch {
+                    let cmd = command_for(ev);
+                    for p in peers.iter_mut() {
+                        p.run(&nsqd, cmd.as_bytes()).await;
+                    }
+                }
+                publish_http_addrs(&nsqd, &peers);
+                if batch.iter().any(touches_metadata) {
+                    let n = nsqd.clone();
+                    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || n.persist_metadata()).await {
+                        tracing::error!(error = %e, "failed to persist metadata");
+                    }
+                }
+            }
+            _ = ticker.tick() => {
+                for p in peers.iter_mut() {
+                    p.run(&nsqd, b"PING\n").await;
+                }
+                publish_http_addrs(&nsqd, &peers);
+            }
+            _ = nsqd.lookupd_changed.notified() => sync_peers(&nsqd, &mut peers).await,
+            _ = nsqd.cancel.cancelled() => return,
+        }
+    }
+}
+
+/// Matches the peers to the configured addresses: closes removed ones,
+/// connects new ones.
+async fn sync_peers(nsqd: &NsqdInner, peers: &mut Vec<Peer>) {
+    let wanted: Vec<String> = nsqd.lookupd_tcp_addresses.lock().clone();
+    peers.retain(|p| {
+        let keep = wanted.contains(&p.addr);
+        if !keep {
+            tracing::info!(lookupd = %p.addr, "LOOKUP removing peer");
+        }
+        keep
+    });
+    for addr in wanted {
+        if !peers.iter().any(|p| p.addr == addr) {
+            let mut p = Peer::new(addr);
+            if let Err(e) = p.connect(nsqd).await {
+                tracing::warn!(lookupd = %p.addr, error = %e, "LOOKUPD connect failed");
+                p.conn = None;
+            }
+            peers.push(p);
+        }
+    }
+    publish_http_addrs(nsqd, peers);
+}
+
+/// Channels the lookupds know for `topic` (union), for a new topic to
+/// create before it starts. Unreachable lookupds are logged and skipped.
+pub async fn lookupd_channels(nsqd: &NsqdInner, topic: &str) -> BTreeSet<String> {
+    let addrs = nsqd.lookupd_http_addresses.lock().clone();
+    let mut out = BTreeSet::new();
+    let timeout = nsqd.opts.http_client_request_timeout;
+    let path = format!("/channels?topic={}", form_urlencoded::byte_serialize(topic.as_bytes()).collect::<String>());
+    for addr in addrs {
+        match tokio::time::timeout(timeout, http_get(&addr, &path)).await {
+            Ok(Ok(body)) => match serde_json::from_slice::<ChannelsResponse>(&body) {
+                Ok(r) => out.extend(r.channels.into_iter().flatten()),
+                Err(e) => tracing::warn!(lookupd = %addr, error = %e, "bad /channels answer"),
+            },
+            Ok(Err(e)) => tracing::warn!(lookupd = %addr, error = %e, "failed to query /channels"),
+            Err(_) => tracing::warn!(lookupd = %addr, "timed out querying /channels"),
+        }
+    }
+    out
+}
+
+#[derive(Deserialize)]
+struct ChannelsResponse {
+    channels: Option<Vec<String>>,
+}
+
+/// A minimal HTTP/1.0 GET (the server closes after answering, so no
+/// chunking); returns the body of a 200.
+async fn http_get(addr: &str, path: &str) -> Result<Vec<u8>, std::io::Error> {
+    let mut s = TcpStream::connect(addr).await?;
+    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/vnd.nsq; version=1.0\r\n\r\n");
+    s.write_all(req.as_bytes()).await?;
+    let mut resp = Vec::new();
+    s.take(MAX_RESPONSE as u64).read_to_end(&mut resp).await?;
+    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
+    let head = String::from_utf8_lossy(&resp[..split]);
+    let status = head.split_whitespace().nth(1).unwrap_or("");
+    if status != "200" {
+        return Err(std::io::Error::other(format!("status {status}")));
+    }
+    Ok(resp[split + 4..].to_vec())
+}

@@ -757,3 +757,66 @@ fn item93_trailing_slash_redirects() {
     let loc = r.header("Location").unwrap_or("");
     assert!(loc.starts_with("/pub"), "Location {loc}");
 }
+
+// ---------------------------------------------------------------------------
+// More HTTP details (nsqd.md §7)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn pub_with_chunked_body() {
+    let n = Nsqd::start(&[]);
+    let raw = b"POST /pub?topic=t HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    let r = http_raw(&n.http_addr, raw, secs(10)).unwrap();
+    assert_ok_text(&r, "OK");
+    let got = drain(&n, "t", 1);
+    assert_eq!(got, vec![b"abcde".to_vec()]);
+}
+
+#[test]
+fn repeated_query_param_uses_first_value() {
+    let n = Nsqd::start(&[]);
+    assert_ok_text(&n.post("/pub?topic=first&topic=second", b"x"), "OK");
+    assert!(n.topic_stats("first").is_some());
+    assert!(n.topic_stats("second").is_none());
+}
+
+#[test]
+fn empty_and_delete_error_codes() {
+    let n = Nsqd::start(&[]);
+    assert_ok_empty(&n.post("/topic/create?topic=t", b""));
+    n.post("/channel/empty?topic=t&channel=nope", b"").assert_error(404, "CHANNEL_NOT_FOUND");
+    n.post("/channel/empty?topic=t", b"").assert_error(400, "MISSING_ARG_CHANNEL");
+    n.post("/topic/empty?topic=bad!", b"").assert_error(400, "INVALID_TOPIC");
+    n.post("/topic/delete?topic=bad!", b"").assert_error(404, "TOPIC_NOT_FOUND");
+    n.post("/channel/unpause?topic=t&channel=nope", b"").assert_error(404, "CHANNEL_NOT_FOUND");
+    n.post("/topic/unpause?topic=nope", b"").assert_error(404, "TOPIC_NOT_FOUND");
+}
+
+#[test]
+fn path_cleaning_redirects() {
+    let n = Nsqd::start(&[]);
+    for p in ["/PING", "//ping"] {
+        let r = n.get(p);
+        assert_eq!(r.status, 301, "GET {p}: {r:?}");
+        assert_eq!(r.header("Location"), Some("/ping"), "GET {p}");
+    }
+}
+
+#[test]
+fn stats_text_producers_section() {
+    let n = Nsqd::start(&[]);
+    let mut c = n.connect();
+    c.identify(r#"{"client_id":"pc","hostname":"ph","user_agent":"ua/1"}"#);
+    c.publish("t", b"x");
+    c.publish("t", b"y");
+    let port = c.stream.local_addr().unwrap().port();
+    let t = n.get("/stats").text();
+    // producer string: msgs = total published (samples/stats.txt shows "msgs: 1" for a
+    // client with message_count 3 that published once)
+    let prefix = format!("\nProducers:\n   [V2 {:<21}] msgs: {:<8} topics: t=2 connected: ", format!("ph:{port} ua/1"), 2);
+    assert!(t.contains(&prefix), "want {prefix:?} in\n{t}");
+    let v = n.stats("");
+    let p = &v["producers"][0];
+    assert_eq!(p["pub_counts"], serde_json::json!([{"topic":"t","count":2}]), "{p}");
+    assert_eq!(p["state"], 0);
+}

@@ -1353,3 +1353,171 @@ fn disconnect_leaves_inflight_to_time_out_then_redelivers() {
     let m2 = b.expect_msg_within(secs(12));
     assert_eq!((m2.id.as_str(), m2.attempts), (m1.id.as_str(), 2));
 }
+
+// ---------------------------------------------------------------------------
+// More limits and semantics (tcp-protocol.md §4, nsqd.md §2)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn identify_upper_bounds() {
+    let n = Nsqd::start(&[]);
+    fatal_after(&n, &identify_cmd(r#"{"msg_timeout":900001}"#), "E_BAD_BODY IDENTIFY msg timeout (900001) is invalid");
+    fatal_after(&n, &identify_cmd(r#"{"output_buffer_size":65537}"#), "E_BAD_BODY IDENTIFY output buffer size (65537) is invalid");
+    fatal_after(&n, &identify_cmd(r#"{"output_buffer_timeout":30001}"#), "E_BAD_BODY IDENTIFY output buffer timeout (30001) is invalid");
+    fatal_after(&n, &identify_cmd(r#"{"sample_rate":-1}"#), "E_BAD_BODY IDENTIFY sample rate (-1) is invalid");
+    // boundary values are accepted
+    let mut c = n.connect();
+    c.send(&identify_cmd(
+        r#"{"msg_timeout":900000,"output_buffer_size":65536,"output_buffer_timeout":30000,"sample_rate":99,"heartbeat_interval":60000}"#,
+    ));
+    c.expect_ok();
+    let mut c = n.connect();
+    c.send(&identify_cmd(r#"{"msg_timeout":1000,"output_buffer_size":64,"output_buffer_timeout":25,"heartbeat_interval":1000}"#));
+    c.expect_ok();
+}
+
+#[test]
+fn touch_is_capped_by_max_msg_timeout() {
+    let n = Nsqd::start(&["--max-msg-timeout=3s"]);
+    let mut c = n.connect();
+    c.identify(r#"{"msg_timeout":1000}"#);
+    c.sub("t", "c");
+    c.rdy(1);
+    publisher(&n).publish("t", b"touchy");
+    let m1 = c.expect_msg();
+    let t0 = Instant::now();
+    // keep touching: the deadline can never move past delivery + 3 s
+    let m2 = loop {
+        assert!(t0.elapsed() < secs(12), "TOUCH must not extend beyond --max-msg-timeout (no redelivery after 12 s)");
+        c.touch(&m1.id);
+        if let Some(f) = c.recv_timeout(ms(300)) {
+            if f.ftype == FRAME_ERROR {
+                // a TOUCH racing the timeout may fail (non-fatal); keep waiting for the redelivery
+                assert!(f.text().starts_with("E_TOUCH_FAILED"), "{f:?}");
+                continue;
+            }
+            break f.msg();
+        }
+    };
+    let dt = t0.elapsed();
+    assert!(dt >= ms(2900), "redelivered before max-msg-timeout: {dt:?}");
+    assert_eq!((m2.id.as_str(), m2.attempts), (m1.id.as_str(), 2));
+}
+
+#[test]
+fn req_delay_is_clamped_to_max_req_timeout() {
+    let n = Nsqd::start(&["--max-req-timeout=2s"]);
+    let mut c = consumer(&n, "t", "c", 1);
+    publisher(&n).publish("t", b"clamped");
+    let m1 = c.expect_msg();
+    let t0 = Instant::now();
+    c.req(&m1.id, 60_000);
+    let m2 = c.expect_msg_within(secs(10));
+    let dt = t0.elapsed();
+    assert!(dt >= ms(2000), "came back before the clamped 2 s: {dt:?}");
+    assert!(dt <= ms(9000), "REQ 60000 must be clamped to --max-req-timeout=2s, came back after {dt:?}");
+    assert_eq!(m2.attempts, 2);
+}
+
+#[test]
+fn dpub_zero_behaves_like_pub_and_dpub_limit_follows_flag() {
+    let n = Nsqd::start(&["--max-req-timeout=2s"]);
+    let mut c = consumer(&n, "t", "c", 1);
+    let mut p = publisher(&n);
+    p.send(&dpub_cmd("t", 0, b"now"));
+    p.expect_ok();
+    let m = c.expect_msg_within(secs(3));
+    assert_eq!(m.body, b"now");
+    p.send(&dpub_cmd("t", 2001, b"x"));
+    p.expect_error_fatal("E_INVALID DPUB timeout 2001 out of range 0-2000");
+}
+
+#[test]
+fn dpub_body_errors() {
+    let n = Nsqd::start(&[]);
+    fatal_after(&n, &dpub_cmd("t", 10, b""), "E_BAD_MESSAGE DPUB invalid message body size 0");
+    let mut cmd = b"DPUB t 10\n".to_vec();
+    cmd.extend_from_slice(&1048577i32.to_be_bytes());
+    fatal_after(&n, &cmd, "E_BAD_MESSAGE DPUB message too big 1048577 > 1048576");
+}
+
+#[test]
+fn mpub_count_above_limit() {
+    let n = Nsqd::start(&[]);
+    // (5242880 - 4) / 5 = 1048575 is the largest allowed count
+    let mut cmd = b"MPUB t\n".to_vec();
+    cmd.extend_from_slice(&4i32.to_be_bytes());
+    cmd.extend_from_slice(&1048576i32.to_be_bytes());
+    fatal_after(&n, &cmd, "E_BAD_BODY MPUB invalid message count 1048576");
+}
+
+#[test]
+fn message_ids_are_unique_lowercase_hex() {
+    let n = Nsqd::start(&[]);
+    let bodies: Vec<Vec<u8>> = (0..500).map(|i| format!("{i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
+    let mut p = publisher(&n);
+    p.mpublish("t", &refs[..250]);
+    for b in &refs[250..] {
+        p.publish("t", b);
+    }
+    let mut c = consumer(&n, "t", "c", 500);
+    let msgs = recv_msgs(&mut c, 500, secs(10), true);
+    let ids: BTreeSet<String> = msgs.iter().map(|m| m.id.clone()).collect();
+    assert_eq!(ids.len(), 500, "ids must be unique");
+    assert!(msgs.iter().all(|m| msg_id_is_hex16(&m.id_bytes)), "ids must be lowercase hex");
+    let got: BTreeSet<Vec<u8>> = msgs.into_iter().map(|m| m.body).collect();
+    assert_eq!(got, bodies.into_iter().collect());
+}
+
+#[test]
+fn channel_created_later_only_gets_later_messages() {
+    let n = Nsqd::start(&[]);
+    let mut a = consumer(&n, "t", "c1", 10);
+    let mut p = publisher(&n);
+    p.publish("t", b"early");
+    let m = a.expect_msg();
+    a.fin(&m.id);
+    let mut b = consumer(&n, "t", "c2", 10);
+    b.expect_nothing(ms(700));
+    p.publish("t", b"late");
+    assert_eq!(b.expect_msg().body, b"late");
+    assert_eq!(a.expect_msg().body, b"late");
+}
+
+#[test]
+fn client_stats_identity_and_addresses() {
+    let n = Nsqd::start(&[]);
+    let mut c = n.connect();
+    c.sub("t", "c");
+    let local = c.stream.local_addr().unwrap();
+    let ch = wait_channel(&n, "t", "c", "one client", |ch| ch["client_count"] == 1);
+    let cl = only_client(&ch);
+    assert_eq!(cl["remote_address"], local.to_string(), "{cl}");
+    // without IDENTIFY client_id/hostname default to the remote IP
+    assert_eq!(cl["client_id"], "127.0.0.1", "{cl}");
+    assert_eq!(cl["hostname"], "127.0.0.1", "{cl}");
+    let ts = int(&cl, "connect_ts");
+    assert!((ts - now_secs()).abs() <= 5, "connect_ts is unix seconds: {ts}");
+    // an IDENTIFY without client_id/hostname overwrites them with ""
+    let mut d = n.connect();
+    d.send(&identify_cmd(r#"{"user_agent":"ua"}"#));
+    d.expect_ok();
+    d.sub("t", "c2");
+    let ch = wait_channel(&n, "t", "c2", "one client", |ch| ch["client_count"] == 1);
+    let cl = only_client(&ch);
+    assert_eq!((cl["client_id"].as_str(), cl["hostname"].as_str()), (Some(""), Some("")), "{cl}");
+}
+
+#[test]
+fn heartbeats_reach_publishers_too() {
+    let n = Nsqd::start(&[]);
+    let mut c = n.connect();
+    c.send(&identify_cmd(r#"{"heartbeat_interval":1000}"#));
+    c.expect_ok();
+    c.publish("t", b"x");
+    match c.try_read_frame(secs(3)) {
+        ReadOutcome::Frame(f) => assert!(f.is_heartbeat(), "{f:?}"),
+        other => panic!("expected a heartbeat on a publishing connection, got {other:?}"),
+    }
+}

@@ -38,10 +38,8 @@ pub async fn read_frame_from<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut BytesMu
             return Ok(f);
         }
         buf.reserve(READ_CHUNK);
-        let n = tokio::time::timeout(timeout, rd.read_buf(buf))
-            .await
-            .map_err(|_| anyhow!("no data from nsqd for {timeout:?}"))?
-            .context("reading from nsqd")?;
+        let n =
+            tokio::time::timeout(timeout, rd.read_buf(buf)).await.map_err(|_| anyhow!("no data from nsqd for {timeout:?}"))?.context("reading from nsqd")?;
         if n == 0 {
             bail!("nsqd closed the connection");
         }
@@ -98,6 +96,21 @@ impl Conn {
             self.wbuf.clear();
         }
         Ok(())
+    }
+
+    /// After a failed write: the error frame nsqd may have sent before
+    /// closing (best effort, bounded by 500 ms).
+    pub async fn pending_error(&mut self) -> Option<String> {
+        let look = async {
+            loop {
+                match read_frame_from(&mut self.stream, &mut self.rbuf, Duration::from_millis(500)).await {
+                    Ok(f) if f.frame_type == FrameType::Error => return Some(show(&f.data)),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_millis(500), look).await.ok().flatten()
     }
 
     pub async fn read_frame(&mut self) -> Result<Frame> {

@@ -233,10 +233,7 @@ fn mpub_command(topic: &str, size: usize, batch: usize) -> bytes::Bytes {
 fn spawn_publishers(conns: Vec<Conn>, common: &Common, p: &PubOpts, deadline: Instant) -> Vec<JoinHandle<Outcome>> {
     let (size, batch) = (common.size as usize, p.batch_size as usize);
     let cmd = mpub_command(&common.topic, size, batch);
-    conns
-        .into_iter()
-        .map(|c| tokio::spawn(publish_loop(c, cmd.clone(), batch as u64, (batch * size) as u64, p.pipeline as usize, deadline)))
-        .collect()
+    conns.into_iter().map(|c| tokio::spawn(publish_loop(c, cmd.clone(), batch as u64, (batch * size) as u64, p.pipeline as usize, deadline))).collect()
 }
 
 fn spawn_consumers(conns: Vec<Conn>, rdy: u32, ctl: &ConsumeCtl) -> Vec<JoinHandle<Outcome>> {
@@ -309,7 +306,10 @@ async fn run_pub(a: PubArgs) -> Result<ExitCode> {
     let addr = resolve(&c.nsqd_tcp_address, c.allow_remote).await?;
     let writers = a.p.writers.unwrap_or_else(cores).max(1);
     let conns = open_publishers(addr, writers, c.io_timeout).await?;
-    eprintln!("[nsq_bench] pub: {writers} writers, batch {} x {} bytes, pipeline {}, runfor {:?} -> {addr} topic {:?}", a.p.batch_size, c.size, a.p.pipeline, c.runfor, c.topic);
+    eprintln!(
+        "[nsq_bench] pub: {writers} writers, batch {} x {} bytes, pipeline {}, runfor {:?} -> {addr} topic {:?}",
+        a.p.batch_size, c.size, a.p.pipeline, c.runfor, c.topic
+    );
     let start = Instant::now();
     let handles = spawn_publishers(conns, c, &a.p, start + c.runfor);
     let mut errors = Errors::default();

@@ -22,6 +22,8 @@ pub struct Outcome {
     pub bytes: u64,
     /// Error frames that did not end the connection (e.g. E_FIN_FAILED).
     pub server_errors: u64,
+    /// The last error frame received.
+    pub last_server_error: Option<String>,
     pub error: Option<String>,
 }
 
@@ -33,7 +35,10 @@ pub async fn publish_loop(mut conn: Conn, cmd: Bytes, per_cmd: u64, per_cmd_byte
     let mut out = Outcome::default();
     let r = publish_inner(&mut conn, &cmd, per_cmd, per_cmd_bytes, pipeline, deadline, &mut out).await;
     if let Err(e) = r {
-        out.error = Some(format!("{e:#}"));
+        out.error = Some(match conn.pending_error().await {
+            Some(frame) => format!("{e:#} (nsqd sent: {frame})"),
+            None => format!("{e:#}"),
+        });
     }
     out
 }
@@ -87,7 +92,10 @@ pub async fn consume<F: FnMut(&Message, i64)>(mut conn: Conn, rdy: u32, ctl: Con
     let mut out = Outcome::default();
     let r = consume_inner(&mut conn, rdy, &ctl, &mut on_msg, &mut out).await;
     if let Err(e) = r {
-        out.error = Some(format!("{e:#}"));
+        out.error = Some(match &out.last_server_error {
+            Some(frame) => format!("{e:#} (last error frame: {frame})"),
+            None => format!("{e:#}"),
+        });
     }
     (out, on_msg)
 }
@@ -128,6 +136,7 @@ async fn consume_inner<F: FnMut(&Message, i64)>(conn: &mut Conn, rdy: u32, ctl: 
                     if out.server_errors <= 3 {
                         eprintln!("[nsq_bench] consumer got error frame: {}", show(&f.data));
                     }
+                    out.last_server_error = Some(show(&f.data));
                 }
             }
         }

@@ -77,12 +77,26 @@ fn disk(e: nsq_diskqueue::Error) -> BackendError {
     BackendError::Disk(e.to_string())
 }
 
+/// Runs disk I/O so that it never stalls the async workers: on tokio's
+/// multi-threaded runtime the calling worker hands its other tasks to a
+/// peer first (`block_in_place`); elsewhere (unit tests, blocking threads)
+/// it just runs.
+pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 impl Backend for DiskBackend {
     fn put(&self, data: &[u8]) -> Result<(), BackendError> {
-        self.queue.put(data).map_err(disk)
+        blocking(|| self.queue.put(data)).map_err(disk)
     }
     fn read(&self) -> Option<Bytes> {
-        match self.queue.read() {
+        if self.queue.depth() == 0 {
+            return None;
+        }
+        match blocking(|| self.queue.read()) {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "disk queue read failed");
@@ -94,17 +108,17 @@ impl Backend for DiskBackend {
         self.queue.depth()
     }
     fn empty(&self) -> Result<(), BackendError> {
-        self.queue.empty().map_err(disk)
+        blocking(|| self.queue.empty()).map_err(disk)
     }
     fn close(&self) -> Result<(), BackendError> {
-        self.queue.close().map_err(disk)
+        blocking(|| self.queue.close()).map_err(disk)
     }
     fn delete(&self) -> Result<(), BackendError> {
-        self.queue.delete().map_err(disk)
+        blocking(|| self.queue.delete()).map_err(disk)
     }
     fn sync_if_needed(&self) -> Result<(), BackendError> {
         if self.queue.needs_sync() {
-            self.queue.sync().map_err(disk)
+            blocking(|| self.queue.sync()).map_err(disk)
         } else {
             Ok(())
         }

@@ -73,6 +73,14 @@ done
 curl -fsS "http://$HTTP/ping" >/dev/null
 
 status_kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$NSQD_PID/status"; }
+# VmHWM is sampled after every phase and the largest value kept (the kernel's
+# per-thread RSS counters make single readings slightly lag).
+PEAK_RSS_KB=0
+sample_peak() {
+    local h; h="$(status_kb VmHWM)"
+    [ -n "$h" ] && [ "$h" -gt "$PEAK_RSS_KB" ] && PEAK_RSS_KB="$h"
+    return 0
+}
 sleep 1
 IDLE_RSS_KB="$(status_kb VmRSS)"
 
@@ -98,6 +106,7 @@ bench() {
     echo "$out" >&2
     RESULTS+=("$out")
     LAST="$out"
+    sample_peak
     echo "    nsqd VmRSS $(status_kb VmRSS) kB, VmHWM $(status_kb VmHWM) kB" >&2
 }
 
@@ -107,7 +116,7 @@ PUB_MSGS="$(printf '%s' "$LAST" | sed -n 's/.*"msgs":\([0-9]*\).*/\1/p')"
 COUNT_ARGS=()
 [ -n "$PUB_MSGS" ] && [ "$PUB_MSGS" -gt 0 ] && COUNT_ARGS=(--count "$PUB_MSGS")
 
-bench sub sub --nsqd-tcp-address="$TCP" --topic bench --channel ch --runfor "$RUNFOR" \
+bench sub sub --nsqd-tcp-address="$TCP" --nsqd-http-address="$HTTP" --topic bench --channel ch --runfor "$RUNFOR" \
     --readers "$N" --rdy 2500 --size 200 "${COUNT_ARGS[@]}"
 
 bench pubsub pubsub --nsqd-tcp-address="$TCP" --nsqd-http-address="$HTTP" --topic bench_pubsub \
@@ -119,7 +128,7 @@ for r in $RATES; do
 done
 
 sleep 2
-PEAK_RSS_KB="$(status_kb VmHWM)"
+sample_peak
 AFTER_RSS_KB="$(status_kb VmRSS)"
 RSS="RESULT {\"mode\":\"rss\",\"idle_rss_kb\":$IDLE_RSS_KB,\"peak_rss_kb\":$PEAK_RSS_KB,\"after_load_rss_kb\":$AFTER_RSS_KB}"
 RESULTS+=("$RSS")

@@ -324,6 +324,7 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
         "foreign": st.foreign,
         "untracked": st.untracked,
         "server_error_frames": co.server_errors,
+        "requeued_at_close": co.requeued,
         "latency": lat,
         "client_latency": client_lat,
     });

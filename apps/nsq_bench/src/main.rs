@@ -113,6 +113,9 @@ struct SubArgs {
     /// stop once this many messages were received in total (default: run for --runfor)
     #[arg(long)]
     count: Option<u64>,
+    /// <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
+    #[arg(long = "nsqd-http-address")]
+    nsqd_http_address: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -168,6 +171,16 @@ pub struct Totals {
     pub msgs: u64,
     pub bytes: u64,
     pub server_errors: u64,
+    pub requeued: u64,
+    /// Latest end of the measured part among the connections.
+    pub ended: Option<Instant>,
+}
+
+impl Totals {
+    /// Seconds from `start` to the end of the measured part (or to now).
+    pub fn secs_since(&self, start: Instant) -> f64 {
+        self.ended.unwrap_or_else(Instant::now).saturating_duration_since(start).as_secs_f64()
+    }
 }
 
 pub async fn join_all(handles: Vec<JoinHandle<Outcome>>, who: &str, errors: &mut Errors) -> Totals {
@@ -178,6 +191,8 @@ pub async fn join_all(handles: Vec<JoinHandle<Outcome>>, who: &str, errors: &mut
                 t.msgs += o.msgs;
                 t.bytes += o.bytes;
                 t.server_errors += o.server_errors;
+                t.requeued += o.requeued;
+                t.ended = t.ended.max(o.ended);
                 if let Some(e) = o.error {
                     errors.add(&format!("{who} {i}"), e);
                 }
@@ -333,10 +348,16 @@ async fn run_sub(a: SubArgs) -> Result<ExitCode> {
     let handles = spawn_consumers(conns, a.s.rdy, &ctl);
     let mut errors = Errors::default();
     let t = join_all(handles, "reader", &mut errors).await;
-    let secs = start.elapsed().as_secs_f64();
+    let secs = t.secs_since(start);
     ctl.stop.cancel();
     human("sub", t.msgs, t.bytes, secs);
-    let v = json!({"mode": "sub", "topic": c.topic, "channel": a.s.channel, "readers": readers, "rdy": a.s.rdy, "count_limit": a.count, "server_error_frames": t.server_errors});
+    let mut v = json!({"mode": "sub", "topic": c.topic, "channel": a.s.channel, "readers": readers, "rdy": a.s.rdy, "count_limit": a.count, "server_error_frames": t.server_errors, "requeued_at_close": t.requeued});
+    if let Some(h) = &a.nsqd_http_address {
+        match http::channel_depth(h, &c.topic, &a.s.channel, c.allow_remote).await {
+            Ok(s) => v["stats"] = s,
+            Err(e) => errors.add("stats", format!("{e:#}")),
+        }
+    }
     Ok(print_result(merge(v, rates(t.msgs, t.bytes, secs)), &errors))
 }
 
@@ -362,7 +383,7 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
     let pt = join_all(phandles, "writer", &mut errors).await;
     let psecs = start.elapsed().as_secs_f64();
     let st = join_all(shandles, "reader", &mut errors).await;
-    let ssecs = start.elapsed().as_secs_f64();
+    let ssecs = st.secs_since(start);
     human("pubsub publish", pt.msgs, pt.bytes, psecs);
     human("pubsub consume", st.msgs, st.bytes, ssecs);
     let mut v = json!({
@@ -373,6 +394,7 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
         "sub": rates(st.msgs, st.bytes, ssecs),
         "backlog": pt.msgs as i64 - st.msgs as i64,
         "server_error_frames": st.server_errors,
+        "requeued_at_close": st.requeued,
     });
     if let Some(h) = &a.nsqd_http_address {
         match http::channel_depth(h, &c.topic, &a.s.channel, c.allow_remote).await {

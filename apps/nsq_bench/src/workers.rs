@@ -4,16 +4,18 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use anyhow::{anyhow, bail, Result};
 use bytes::Bytes;
 use nsq_protocol::command::encode_line;
-use nsq_protocol::frame::{decode_frame, FrameType, HEARTBEAT, OK};
+use nsq_protocol::frame::{decode_frame, FrameType, CLOSE_WAIT, HEARTBEAT, OK};
 use nsq_protocol::message::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{id_str, show, Conn, MAX_FRAME, READ_CHUNK};
+use crate::conn::{id_str, read_frame_from, show, Conn, MAX_FRAME, READ_CHUNK};
 
 /// What one connection achieved, and how it ended.
 #[derive(Debug, Default)]
@@ -24,6 +26,10 @@ pub struct Outcome {
     pub server_errors: u64,
     /// The last error frame received.
     pub last_server_error: Option<String>,
+    /// Messages that arrived after the stop and were handed back with REQ.
+    pub requeued: u64,
+    /// When the measured part ended (before the graceful close).
+    pub ended: Option<Instant>,
     pub error: Option<String>,
 }
 
@@ -90,7 +96,11 @@ pub struct ConsumeCtl {
 /// so callers can take back its state.
 pub async fn consume<F: FnMut(&Message, i64)>(mut conn: Conn, rdy: u32, ctl: ConsumeCtl, mut on_msg: F) -> (Outcome, F) {
     let mut out = Outcome::default();
-    let r = consume_inner(&mut conn, rdy, &ctl, &mut on_msg, &mut out).await;
+    let mut r = consume_inner(&mut conn, rdy, &ctl, &mut on_msg, &mut out).await;
+    out.ended = Some(Instant::now());
+    if r.is_ok() {
+        r = close_gracefully(&mut conn, &mut out).await;
+    }
     if let Err(e) = r {
         out.error = Some(match &out.last_server_error {
             Some(frame) => format!("{e:#} (last error frame: {frame})"),
@@ -140,14 +150,8 @@ async fn consume_inner<F: FnMut(&Message, i64)>(conn: &mut Conn, rdy: u32, ctl: 
                 }
             }
         }
-        if !conn.wbuf.is_empty() {
-            tokio::select! {
-                biased;
-                _ = stop.cancelled() => {}
-                r = conn.stream.write_all(&conn.wbuf) => r.map_err(|e| anyhow!("writing FINs to nsqd: {e}"))?,
-            }
-            conn.wbuf.clear();
-        }
+        // Every counted message gets its FIN, even when stopping.
+        conn.flush().await?;
         out.msgs += batch;
         let prev = ctl.total.fetch_add(batch, Ordering::Relaxed);
         if let Some(limit) = ctl.limit {
@@ -156,4 +160,43 @@ async fn consume_inner<F: FnMut(&Message, i64)>(conn: &mut Conn, rdy: u32, ctl: 
             }
         }
     }
+}
+
+/// Ends a consuming connection without leaving messages stranded in flight:
+/// `CLS`, then until `CLOSE_WAIT` (at most 2 s) and for 20 ms of quiet after
+/// it, every message still arriving is given back with `REQ <id> 0`. Then
+/// the write side is shut down.
+async fn close_gracefully(conn: &mut Conn, out: &mut Outcome) -> Result<()> {
+    encode_line(&mut conn.wbuf, "CLS", &[]);
+    conn.flush().await?;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut close_wait = false;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        let wait = if close_wait { Duration::from_millis(20) } else { deadline - now };
+        let f = match tokio::time::timeout(wait, read_frame_from(&mut conn.stream, &mut conn.rbuf, wait)).await {
+            Ok(Ok(f)) => f,
+            Ok(Err(_)) | Err(_) => break,
+        };
+        match f.frame_type {
+            FrameType::Message => {
+                let m = Message::decode(f.data).map_err(|e| anyhow!("bad message from nsqd: {e}"))?;
+                encode_line(&mut conn.wbuf, "REQ", &[id_str(m.id.as_bytes())?, "0"]);
+                out.requeued += 1;
+            }
+            FrameType::Response if f.data == CLOSE_WAIT => close_wait = true,
+            FrameType::Response if f.data == HEARTBEAT => encode_line(&mut conn.wbuf, "NOP", &[]),
+            FrameType::Response => {}
+            FrameType::Error => {
+                out.server_errors += 1;
+                out.last_server_error = Some(show(&f.data));
+            }
+        }
+        conn.flush().await?;
+    }
+    let _ = conn.stream.shutdown().await;
+    Ok(())
 }

@@ -114,14 +114,25 @@ pub fn parse(orig: &str) -> Result<GoDuration, ParseError> {
             return Err(invalid());
         }
         // unit: everything up to the next '.' or digit
-        let ulen = s.bytes().take_while(|c| !(*c == b'.' || c.is_ascii_digit())).count();
+        let ulen = s
+            .bytes()
+            .take_while(|c| !(*c == b'.' || c.is_ascii_digit()))
+            .count();
         if ulen == 0 {
-            return Err(ParseError(format!("time: missing unit in duration {}", quote(orig))));
+            return Err(ParseError(format!(
+                "time: missing unit in duration {}",
+                quote(orig)
+            )));
         }
         let (u, rest) = s.split_at(ulen);
         s = rest;
-        let unit = unit_nanos(u)
-            .ok_or_else(|| ParseError(format!("time: unknown unit {} in duration {}", quote(u), quote(orig))))?;
+        let unit = unit_nanos(u).ok_or_else(|| {
+            ParseError(format!(
+                "time: unknown unit {} in duration {}",
+                quote(u),
+                quote(orig)
+            ))
+        })?;
         if v > LIMIT / unit {
             return Err(invalid());
         }
@@ -188,8 +199,14 @@ mod tests {
         assert_eq!(e("s"), r#"time: invalid duration "s""#);
         assert_eq!(e(".s"), r#"time: invalid duration ".s""#);
         assert_eq!(e("-"), r#"time: invalid duration "-""#);
-        assert_eq!(e("2562047h47m16.854775808s"), r#"time: invalid duration "2562047h47m16.854775808s""#);
-        assert_eq!(e("9999999999999999999h"), r#"time: invalid duration "9999999999999999999h""#);
+        assert_eq!(
+            e("2562047h47m16.854775808s"),
+            r#"time: invalid duration "2562047h47m16.854775808s""#
+        );
+        assert_eq!(
+            e("9999999999999999999h"),
+            r#"time: invalid duration "9999999999999999999h""#
+        );
     }
 
     #[test]

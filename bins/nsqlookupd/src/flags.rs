@@ -38,7 +38,12 @@ const VALUE_FLAGS: &[&str] = &[
 )]
 pub struct Flags {
     /// path to config file (TOML; keys are flag names with '-' replaced by '_')
-    #[arg(long, default_value = "", hide_default_value = true, value_name = "string")]
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        value_name = "string"
+    )]
     pub config: String,
 
     /// print version string
@@ -103,7 +108,9 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
         "warn" => Ok(LogLevel::Warn),
         "error" => Ok(LogLevel::Error),
         "fatal" => Ok(LogLevel::Fatal),
-        _ => Err(format!("invalid log level '{s}' (debug, info, warn, error, fatal)")),
+        _ => Err(format!(
+            "invalid log level '{s}' (debug, info, warn, error, fatal)"
+        )),
     }
 }
 
@@ -183,11 +190,15 @@ pub struct ConfigError(pub String);
 
 /// Applies NSQ's precedence: command line > config file > defaults.
 /// `config_text` is the config file's contents, if `--config` was given.
-pub fn resolve(flags: Flags, matches: &ArgMatches, config_text: Option<&str>) -> Result<Resolved, ConfigError> {
+pub fn resolve(
+    flags: Flags,
+    matches: &ArgMatches,
+    config_text: Option<&str>,
+) -> Result<Resolved, ConfigError> {
     let table: toml::Table = match config_text {
-        Some(text) => text
-            .parse()
-            .map_err(|e| ConfigError(format!("failed to load config file {} - {e}", flags.config)))?,
+        Some(text) => text.parse().map_err(|e| {
+            ConfigError(format!("failed to load config file {} - {e}", flags.config))
+        })?,
         None => toml::Table::new(),
     };
     let on_cli = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
@@ -203,7 +214,9 @@ pub fn resolve(flags: Flags, matches: &ArgMatches, config_text: Option<&str>) ->
     let duration = |id: &str, field: &str, flag: GoDuration| -> Result<GoDuration, ConfigError> {
         match from_config(id) {
             None => Ok(flag),
-            Some(toml::Value::String(s)) => duration::parse(s).map_err(|e| coerce_error(s, field, &e.to_string())),
+            Some(toml::Value::String(s)) => {
+                duration::parse(s).map_err(|e| coerce_error(s, field, &e.to_string()))
+            }
             Some(toml::Value::Integer(ms)) => Ok(GoDuration(ms.saturating_mul(1_000_000))),
             Some(other) => Err(coerce_error(
                 &go_sprint_v(other),
@@ -228,13 +241,24 @@ pub fn resolve(flags: Flags, matches: &ArgMatches, config_text: Option<&str>) ->
             flags.inactive_producer_timeout,
         )?
         .to_std(),
-        tombstone_lifetime: duration("tombstone_lifetime", "TombstoneLifetime", flags.tombstone_lifetime)?.to_std(),
+        tombstone_lifetime: duration(
+            "tombstone_lifetime",
+            "TombstoneLifetime",
+            flags.tombstone_lifetime,
+        )?
+        .to_std(),
     };
-    Ok(Resolved { opts, log_level, log_prefix: string("log_prefix", flags.log_prefix) })
+    Ok(Resolved {
+        opts,
+        log_level,
+        log_prefix: string("log_prefix", flags.log_prefix),
+    })
 }
 
 fn coerce_error(value: &str, field: &str, why: &str) -> ConfigError {
-    ConfigError(format!("Resolve failed to coerce value {value} for field {field} - {why}"))
+    ConfigError(format!(
+        "Resolve failed to coerce value {value} for field {field} - {why}"
+    ))
 }
 
 /// Go's `fmt.Sprintf("%v", v)` of a decoded TOML value.
@@ -272,7 +296,10 @@ mod tests {
     use std::time::Duration;
 
     fn args(a: &[&str]) -> Vec<OsString> {
-        std::iter::once("nsqlookupd").chain(a.iter().copied()).map(OsString::from).collect()
+        std::iter::once("nsqlookupd")
+            .chain(a.iter().copied())
+            .map(OsString::from)
+            .collect()
     }
 
     fn resolved(a: &[&str], config: Option<&str>) -> Result<Resolved, ConfigError> {
@@ -356,7 +383,11 @@ mod tests {
             log_prefix = "[cfg] "
             unknown_key = 1
         "#;
-        let r = resolved(&["--config=x.toml", "--http-address=127.0.0.1:99"], Some(config)).unwrap();
+        let r = resolved(
+            &["--config=x.toml", "--http-address=127.0.0.1:99"],
+            Some(config),
+        )
+        .unwrap();
         assert_eq!(r.opts.tcp_address, "127.0.0.1:10");
         assert_eq!(r.opts.http_address, "127.0.0.1:99"); // flag wins
         assert_eq!(r.opts.broadcast_address, "cfg-host");
@@ -370,7 +401,8 @@ mod tests {
     fn config_errors() {
         let e = |c: &str| resolved(&["--config=x.toml"], Some(c)).unwrap_err().0;
         assert_eq!(e("log_level = \"loud\""), "failed parsing log_level loud");
-        assert!(e("tombstone_lifetime = \"5\"").starts_with("Resolve failed to coerce value 5 for field TombstoneLifetime"));
+        assert!(e("tombstone_lifetime = \"5\"")
+            .starts_with("Resolve failed to coerce value 5 for field TombstoneLifetime"));
         assert!(e("not toml =").starts_with("failed to load config file x.toml - "));
         let r = resolved(&["--config=x.toml"], Some("tcp_address = 4160")).unwrap();
         assert_eq!(r.opts.tcp_address, "%!s(int64=4160)");

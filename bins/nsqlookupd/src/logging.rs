@@ -18,12 +18,17 @@ use crate::flags::LogLevel;
 pub fn timestamp(t: SystemTime) -> String {
     // "2018-02-14T00:28:07.123456Z"
     let rfc = humantime::format_rfc3339_micros(t).to_string();
-    rfc.trim_end_matches('Z').replacen('-', "/", 2).replacen('T', " ", 1)
+    rfc.trim_end_matches('Z')
+        .replacen('-', "/", 2)
+        .replacen('T', " ", 1)
 }
 
 /// A line as NSQ's `lg.Logf` writes it.
 pub fn line(prefix: &str, level: &str, message: &str) -> String {
-    format!("{prefix}{} {level}: {message}", timestamp(SystemTime::now()))
+    format!(
+        "{prefix}{} {level}: {message}",
+        timestamp(SystemTime::now())
+    )
 }
 
 struct GoFormat {
@@ -35,14 +40,24 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
         let level = match *event.metadata().level() {
             Level::ERROR => "ERROR",
             Level::WARN => "WARNING",
             Level::INFO => "INFO",
             Level::DEBUG | Level::TRACE => "DEBUG",
         };
-        write!(writer, "{}{} {level}: ", self.prefix, timestamp(SystemTime::now()))?;
+        write!(
+            writer,
+            "{}{} {level}: ",
+            self.prefix,
+            timestamp(SystemTime::now())
+        )?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
@@ -61,7 +76,10 @@ pub fn init(level: LogLevel, prefix: &str) {
     tracing_subscriber::fmt()
         .with_max_level(filter)
         .with_writer(std::io::stderr)
-        .event_format(GoFormat { prefix: prefix.to_owned() })
+        .with_ansi(false)
+        .event_format(GoFormat {
+            prefix: prefix.to_owned(),
+        })
         .init();
 }
 

@@ -20,7 +20,11 @@ use tokio_util::sync::CancellationToken;
 const FATAL_PREFIX: &str = "[nsqlookupd] ";
 
 fn version_string() -> String {
-    format!("nsqlookupd v{} (built w/{})", nsqlookupd::VERSION, env!("NSQ_RUSTC_VERSION"))
+    format!(
+        "nsqlookupd v{} (built w/{})",
+        nsqlookupd::VERSION,
+        env!("NSQ_RUSTC_VERSION")
+    )
 }
 
 fn fatal(message: &str) -> ExitCode {
@@ -43,7 +47,12 @@ fn main() -> ExitCode {
         match std::fs::read_to_string(&flags.config) {
             Ok(text) => Some(text),
             Err(e) => {
-                return fatal(&format!("failed to load config file {} - open {}: {}", flags.config, flags.config, go_errno(&e)))
+                return fatal(&format!(
+                    "failed to load config file {} - open {}: {}",
+                    flags.config,
+                    flags.config,
+                    go_errno(&e)
+                ))
             }
         }
     };
@@ -54,7 +63,10 @@ fn main() -> ExitCode {
     logging::init(resolved.log_level, &resolved.log_prefix);
     tracing::info!("{}", version_string());
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fatal(&format!("failed to start runtime - {e}")),
     };
@@ -66,7 +78,11 @@ async fn serve(opts: nsqlookupd::Options) -> ExitCode {
         Ok(d) => d,
         // Go's nsqlookupd passes the error as an extra argument to a format
         // string without a verb, so this is literally what it prints.
-        Err(e) => return fatal(&format!("failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={e})")),
+        Err(e) => {
+            return fatal(&format!(
+                "failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={e})"
+            ))
+        }
     };
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
@@ -78,7 +94,10 @@ async fn serve(opts: nsqlookupd::Options) -> ExitCode {
 
 /// SIGINT or SIGTERM → graceful shutdown.
 async fn cancel_on_signal(shutdown: CancellationToken) {
-    let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+    let (mut int, mut term) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
         (Ok(int), Ok(term)) => (int, term),
         (Err(e), _) | (_, Err(e)) => {
             tracing::error!(error = %e, "cannot install signal handlers");

@@ -29,6 +29,10 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/info", &["GET"]),
     ("/pub", &["POST"]),
     ("/mpub", &["POST"]),
+    // simplequeue-compatible aliases (dropped by NSQ 1.x, kept by nsq-rs
+    // for users migrating from simplequeue/pubsub)
+    ("/put", &["POST"]),
+    ("/mput", &["POST"]),
     ("/stats", &["GET"]),
     ("/topic/create", &["POST"]),
     ("/topic/delete", &["POST"]),
@@ -173,8 +177,8 @@ async fn dispatch(nsqd: Arc<NsqdInner>, req: Request<Body>, path: &str) -> Respo
     match path {
         "/ping" => ping(&nsqd),
         "/info" => info(&nsqd),
-        "/pub" => publish(&nsqd, &query, &headers, body).await,
-        "/mpub" => mpublish(&nsqd, &query, &headers, body).await,
+        "/pub" | "/put" => publish(&nsqd, &query, &headers, body).await,
+        "/mpub" | "/mput" => mpublish(&nsqd, &query, &headers, body).await,
         "/stats" => stats_handler(&nsqd, &query),
         "/topic/create" | "/topic/delete" | "/topic/empty" | "/topic/pause" | "/topic/unpause" => topic_action(&nsqd, path, &query),
         p if p.starts_with("/channel/") => channel_action(&nsqd, p, &query),

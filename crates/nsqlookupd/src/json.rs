@@ -78,7 +78,8 @@ impl<'a> Object<'a> {
     }
 
     pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
-        self.key(k).extend_from_slice(if v { b"true" } else { b"false" });
+        self.key(k)
+            .extend_from_slice(if v { b"true" } else { b"false" });
         self
     }
 
@@ -91,7 +92,9 @@ impl<'a> Object<'a> {
 
     pub fn bool_array(&mut self, k: &str, items: &[bool]) -> &mut Self {
         let out = self.key(k);
-        array(out, items, |out, b| out.extend_from_slice(if *b { b"true" } else { b"false" }));
+        array(out, items, |out, b| {
+            out.extend_from_slice(if *b { b"true" } else { b"false" })
+        });
         self
     }
 
@@ -143,8 +146,15 @@ mod tests {
     fn object_in_call_order() {
         let mut out = Vec::new();
         let mut o = Object::new(&mut out);
-        o.str("b", "x").int("a", -5).bool("c", true).str_array::<&str>("d", &[]).bool_array("e", &[false, true]);
+        o.str("b", "x")
+            .int("a", -5)
+            .bool("c", true)
+            .str_array::<&str>("d", &[])
+            .bool_array("e", &[false, true]);
         o.finish();
-        assert_eq!(String::from_utf8(out).unwrap(), r#"{"b":"x","a":-5,"c":true,"d":[],"e":[false,true]}"#);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"b":"x","a":-5,"c":true,"d":[],"e":[false,true]}"#
+        );
     }
 }

@@ -122,15 +122,22 @@ pub(crate) struct WallClock {
 
 impl WallClock {
     fn now() -> Self {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Self { anchor: Instant::now(), anchor_unix_nanos: i64::try_from(unix.as_nanos()).unwrap_or(i64::MAX) }
+        let unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Self {
+            anchor: Instant::now(),
+            anchor_unix_nanos: i64::try_from(unix.as_nanos()).unwrap_or(i64::MAX),
+        }
     }
 
     pub(crate) fn unix_nanos(&self, t: Instant) -> i64 {
         let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
         match t.checked_duration_since(self.anchor) {
             Some(after) => self.anchor_unix_nanos.saturating_add(nanos(after)),
-            None => self.anchor_unix_nanos.saturating_sub(nanos(self.anchor - t)),
+            None => self
+                .anchor_unix_nanos
+                .saturating_sub(nanos(self.anchor - t)),
         }
     }
 }
@@ -150,7 +157,10 @@ impl NsqLookupd {
         let local_port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or_default();
         let hostname = hostname().map_err(Error::Hostname)?;
         let ctx = Context {
-            db: Mutex::new(RegistrationDb::new(opts.inactive_producer_timeout, opts.tombstone_lifetime)),
+            db: Mutex::new(RegistrationDb::new(
+                opts.inactive_producer_timeout,
+                opts.tombstone_lifetime,
+            )),
             identify_response: tcp::v1::identify_response(
                 &opts.broadcast_address,
                 &hostname,
@@ -159,7 +169,11 @@ impl NsqLookupd {
             ),
             clock: WallClock::now(),
         };
-        Ok(Self { tcp, http, ctx: Arc::new(ctx) })
+        Ok(Self {
+            tcp,
+            http,
+            ctx: Arc::new(ctx),
+        })
     }
 
     /// The bound TCP address (useful with port 0).
@@ -192,12 +206,17 @@ pub async fn run(opts: Options, shutdown: CancellationToken) -> Result<(), Error
 /// Binds like Go's `net.Listen("tcp", addr)`: an empty host means every
 /// interface (IPv6 dual-stack when available).
 async fn listen(addr: &str) -> Result<TcpListener, Error> {
-    let err = |source| Error::Listen { addr: addr.to_owned(), source };
+    let err = |source| Error::Listen {
+        addr: addr.to_owned(),
+        source,
+    };
     if let Some(port) = addr.strip_prefix(':') {
         let v6 = format!("[::]:{port}");
         return match TcpListener::bind(v6.as_str()).await {
             Ok(l) => Ok(l),
-            Err(_) => TcpListener::bind(format!("0.0.0.0:{port}").as_str()).await.map_err(err),
+            Err(_) => TcpListener::bind(format!("0.0.0.0:{port}").as_str())
+                .await
+                .map_err(err),
         };
     }
     TcpListener::bind(addr).await.map_err(err)
@@ -243,15 +262,24 @@ mod tests {
     #[test]
     fn addresses_print_like_go() {
         assert_eq!(go_addr("127.0.0.1:5".parse().unwrap()), "127.0.0.1:5");
-        assert_eq!(go_addr("[::ffff:127.0.0.1]:5".parse().unwrap()), "127.0.0.1:5");
+        assert_eq!(
+            go_addr("[::ffff:127.0.0.1]:5".parse().unwrap()),
+            "127.0.0.1:5"
+        );
         assert_eq!(go_addr("[::1]:5".parse().unwrap()), "[::1]:5");
     }
 
     #[test]
     fn listen_errors_read_like_go() {
         let e = io::Error::from_raw_os_error(98);
-        assert_eq!(go_listen_error("0.0.0.0:4160", &e), "listen tcp 0.0.0.0:4160: bind: address already in use");
-        assert_eq!(go_listen_error("foo", &e), "listen tcp: address foo: missing port in address");
+        assert_eq!(
+            go_listen_error("0.0.0.0:4160", &e),
+            "listen tcp 0.0.0.0:4160: bind: address already in use"
+        );
+        assert_eq!(
+            go_listen_error("foo", &e),
+            "listen tcp: address foo: missing port in address"
+        );
     }
 
     #[test]

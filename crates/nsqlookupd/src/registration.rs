@@ -79,7 +79,11 @@ impl Registration {
     }
 
     fn new(category: Category, key: &str, sub_key: &str) -> Self {
-        Self { category, key: key.to_owned(), sub_key: sub_key.to_owned() }
+        Self {
+            category,
+            key: key.to_owned(),
+            sub_key: sub_key.to_owned(),
+        }
     }
 
     /// NSQ's `IsMatch`: `*` matches any key or subkey.
@@ -92,7 +96,13 @@ impl Registration {
 
 impl std::fmt::Display for Registration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "category:{} key:{} subkey:{}", self.category.as_str(), self.key, self.sub_key)
+        write!(
+            f,
+            "category:{} key:{} subkey:{}",
+            self.category.as_str(),
+            self.key,
+            self.sub_key
+        )
     }
 }
 
@@ -138,7 +148,8 @@ struct Producer {
 
 impl Producer {
     fn is_tombstoned(&self, now: Instant, lifetime: Duration) -> bool {
-        self.tombstoned_at.is_some_and(|at| now.saturating_duration_since(at) < lifetime)
+        self.tombstoned_at
+            .is_some_and(|at| now.saturating_duration_since(at) < lifetime)
     }
 }
 
@@ -203,7 +214,13 @@ impl RegistrationDb {
     /// the `client` registration. Returns whether it was newly added there.
     pub fn identify(&mut self, info: PeerInfo, now: Instant) -> bool {
         let id = info.id.clone();
-        self.peers.insert(id.clone(), Peer { info, last_update: now });
+        self.peers.insert(
+            id.clone(),
+            Peer {
+                info,
+                last_update: now,
+            },
+        );
         self.add_producer(Registration::client(), &id)
     }
 
@@ -287,13 +304,19 @@ impl RegistrationDb {
 
     /// `/topic/create`: an empty topic registration, if missing.
     pub fn create_topic(&mut self, topic: &str) {
-        self.registrations.entry(Registration::topic(topic)).or_default();
+        self.registrations
+            .entry(Registration::topic(topic))
+            .or_default();
     }
 
     /// `/channel/create`: empty channel and topic registrations, if missing.
     pub fn create_channel(&mut self, topic: &str, channel: &str) {
-        self.registrations.entry(Registration::channel(topic, channel)).or_default();
-        self.registrations.entry(Registration::topic(topic)).or_default();
+        self.registrations
+            .entry(Registration::channel(topic, channel))
+            .or_default();
+        self.registrations
+            .entry(Registration::topic(topic))
+            .or_default();
     }
 
     /// `/topic/delete`: remove every channel registration of the topic, then
@@ -323,10 +346,18 @@ impl RegistrationDb {
         let targets: Vec<(Registration, PeerId)> = self
             .find_producers(Category::Topic, topic, "")
             .into_iter()
-            .filter(|(_, id)| self.peers.get(id.as_str()).is_some_and(|p| p.info.node() == node))
+            .filter(|(_, id)| {
+                self.peers
+                    .get(id.as_str())
+                    .is_some_and(|p| p.info.node() == node)
+            })
             .collect();
         for (key, id) in &targets {
-            if let Some(p) = self.registrations.get_mut(key).and_then(|ps| ps.get_mut(id)) {
+            if let Some(p) = self
+                .registrations
+                .get_mut(key)
+                .and_then(|ps| ps.get_mut(id))
+            {
                 p.tombstoned_at = Some(now);
             }
         }
@@ -337,18 +368,27 @@ impl RegistrationDb {
 
     /// `/topics`: every topic registration, empty ones included.
     pub fn topics(&self) -> Vec<String> {
-        self.find_registrations(Category::Topic, "*", "").into_iter().map(|r| r.key).collect()
+        self.find_registrations(Category::Topic, "*", "")
+            .into_iter()
+            .map(|r| r.key)
+            .collect()
     }
 
     /// `/channels`: every channel registration of `topic`.
     pub fn channels(&self, topic: &str) -> Vec<String> {
-        self.find_registrations(Category::Channel, topic, "*").into_iter().map(|r| r.sub_key).collect()
+        self.find_registrations(Category::Channel, topic, "*")
+            .into_iter()
+            .map(|r| r.sub_key)
+            .collect()
     }
 
     /// `/lookup`: `None` if the topic registration does not exist (even an
     /// empty one counts as existing); else its channels and active producers.
     pub fn lookup(&self, topic: &str, now: Instant) -> Option<Lookup> {
-        if self.find_registrations(Category::Topic, topic, "").is_empty() {
+        if self
+            .find_registrations(Category::Topic, topic, "")
+            .is_empty()
+        {
             return None;
         }
         let producers = self
@@ -362,7 +402,10 @@ impl RegistrationDb {
                 active.then(|| peer.info.clone())
             })
             .collect();
-        Some(Lookup { channels: self.channels(topic), producers })
+        Some(Lookup {
+            channels: self.channels(topic),
+            producers,
+        })
     }
 
     /// `/nodes`: every recently heard-from identified peer (tombstones do not
@@ -382,10 +425,17 @@ impl RegistrationDb {
                     .filter(|(key, _)| key.category == Category::Topic)
                     .filter_map(|(key, producers)| {
                         let p = producers.get(&peer.info.id)?;
-                        Some((key.key.clone(), p.is_tombstoned(now, self.tombstone_lifetime)))
+                        Some((
+                            key.key.clone(),
+                            p.is_tombstoned(now, self.tombstone_lifetime),
+                        ))
                     })
                     .unzip();
-                Node { info: peer.info.clone(), tombstones, topics }
+                Node {
+                    info: peer.info.clone(),
+                    tombstones,
+                    topics,
+                }
             })
             .collect()
     }
@@ -396,7 +446,9 @@ impl RegistrationDb {
         let mut out: BTreeMap<String, Vec<DebugProducer>> = BTreeMap::new();
         for (key, producers) in &self.registrations {
             for (id, producer) in producers {
-                let Some(peer) = self.peers.get(id) else { continue };
+                let Some(peer) = self.peers.get(id) else {
+                    continue;
+                };
                 let name = format!("{}:{}:{}", key.category.as_str(), key.key, key.sub_key);
                 out.entry(name).or_default().push(DebugProducer {
                     info: peer.info.clone(),
@@ -435,10 +487,19 @@ impl RegistrationDb {
     }
 
     /// NSQ's `FindRegistrations`, `*` being a wildcard for key or subkey.
-    fn find_registrations(&self, category: Category, key: &str, sub_key: &str) -> Vec<Registration> {
+    fn find_registrations(
+        &self,
+        category: Category,
+        key: &str,
+        sub_key: &str,
+    ) -> Vec<Registration> {
         if key != "*" && sub_key != "*" {
             let exact = Registration::new(category, key, sub_key);
-            return if self.registrations.contains_key(&exact) { vec![exact] } else { Vec::new() };
+            return if self.registrations.contains_key(&exact) {
+                vec![exact]
+            } else {
+                Vec::new()
+            };
         }
         if key != "*" {
             // Only the subkey is a wildcard: a range scan over this key.
@@ -452,12 +513,21 @@ impl RegistrationDb {
                 .cloned()
                 .collect();
         }
-        self.registrations.keys().filter(|r| r.matches(category, key, sub_key)).cloned().collect()
+        self.registrations
+            .keys()
+            .filter(|r| r.matches(category, key, sub_key))
+            .cloned()
+            .collect()
     }
 
     /// NSQ's `FindProducers`: the producers of the matching registrations,
     /// each peer once (first match wins), as (registration, peer) pairs.
-    fn find_producers(&self, category: Category, key: &str, sub_key: &str) -> Vec<(Registration, PeerId)> {
+    fn find_producers(
+        &self,
+        category: Category,
+        key: &str,
+        sub_key: &str,
+    ) -> Vec<(Registration, PeerId)> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for reg in self.find_registrations(category, key, sub_key) {
@@ -517,7 +587,10 @@ mod tests {
         let mut db = db();
         db.identify(peer("a:1", "a", 4151), t0);
         let added = db.register("a:1", "t", Some("c"));
-        assert_eq!(added, vec![Registration::channel("t", "c"), Registration::topic("t")]);
+        assert_eq!(
+            added,
+            vec![Registration::channel("t", "c"), Registration::topic("t")]
+        );
         // Registering again adds nothing new.
         assert!(db.register("a:1", "t", Some("c")).is_empty());
         assert_eq!(db.topics(), ["t"]);
@@ -533,7 +606,13 @@ mod tests {
         let mut db = db();
         assert_eq!(db.lookup("t", t0), None);
         db.create_topic("t");
-        assert_eq!(db.lookup("t", t0), Some(Lookup { channels: vec![], producers: vec![] }));
+        assert_eq!(
+            db.lookup("t", t0),
+            Some(Lookup {
+                channels: vec![],
+                producers: vec![]
+            })
+        );
     }
 
     #[test]
@@ -633,7 +712,11 @@ mod tests {
         db.identify(peer("a:1", "a", 4151), t0);
         db.register("a:1", "t", None);
         db.register("a:1", "u", None);
-        assert!(db.lookup("u", t0 + Duration::from_secs(3)).unwrap().producers.is_empty());
+        assert!(db
+            .lookup("u", t0 + Duration::from_secs(3))
+            .unwrap()
+            .producers
+            .is_empty());
     }
 
     #[test]
@@ -664,10 +747,20 @@ mod tests {
         // At the lifetime it is back.
         let t2 = t0 + LIFETIME;
         assert_eq!(ids(&db.lookup("t", t2).unwrap()), ["a:1", "b:1"]);
-        assert_eq!(db.nodes(t2).iter().find(|n| n.info.id == "a:1").unwrap().tombstones, [false, false]);
+        assert_eq!(
+            db.nodes(t2)
+                .iter()
+                .find(|n| n.info.id == "a:1")
+                .unwrap()
+                .tombstones,
+            [false, false]
+        );
         // The raw flag stays set in /debug.
         let dump = db.dump();
-        let a = dump["topic:t:"].iter().find(|p| p.info.id == "a:1").unwrap();
+        let a = dump["topic:t:"]
+            .iter()
+            .find(|p| p.info.id == "a:1")
+            .unwrap();
         assert!(a.tombstoned);
         assert_eq!(a.tombstoned_at, Some(t0));
     }
@@ -712,7 +805,10 @@ mod tests {
         db.identify(peer("a:1", "h", 4151), t0);
         db.register("a:1", "t", Some("c"));
         let removed = db.delete_topic("t");
-        assert_eq!(removed, vec![Registration::channel("t", "c"), Registration::topic("t")]);
+        assert_eq!(
+            removed,
+            vec![Registration::channel("t", "c"), Registration::topic("t")]
+        );
         assert!(db.topics().is_empty());
         assert_eq!(db.lookup("t", t0), None);
         // The peer itself is still known.
@@ -742,7 +838,10 @@ mod tests {
         db.register("a:1", "t", Some("c"));
         db.create_topic("empty");
         let dump = db.dump();
-        assert_eq!(dump.keys().collect::<Vec<_>>(), ["channel:t:c", "client::", "topic:t:"]);
+        assert_eq!(
+            dump.keys().collect::<Vec<_>>(),
+            ["channel:t:c", "client::", "topic:t:"]
+        );
         let p = &dump["client::"][0];
         assert_eq!(p.last_update, t0);
         assert!(!p.tombstoned);

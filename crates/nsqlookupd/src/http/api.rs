@@ -33,7 +33,11 @@ pub enum Reply {
     /// "V1" error: `{"message":"<message>"}` with `status`.
     Error { status: u16, message: &'static str },
     /// Anything outside NSQ's conventions (the pprof stand-ins).
-    Raw { status: u16, content_type: &'static str, body: Vec<u8> },
+    Raw {
+        status: u16,
+        content_type: &'static str,
+        body: Vec<u8>,
+    },
 }
 
 impl Reply {
@@ -132,15 +136,18 @@ fn write_peer(o: &mut Object<'_>, p: &PeerInfo) {
 fn lookup(q: Option<&str>, db: &RegistrationDb, now: Instant) -> Result<Reply, Reply> {
     let p = params(q)?;
     let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
-    let found = db.lookup(topic, now).ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
+    let found = db
+        .lookup(topic, now)
+        .ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
     Ok(json(|o| {
-        o.str_array("channels", &found.channels).raw("producers", |out| {
-            json::array(out, &found.producers, |out, peer| {
-                let mut o = Object::new(out);
-                write_peer(&mut o, peer);
-                o.finish();
-            })
-        });
+        o.str_array("channels", &found.channels)
+            .raw("producers", |out| {
+                json::array(out, &found.producers, |out, peer| {
+                    let mut o = Object::new(out);
+                    write_peer(&mut o, peer);
+                    o.finish();
+                })
+            });
     }))
 }
 
@@ -159,7 +166,8 @@ fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
             json::array(out, &nodes, |out, node| {
                 let mut o = Object::new(out);
                 write_peer(&mut o, &node.info);
-                o.bool_array("tombstones", &node.tombstones).str_array("topics", &node.topics);
+                o.bool_array("tombstones", &node.tombstones)
+                    .str_array("topics", &node.topics);
                 o.finish();
             })
         });
@@ -183,7 +191,8 @@ fn debug(db: &RegistrationDb, clock: &WallClock) -> Reply {
                         .bool("tombstoned", p.tombstoned)
                         .int(
                             "tombstoned_at",
-                            p.tombstoned_at.map_or(GO_ZERO_TIME_UNIX_NANOS, |t| clock.unix_nanos(t)),
+                            p.tombstoned_at
+                                .map_or(GO_ZERO_TIME_UNIX_NANOS, |t| clock.unix_nanos(t)),
                         )
                         .str("topology_region", &p.info.topology_region)
                         .str("topology_zone", &p.info.topology_zone)
@@ -256,10 +265,20 @@ fn pprof(name: &str) -> Reply {
                 .to_vec(),
         },
         "cmdline" => {
-            let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-            Reply::Raw { status: 200, content_type: TEXT, body: args.join("\0").into_bytes() }
+            let args: Vec<String> = std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            Reply::Raw {
+                status: 200,
+                content_type: TEXT,
+                body: args.join("\0").into_bytes(),
+            }
         }
-        "symbol" => Reply::Raw { status: 200, content_type: TEXT, body: b"num_symbols: 0\n".to_vec() },
+        "symbol" => Reply::Raw {
+            status: 200,
+            content_type: TEXT,
+            body: b"num_symbols: 0\n".to_vec(),
+        },
         _ => Reply::Raw {
             status: 501,
             content_type: TEXT,
@@ -275,10 +294,20 @@ mod tests {
     use std::time::Duration;
 
     fn setup() -> (RegistrationDb, Instant, WallClock) {
-        (RegistrationDb::new(Duration::from_secs(300), Duration::from_secs(45)), Instant::now(), WallClock::now())
+        (
+            RegistrationDb::new(Duration::from_secs(300), Duration::from_secs(45)),
+            Instant::now(),
+            WallClock::now(),
+        )
     }
 
-    fn call(e: Endpoint, q: &str, db: &mut RegistrationDb, now: Instant, clock: &WallClock) -> (u16, String) {
+    fn call(
+        e: Endpoint,
+        q: &str,
+        db: &mut RegistrationDb,
+        now: Instant,
+        clock: &WallClock,
+    ) -> (u16, String) {
         let r = handle(e, Some(q), db, now, clock);
         let body = match &r {
             Reply::Plain(s) => s.as_bytes().to_vec(),
@@ -306,11 +335,23 @@ mod tests {
     fn empty_state() {
         let (mut db, now, c) = setup();
         let db = &mut db;
-        assert_eq!(call(Endpoint::Topics, "", db, now, &c), (200, r#"{"topics":[]}"#.into()));
-        assert_eq!(call(Endpoint::Channels, "topic=x", db, now, &c), (200, r#"{"channels":[]}"#.into()));
-        assert_eq!(call(Endpoint::Nodes, "", db, now, &c), (200, r#"{"producers":[]}"#.into()));
+        assert_eq!(
+            call(Endpoint::Topics, "", db, now, &c),
+            (200, r#"{"topics":[]}"#.into())
+        );
+        assert_eq!(
+            call(Endpoint::Channels, "topic=x", db, now, &c),
+            (200, r#"{"channels":[]}"#.into())
+        );
+        assert_eq!(
+            call(Endpoint::Nodes, "", db, now, &c),
+            (200, r#"{"producers":[]}"#.into())
+        );
         assert_eq!(call(Endpoint::Debug, "", db, now, &c), (200, "{}".into()));
-        assert_eq!(call(Endpoint::Info, "", db, now, &c), (200, r#"{"version":"1.3.0"}"#.into()));
+        assert_eq!(
+            call(Endpoint::Info, "", db, now, &c),
+            (200, r#"{"version":"1.3.0"}"#.into())
+        );
         assert_eq!(call(Endpoint::Ping, "", db, now, &c), (200, "OK".into()));
     }
 
@@ -349,20 +390,62 @@ mod tests {
         let (mut db, now, c) = setup();
         let db = &mut db;
         let e = |s: u16, m: &str| (s, format!(r#"{{"message":"{m}"}}"#));
-        assert_eq!(call(Endpoint::Lookup, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::Lookup, "topic=none", db, now, &c), e(404, "TOPIC_NOT_FOUND"));
-        assert_eq!(call(Endpoint::Lookup, "topic=%zz", db, now, &c), e(400, "INVALID_REQUEST"));
-        assert_eq!(call(Endpoint::Channels, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::TopicCreate, "topic=bad!", db, now, &c), e(400, "INVALID_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::TopicCreate, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::TopicDelete, "", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::TopicTombstone, "topic=t", db, now, &c), e(400, "MISSING_ARG_NODE"));
-        assert_eq!(call(Endpoint::TopicTombstone, "node=n", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::ChannelCreate, "channel=c", db, now, &c), e(400, "MISSING_ARG_TOPIC"));
-        assert_eq!(call(Endpoint::ChannelCreate, "topic=t", db, now, &c), e(400, "MISSING_ARG_CHANNEL"));
-        assert_eq!(call(Endpoint::ChannelCreate, "topic=t&channel=c!", db, now, &c), e(400, "INVALID_ARG_CHANNEL"));
-        assert_eq!(call(Endpoint::ChannelDelete, "topic=t&channel=none", db, now, &c), e(404, "CHANNEL_NOT_FOUND"));
-        assert_eq!(call(Endpoint::ChannelDelete, "topic=t;", db, now, &c), e(400, "INVALID_REQUEST"));
+        assert_eq!(
+            call(Endpoint::Lookup, "", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::Lookup, "topic=none", db, now, &c),
+            e(404, "TOPIC_NOT_FOUND")
+        );
+        assert_eq!(
+            call(Endpoint::Lookup, "topic=%zz", db, now, &c),
+            e(400, "INVALID_REQUEST")
+        );
+        assert_eq!(
+            call(Endpoint::Channels, "", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::TopicCreate, "topic=bad!", db, now, &c),
+            e(400, "INVALID_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::TopicCreate, "", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::TopicDelete, "", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::TopicTombstone, "topic=t", db, now, &c),
+            e(400, "MISSING_ARG_NODE")
+        );
+        assert_eq!(
+            call(Endpoint::TopicTombstone, "node=n", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::ChannelCreate, "channel=c", db, now, &c),
+            e(400, "MISSING_ARG_TOPIC")
+        );
+        assert_eq!(
+            call(Endpoint::ChannelCreate, "topic=t", db, now, &c),
+            e(400, "MISSING_ARG_CHANNEL")
+        );
+        assert_eq!(
+            call(Endpoint::ChannelCreate, "topic=t&channel=c!", db, now, &c),
+            e(400, "INVALID_ARG_CHANNEL")
+        );
+        assert_eq!(
+            call(Endpoint::ChannelDelete, "topic=t&channel=none", db, now, &c),
+            e(404, "CHANNEL_NOT_FOUND")
+        );
+        assert_eq!(
+            call(Endpoint::ChannelDelete, "topic=t;", db, now, &c),
+            e(400, "INVALID_REQUEST")
+        );
         // Endpoints without parameters ignore a malformed query, like NSQ.
         assert_eq!(call(Endpoint::Topics, "%zz", db, now, &c).0, 200);
     }
@@ -371,15 +454,42 @@ mod tests {
     fn mutations() {
         let (mut db, now, c) = setup();
         let db = &mut db;
-        assert_eq!(call(Endpoint::TopicCreate, "topic=t", db, now, &c), (200, String::new()));
-        assert_eq!(call(Endpoint::Lookup, "topic=t", db, now, &c), (200, r#"{"channels":[],"producers":[]}"#.into()));
-        assert_eq!(call(Endpoint::ChannelCreate, "topic=u&channel=c", db, now, &c).0, 200);
-        assert_eq!(call(Endpoint::Topics, "", db, now, &c).1, r#"{"topics":["t","u"]}"#);
-        assert_eq!(call(Endpoint::ChannelDelete, "topic=u&channel=c", db, now, &c).0, 200);
-        assert_eq!(call(Endpoint::Channels, "topic=u", db, now, &c).1, r#"{"channels":[]}"#);
+        assert_eq!(
+            call(Endpoint::TopicCreate, "topic=t", db, now, &c),
+            (200, String::new())
+        );
+        assert_eq!(
+            call(Endpoint::Lookup, "topic=t", db, now, &c),
+            (200, r#"{"channels":[],"producers":[]}"#.into())
+        );
+        assert_eq!(
+            call(Endpoint::ChannelCreate, "topic=u&channel=c", db, now, &c).0,
+            200
+        );
+        assert_eq!(
+            call(Endpoint::Topics, "", db, now, &c).1,
+            r#"{"topics":["t","u"]}"#
+        );
+        assert_eq!(
+            call(Endpoint::ChannelDelete, "topic=u&channel=c", db, now, &c).0,
+            200
+        );
+        assert_eq!(
+            call(Endpoint::Channels, "topic=u", db, now, &c).1,
+            r#"{"channels":[]}"#
+        );
         assert_eq!(call(Endpoint::TopicDelete, "topic=u", db, now, &c).0, 200);
-        assert_eq!(call(Endpoint::TopicDelete, "topic=never", db, now, &c).0, 200);
-        assert_eq!(call(Endpoint::TopicTombstone, "topic=t&node=x:1", db, now, &c).0, 200);
-        assert_eq!(call(Endpoint::Topics, "", db, now, &c).1, r#"{"topics":["t"]}"#);
+        assert_eq!(
+            call(Endpoint::TopicDelete, "topic=never", db, now, &c).0,
+            200
+        );
+        assert_eq!(
+            call(Endpoint::TopicTombstone, "topic=t&node=x:1", db, now, &c).0,
+            200
+        );
+        assert_eq!(
+            call(Endpoint::Topics, "", db, now, &c).1,
+            r#"{"topics":["t"]}"#
+        );
     }
 }

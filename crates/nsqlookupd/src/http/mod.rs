@@ -15,12 +15,9 @@ pub(crate) mod query;
 pub(crate) mod router;
 
 use std::convert::Infallible;
-use std::io;
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -29,7 +26,7 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, LOCATION};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -56,7 +53,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Accepts HTTP clients until `shutdown`, then waits for open connections to
 /// finish their current request.
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: CancellationToken) {
-    let local = listener.local_addr().map(crate::go_addr).unwrap_or_default();
+    let local = listener
+        .local_addr()
+        .map(crate::go_addr)
+        .unwrap_or_default();
     info!("HTTP: listening on {local}");
     let tracker = TaskTracker::new();
     let mut backoff = Duration::from_millis(5);
@@ -83,7 +83,12 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: Ca
     info!("HTTP: closing {local}");
 }
 
-async fn connection(stream: TcpStream, remote: SocketAddr, ctx: Arc<Context>, shutdown: CancellationToken) {
+async fn connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     let _ = stream.set_nodelay(true);
     let remote = crate::go_addr(remote);
     let svc = service_fn(move |req| {
@@ -93,7 +98,7 @@ async fn connection(stream: TcpStream, remote: SocketAddr, ctx: Arc<Context>, sh
     });
     let mut builder = http1::Builder::new();
     builder.title_case_headers(true);
-    let conn = builder.serve_connection(Io(stream), svc);
+    let conn = builder.serve_connection(TokioIo::new(stream), svc);
     let mut conn = std::pin::pin!(conn);
     let done = tokio::select! {
         res = conn.as_mut() => Some(res),
@@ -125,13 +130,23 @@ async fn respond(ctx: &Context, req: Request<Incoming>, remote: &str) -> Respons
 
     let Ok(path) = query::unescape_path(uri.path()) else {
         // Go's net/http rejects such a request line before routing.
-        let mut resp = response(StatusCode::BAD_REQUEST, Some(TEXT), b"400 Bad Request".to_vec());
-        resp.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        let mut resp = response(
+            StatusCode::BAD_REQUEST,
+            Some(TEXT),
+            b"400 Bad Request".to_vec(),
+        );
+        resp.headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
         return resp;
     };
     let query = uri.query();
     let request_uri = uri.path_and_query().map(|pq| pq.as_str()).unwrap_or("/");
-    let log = |status: u16| info!("{status} {method} {request_uri} ({remote}) {:?}", start.elapsed());
+    let log = |status: u16| {
+        info!(
+            "{status} {method} {request_uri} ({remote}) {:?}",
+            start.elapsed()
+        )
+    };
 
     match router::route(&method, &path) {
         Routed::Handle(endpoint) => {
@@ -141,7 +156,10 @@ async fn respond(ctx: &Context, req: Request<Incoming>, remote: &str) -> Respons
             }));
             let reply = handled.unwrap_or_else(|_| {
                 error!("panic in HTTP handler");
-                Reply::Error { status: 500, message: "INTERNAL_ERROR" }
+                Reply::Error {
+                    status: 500,
+                    message: "INTERNAL_ERROR",
+                }
             });
             if !matches!(endpoint, router::Endpoint::Pprof(_)) {
                 log(reply.status());
@@ -156,13 +174,19 @@ async fn respond(ctx: &Context, req: Request<Incoming>, remote: &str) -> Respons
         }
         Routed::MethodNotAllowed { allow } => {
             log(405);
-            let mut resp = reply_response(Reply::Error { status: 405, message: "METHOD_NOT_ALLOWED" });
+            let mut resp = reply_response(Reply::Error {
+                status: 405,
+                message: "METHOD_NOT_ALLOWED",
+            });
             set_allow(&mut resp, &allow);
             resp
         }
         Routed::NotFound => {
             log(404);
-            reply_response(Reply::Error { status: 404, message: "NOT_FOUND" })
+            reply_response(Reply::Error {
+                status: 404,
+                message: "NOT_FOUND",
+            })
         }
     }
 }
@@ -171,23 +195,37 @@ async fn respond(ctx: &Context, req: Request<Incoming>, remote: &str) -> Respons
 fn reply_response(reply: Reply) -> Response<Body> {
     let status = StatusCode::from_u16(reply.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let (mut resp, v1) = match reply {
-        Reply::Plain(text) => (response(status, Some(TEXT), text.as_bytes().to_vec()), false),
+        Reply::Plain(text) => (
+            response(status, Some(TEXT), text.as_bytes().to_vec()),
+            false,
+        ),
         Reply::Empty => (response(status, None, Vec::new()), true),
         Reply::Json(body) => (response(status, Some(JSON), body), true),
-        Reply::Error { message, .. } => (response(status, Some(JSON), Reply::error_body(message)), true),
-        Reply::Raw { content_type, body, .. } => (response(status, Some(content_type), body), false),
+        Reply::Error { message, .. } => (
+            response(status, Some(JSON), Reply::error_body(message)),
+            true,
+        ),
+        Reply::Raw {
+            content_type, body, ..
+        } => (response(status, Some(content_type), body), false),
     };
     if v1 {
-        resp.headers_mut().insert(NSQ_CONTENT_TYPE, HeaderValue::from_static(NSQ_V1));
+        resp.headers_mut()
+            .insert(NSQ_CONTENT_TYPE, HeaderValue::from_static(NSQ_V1));
     }
     resp
 }
 
-fn response(status: StatusCode, content_type: Option<&'static str>, body: Vec<u8>) -> Response<Body> {
+fn response(
+    status: StatusCode,
+    content_type: Option<&'static str>,
+    body: Vec<u8>,
+) -> Response<Body> {
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = status;
     if let Some(ct) = content_type {
-        resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(ct));
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(ct));
     }
     resp
 }
@@ -208,7 +246,10 @@ fn redirect(status: u16, path: &str, query: Option<&str>) -> Response<Body> {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::MOVED_PERMANENTLY);
     // Go writes a short HTML body only for GET, i.e. only for 301 here.
     let mut resp = if code == StatusCode::MOVED_PERMANENTLY {
-        let body = format!("<a href=\"{}\">Moved Permanently</a>.\n\n", html_escape(&url));
+        let body = format!(
+            "<a href=\"{}\">Moved Permanently</a>.\n\n",
+            html_escape(&url)
+        );
         response(code, Some(HTML), body.into_bytes())
     } else {
         response(code, None, Vec::new())
@@ -235,51 +276,6 @@ fn html_escape(s: &str) -> String {
     out
 }
 
-/// Adapts a tokio `TcpStream` to hyper's I/O traits without `unsafe` (one
-/// small copy per read; this API is not a hot path).
-struct Io(TcpStream);
-
-impl hyper::rt::Read for Io {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        let mut tmp = [0u8; 8 * 1024];
-        let n = buf.remaining().min(tmp.len());
-        let mut rb = ReadBuf::new(&mut tmp[..n]);
-        ready!(Pin::new(&mut self.0).poll_read(cx, &mut rb))?;
-        buf.put_slice(rb.filled());
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl hyper::rt::Write for Io {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,7 +289,10 @@ mod tests {
         let r = redirect(307, "/topic/create", None);
         assert_eq!(r.headers()[LOCATION], "/topic/create");
         assert!(r.headers().get(CONTENT_TYPE).is_none());
-        assert_eq!(html_escape("/a?b=1&c='\"<>"), "/a?b=1&amp;c=&#39;&#34;&lt;&gt;");
+        assert_eq!(
+            html_escape("/a?b=1&c='\"<>"),
+            "/a?b=1&amp;c=&#39;&#34;&lt;&gt;"
+        );
     }
 
     #[test]
@@ -304,7 +303,10 @@ mod tests {
         let r = reply_response(Reply::Plain("OK"));
         assert!(r.headers().get(NSQ_CONTENT_TYPE).is_none());
         assert_eq!(r.headers()[CONTENT_TYPE], TEXT);
-        let r = reply_response(Reply::Error { status: 404, message: "NOT_FOUND" });
+        let r = reply_response(Reply::Error {
+            status: 404,
+            message: "NOT_FOUND",
+        });
         assert_eq!(r.status(), 404);
         assert_eq!(r.headers()[CONTENT_TYPE], JSON);
         assert_eq!(r.headers()[NSQ_CONTENT_TYPE], NSQ_V1);

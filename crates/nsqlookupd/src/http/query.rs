@@ -37,7 +37,10 @@ impl Params {
 
     /// The first value of `key`, if present (an empty value counts).
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -64,7 +67,9 @@ fn unescape(s: &str, plus_is_space: bool) -> Result<String, UrlError> {
                     }
                     _ => {
                         let end = (i + 3).min(b.len());
-                        return Err(UrlError::Escape(String::from_utf8_lossy(&b[i..end]).into_owned()));
+                        return Err(UrlError::Escape(
+                            String::from_utf8_lossy(&b[i..end]).into_owned(),
+                        ));
                     }
                 }
             }
@@ -78,7 +83,8 @@ fn unescape(s: &str, plus_is_space: bool) -> Result<String, UrlError> {
             }
         }
     }
-    Ok(String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+    Ok(String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 #[cfg(test)]
@@ -99,8 +105,14 @@ mod tests {
     #[test]
     fn errors_like_go() {
         assert_eq!(Params::parse("topic=a;b"), Err(UrlError::Semicolon));
-        assert_eq!(Params::parse("topic=%zz"), Err(UrlError::Escape("%zz".into())));
-        assert_eq!(Params::parse("ok=1&topic=%4"), Err(UrlError::Escape("%4".into())));
+        assert_eq!(
+            Params::parse("topic=%zz"),
+            Err(UrlError::Escape("%zz".into()))
+        );
+        assert_eq!(
+            Params::parse("ok=1&topic=%4"),
+            Err(UrlError::Escape("%4".into()))
+        );
         assert_eq!(Params::parse("%g1=x"), Err(UrlError::Escape("%g1".into())));
     }
 

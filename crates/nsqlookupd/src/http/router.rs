@@ -59,9 +59,17 @@ const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("POST", "/debug/pprof/symbol", Endpoint::Pprof("symbol")),
     ("GET", "/debug/pprof/profile", Endpoint::Pprof("profile")),
     ("GET", "/debug/pprof/heap", Endpoint::Pprof("heap")),
-    ("GET", "/debug/pprof/goroutine", Endpoint::Pprof("goroutine")),
+    (
+        "GET",
+        "/debug/pprof/goroutine",
+        Endpoint::Pprof("goroutine"),
+    ),
     ("GET", "/debug/pprof/block", Endpoint::Pprof("block")),
-    ("GET", "/debug/pprof/threadcreate", Endpoint::Pprof("threadcreate")),
+    (
+        "GET",
+        "/debug/pprof/threadcreate",
+        Endpoint::Pprof("threadcreate"),
+    ),
 ];
 
 /// The routing decision.
@@ -70,11 +78,18 @@ pub enum Routed {
     Handle(Endpoint),
     /// Redirect to `path` (a route path, already canonical; the caller keeps
     /// the query string). `status` is 301 or 307.
-    Redirect { status: u16, path: &'static str },
+    Redirect {
+        status: u16,
+        path: &'static str,
+    },
     /// 200 with this `Allow` header and no body.
-    Options { allow: String },
+    Options {
+        allow: String,
+    },
     /// 405 with this `Allow` header.
-    MethodNotAllowed { allow: String },
+    MethodNotAllowed {
+        allow: String,
+    },
     NotFound,
 }
 
@@ -109,7 +124,10 @@ pub fn route(method: &str, path: &str) -> Routed {
 }
 
 fn routes_of(method: &str) -> impl Iterator<Item = (&'static str, Endpoint)> + '_ {
-    ROUTES.iter().filter(move |(m, _, _)| *m == method).map(|(_, p, e)| (*p, *e))
+    ROUTES
+        .iter()
+        .filter(move |(m, _, _)| *m == method)
+        .map(|(_, p, e)| (*p, *e))
 }
 
 fn exact(method: &str, path: &str) -> Option<Endpoint> {
@@ -136,7 +154,11 @@ fn fixed_path(method: &str, cleaned: &str) -> Option<&'static str> {
             let stripped = cleaned.strip_suffix('/').filter(|s| !s.is_empty())?;
             find_route(method, |p| fold_eq(p, stripped))
         })
-        .or_else(|| find_route(method, |p| p.strip_suffix('/').is_some_and(|s| fold_eq(s, cleaned))))
+        .or_else(|| {
+            find_route(method, |p| {
+                p.strip_suffix('/').is_some_and(|s| fold_eq(s, cleaned))
+            })
+        })
 }
 
 /// The `Allow` value for `path`, excluding `method` itself ("" if none).
@@ -144,7 +166,11 @@ fn allowed(path: &str, method: &str) -> String {
     let mut methods: Vec<&str> = if path == "*" {
         ROUTES.iter().map(|(m, _, _)| *m).collect()
     } else {
-        ROUTES.iter().filter(|(m, p, _)| *m != method && *p == path).map(|(m, _, _)| *m).collect()
+        ROUTES
+            .iter()
+            .filter(|(m, p, _)| *m != method && *p == path)
+            .map(|(m, _, _)| *m)
+            .collect()
     };
     methods.retain(|m| *m != "OPTIONS");
     if methods.is_empty() {
@@ -201,8 +227,14 @@ mod tests {
     #[test]
     fn exact_routes() {
         assert_eq!(route("GET", "/ping"), Routed::Handle(Endpoint::Ping));
-        assert_eq!(route("POST", "/topic/tombstone"), Routed::Handle(Endpoint::TopicTombstone));
-        assert_eq!(route("POST", "/debug/pprof/symbol"), Routed::Handle(Endpoint::Pprof("symbol")));
+        assert_eq!(
+            route("POST", "/topic/tombstone"),
+            Routed::Handle(Endpoint::TopicTombstone)
+        );
+        assert_eq!(
+            route("POST", "/debug/pprof/symbol"),
+            Routed::Handle(Endpoint::Pprof("symbol"))
+        );
     }
 
     #[test]
@@ -214,8 +246,14 @@ mod tests {
         assert_eq!(route("GET", "/debug/"), redirect(301, "/debug"));
         assert_eq!(route("GET", "/debug/pprof/"), redirect(301, "/debug/pprof"));
         assert_eq!(route("GET", "/x/../nodes"), redirect(301, "/nodes"));
-        assert_eq!(route("POST", "/topic/create/"), redirect(307, "/topic/create"));
-        assert_eq!(route("POST", "/Channel/Delete"), redirect(307, "/channel/delete"));
+        assert_eq!(
+            route("POST", "/topic/create/"),
+            redirect(307, "/topic/create")
+        );
+        assert_eq!(
+            route("POST", "/Channel/Delete"),
+            redirect(307, "/channel/delete")
+        );
     }
 
     #[test]
@@ -223,10 +261,23 @@ mod tests {
         let allow = |s: &str| Routed::MethodNotAllowed { allow: s.into() };
         assert_eq!(route("POST", "/ping"), allow("GET, OPTIONS"));
         assert_eq!(route("GET", "/topic/create"), allow("OPTIONS, POST"));
-        assert_eq!(route("PUT", "/debug/pprof/symbol"), allow("GET, OPTIONS, POST"));
+        assert_eq!(
+            route("PUT", "/debug/pprof/symbol"),
+            allow("GET, OPTIONS, POST")
+        );
         assert_eq!(route("HEAD", "/lookup"), allow("GET, OPTIONS"));
-        assert_eq!(route("OPTIONS", "/ping"), Routed::Options { allow: "GET, OPTIONS".into() });
-        assert_eq!(route("OPTIONS", "*"), Routed::Options { allow: "GET, OPTIONS, POST".into() });
+        assert_eq!(
+            route("OPTIONS", "/ping"),
+            Routed::Options {
+                allow: "GET, OPTIONS".into()
+            }
+        );
+        assert_eq!(
+            route("OPTIONS", "*"),
+            Routed::Options {
+                allow: "GET, OPTIONS, POST".into()
+            }
+        );
     }
 
     #[test]

@@ -35,7 +35,10 @@ const MAX_LINE: usize = 64 * 1024;
 /// Accepts V1 clients until `shutdown`, then waits for every connection to
 /// finish (each closes itself on `shutdown`).
 pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: CancellationToken) {
-    let local = listener.local_addr().map(crate::go_addr).unwrap_or_default();
+    let local = listener
+        .local_addr()
+        .map(crate::go_addr)
+        .unwrap_or_default();
     info!("TCP: listening on {local}");
     let tracker = TaskTracker::new();
     let mut backoff = Duration::from_millis(5);
@@ -66,13 +69,22 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: Ca
 
 /// One connection: run the protocol until EOF, a fatal error or shutdown,
 /// then drop the peer's registrations.
-async fn handle(stream: TcpStream, remote: SocketAddr, ctx: Arc<Context>, shutdown: CancellationToken) {
+async fn handle(
+    stream: TcpStream,
+    remote: SocketAddr,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     let remote = crate::go_addr(remote);
     info!(client = %remote, "TCP: new client");
     // Go sets TCP_NODELAY on every accepted connection.
     let _ = stream.set_nodelay(true);
     let (rd, wr) = stream.into_split();
-    let mut conn = Connection { rd: BufReader::new(rd), wr, ctx: ctx.clone() };
+    let mut conn = Connection {
+        rd: BufReader::new(rd),
+        wr,
+        ctx: ctx.clone(),
+    };
     let mut session = Session::new(remote.clone());
     tokio::select! {
         res = conn.run(&mut session) => {
@@ -139,7 +151,11 @@ impl Connection {
 
     /// Runs one command; the IDENTIFY body is read here, after the
     /// "already identified" check, as NSQ does.
-    async fn exec(&mut self, session: &mut Session, words: &[&[u8]]) -> Result<Bytes, ProtocolError> {
+    async fn exec(
+        &mut self,
+        session: &mut Session,
+        words: &[&[u8]],
+    ) -> Result<Bytes, ProtocolError> {
         let params = words.get(1..).unwrap_or_default();
         match Command::parse(words)? {
             Command::Ping => {
@@ -148,10 +164,17 @@ impl Connection {
             }
             Command::Identify => {
                 session.check_identify()?;
-                let size = self.rd.read_i32().await.map_err(|_| ProtocolError::BodySize)?;
+                let size = self
+                    .rd
+                    .read_i32()
+                    .await
+                    .map_err(|_| ProtocolError::BodySize)?;
                 let len = v1::identify_body_len(size)?;
                 let mut body = vec![0u8; len];
-                self.rd.read_exact(&mut body).await.map_err(|_| ProtocolError::BodyRead)?;
+                self.rd
+                    .read_exact(&mut body)
+                    .await
+                    .map_err(|_| ProtocolError::BodyRead)?;
                 let mut db = self.ctx.db();
                 session.identify(&body, &mut db, Instant::now())?;
                 Ok(self.ctx.identify_response.clone())
@@ -171,7 +194,10 @@ impl Connection {
     /// line at EOF is discarded, as Go's `ReadString` loop does.
     async fn read_line(&mut self, line: &mut Vec<u8>) -> io::Result<Line> {
         line.clear();
-        let n = (&mut self.rd).take(MAX_LINE as u64).read_until(b'\n', line).await?;
+        let n = (&mut self.rd)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', line)
+            .await?;
         Ok(match line.last() {
             Some(b'\n') => Line::Complete,
             _ if n >= MAX_LINE => Line::TooLong,

@@ -69,15 +69,25 @@ impl ProtocolError {
             ProtocolError::BodyRead => b"E_BAD_BODY IDENTIFY failed to read body".to_vec(),
             ProtocolError::BodyDecode => b"E_BAD_BODY IDENTIFY failed to decode JSON body".to_vec(),
             ProtocolError::MissingFields => b"E_BAD_BODY IDENTIFY missing fields".to_vec(),
-            ProtocolError::InsufficientParams(cmd) => {
-                cat(&[b"E_INVALID ", cmd.as_bytes(), b" insufficient number of params"])
-            }
-            ProtocolError::BadTopic(cmd, name) => {
-                cat(&[b"E_BAD_TOPIC ", cmd.as_bytes(), b" topic name '", name, b"' is not valid"])
-            }
-            ProtocolError::BadChannel(cmd, name) => {
-                cat(&[b"E_BAD_CHANNEL ", cmd.as_bytes(), b" channel name '", name, b"' is not valid"])
-            }
+            ProtocolError::InsufficientParams(cmd) => cat(&[
+                b"E_INVALID ",
+                cmd.as_bytes(),
+                b" insufficient number of params",
+            ]),
+            ProtocolError::BadTopic(cmd, name) => cat(&[
+                b"E_BAD_TOPIC ",
+                cmd.as_bytes(),
+                b" topic name '",
+                name,
+                b"' is not valid",
+            ]),
+            ProtocolError::BadChannel(cmd, name) => cat(&[
+                b"E_BAD_CHANNEL ",
+                cmd.as_bytes(),
+                b" channel name '",
+                name,
+                b"' is not valid",
+            ]),
         }
     }
 }
@@ -154,7 +164,11 @@ pub fn decode_identify(body: &[u8], remote_addr: &str) -> Result<PeerInfo, Proto
     }
     info.id = remote_addr.to_owned();
     info.remote_address = remote_addr.to_owned();
-    if info.broadcast_address.is_empty() || info.tcp_port == 0 || info.http_port == 0 || info.version.is_empty() {
+    if info.broadcast_address.is_empty()
+        || info.tcp_port == 0
+        || info.http_port == 0
+        || info.version.is_empty()
+    {
         return Err(ProtocolError::MissingFields);
     }
     Ok(info)
@@ -193,7 +207,12 @@ fn set_field(info: &mut PeerInfo, key: &str, v: &Value) -> Result<(), ProtocolEr
 }
 
 /// The IDENTIFY response: Go marshals a map, so keys are sorted.
-pub fn identify_response(broadcast_address: &str, hostname: &str, http_port: u16, tcp_port: u16) -> Bytes {
+pub fn identify_response(
+    broadcast_address: &str,
+    hostname: &str,
+    http_port: u16,
+    tcp_port: u16,
+) -> Bytes {
     let mut out = Vec::new();
     let mut o = json::Object::new(&mut out);
     o.str("broadcast_address", broadcast_address)
@@ -207,7 +226,10 @@ pub fn identify_response(broadcast_address: &str, hostname: &str, http_port: u16
 
 /// Topic and optional channel of REGISTER/UNREGISTER, validated. An empty
 /// channel word (e.g. from a doubled space) means "no channel", as in NSQ.
-fn topic_channel<'a>(cmd: &'static str, params: &[&'a [u8]]) -> Result<(&'a str, Option<&'a str>), ProtocolError> {
+fn topic_channel<'a>(
+    cmd: &'static str,
+    params: &[&'a [u8]],
+) -> Result<(&'a str, Option<&'a str>), ProtocolError> {
     let Some(topic) = params.first().copied() else {
         return Err(ProtocolError::InsufficientParams(cmd));
     };
@@ -236,7 +258,10 @@ pub struct Session {
 impl Session {
     /// `remote_addr` is the connection's `ip:port`, which becomes the peer id.
     pub fn new(remote_addr: String) -> Self {
-        Self { remote_addr, peer: None }
+        Self {
+            remote_addr,
+            peer: None,
+        }
     }
 
     pub fn remote_addr(&self) -> &str {
@@ -264,7 +289,12 @@ impl Session {
 
     /// IDENTIFY with its body: registers the peer as a `client`. On success the
     /// caller sends `response` (the server's fixed IDENTIFY answer).
-    pub fn identify(&mut self, body: &[u8], db: &mut RegistrationDb, now: Instant) -> Result<(), ProtocolError> {
+    pub fn identify(
+        &mut self,
+        body: &[u8],
+        db: &mut RegistrationDb,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
         self.check_identify()?;
         let info = decode_identify(body, &self.remote_addr)?;
         info!(
@@ -284,7 +314,11 @@ impl Session {
     }
 
     /// REGISTER `topic [channel]`; `params` are the words after the command.
-    pub fn register(&self, params: &[&[u8]], db: &mut RegistrationDb) -> Result<&'static [u8], ProtocolError> {
+    pub fn register(
+        &self,
+        params: &[&[u8]],
+        db: &mut RegistrationDb,
+    ) -> Result<&'static [u8], ProtocolError> {
         let id = self.peer.as_deref().ok_or(ProtocolError::MustIdentify)?;
         let (topic, channel) = topic_channel("REGISTER", params)?;
         for r in db.register(id, topic, channel) {
@@ -294,7 +328,11 @@ impl Session {
     }
 
     /// UNREGISTER `topic [channel]`; `params` are the words after the command.
-    pub fn unregister(&self, params: &[&[u8]], db: &mut RegistrationDb) -> Result<&'static [u8], ProtocolError> {
+    pub fn unregister(
+        &self,
+        params: &[&[u8]],
+        db: &mut RegistrationDb,
+    ) -> Result<&'static [u8], ProtocolError> {
         let id = self.peer.as_deref().ok_or(ProtocolError::MustIdentify)?;
         let (topic, channel) = topic_channel("UNREGISTER", params)?;
         let changes = db.unregister(id, topic, channel);
@@ -335,22 +373,40 @@ mod tests {
     #[test]
     fn frames_have_size_prefix_only() {
         assert_eq!(frame(b"OK"), b"\x00\x00\x00\x02OK");
-        assert_eq!(frame(&ProtocolError::BadProtocol.wire()), b"\x00\x00\x00\x0eE_BAD_PROTOCOL");
+        assert_eq!(
+            frame(&ProtocolError::BadProtocol.wire()),
+            b"\x00\x00\x00\x0eE_BAD_PROTOCOL"
+        );
     }
 
     #[test]
     fn lines_are_trimmed_and_split_on_single_spaces() {
         assert_eq!(split_line(b"  PING  \r\n"), [b"PING".as_slice()]);
-        assert_eq!(split_line(b"REGISTER t  c\n"), [b"REGISTER".as_slice(), b"t", b"", b"c"]);
+        assert_eq!(
+            split_line(b"REGISTER t  c\n"),
+            [b"REGISTER".as_slice(), b"t", b"", b"c"]
+        );
         assert_eq!(split_line(b"\n"), [b"".as_slice()]);
     }
 
     #[test]
     fn commands() {
-        assert_eq!(Command::parse(&split_line(b"PING extra")), Ok(Command::Ping));
-        assert_eq!(wire(Command::parse(&split_line(b"FOO")).unwrap_err()), "E_INVALID invalid command FOO");
-        assert_eq!(wire(Command::parse(&split_line(b"")).unwrap_err()), "E_INVALID invalid command ");
-        assert_eq!(wire(Command::parse(&split_line(b"ping")).unwrap_err()), "E_INVALID invalid command ping");
+        assert_eq!(
+            Command::parse(&split_line(b"PING extra")),
+            Ok(Command::Ping)
+        );
+        assert_eq!(
+            wire(Command::parse(&split_line(b"FOO")).unwrap_err()),
+            "E_INVALID invalid command FOO"
+        );
+        assert_eq!(
+            wire(Command::parse(&split_line(b"")).unwrap_err()),
+            "E_INVALID invalid command "
+        );
+        assert_eq!(
+            wire(Command::parse(&split_line(b"ping")).unwrap_err()),
+            "E_INVALID invalid command ping"
+        );
     }
 
     #[test]
@@ -364,21 +420,55 @@ mod tests {
         // keys and nulls are fine.
         let body = br#"{"remote_address":"x","BROADCAST_ADDRESS":"h","tcp_port":1,"http_port":2,"version":"v","extra":[1],"hostname":null}"#;
         let info = decode_identify(body, "r:1").unwrap();
-        assert_eq!((info.remote_address.as_str(), info.broadcast_address.as_str()), ("r:1", "h"));
+        assert_eq!(
+            (
+                info.remote_address.as_str(),
+                info.broadcast_address.as_str()
+            ),
+            ("r:1", "h")
+        );
         assert_eq!(info.hostname, "");
     }
 
     #[test]
     fn identify_errors() {
         let missing = br#"{"broadcast_address":"h","tcp_port":1,"http_port":2}"#;
-        assert_eq!(decode_identify(missing, "r:1"), Err(ProtocolError::MissingFields));
-        assert_eq!(decode_identify(b"null", "r:1"), Err(ProtocolError::MissingFields));
-        assert_eq!(decode_identify(b"{}", "r:1"), Err(ProtocolError::MissingFields));
-        for bad in [&b""[..], b"not json", b"[]", b"\"s\"", br#"{"tcp_port":"1"}"#, br#"{"tcp_port":1.5}"#, br#"{"version":1}"#] {
-            assert_eq!(decode_identify(bad, "r:1"), Err(ProtocolError::BodyDecode), "{:?}", String::from_utf8_lossy(bad));
+        assert_eq!(
+            decode_identify(missing, "r:1"),
+            Err(ProtocolError::MissingFields)
+        );
+        assert_eq!(
+            decode_identify(b"null", "r:1"),
+            Err(ProtocolError::MissingFields)
+        );
+        assert_eq!(
+            decode_identify(b"{}", "r:1"),
+            Err(ProtocolError::MissingFields)
+        );
+        for bad in [
+            &b""[..],
+            b"not json",
+            b"[]",
+            b"\"s\"",
+            br#"{"tcp_port":"1"}"#,
+            br#"{"tcp_port":1.5}"#,
+            br#"{"version":1}"#,
+        ] {
+            assert_eq!(
+                decode_identify(bad, "r:1"),
+                Err(ProtocolError::BodyDecode),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        assert_eq!(wire(ProtocolError::MissingFields), "E_BAD_BODY IDENTIFY missing fields");
-        assert_eq!(wire(ProtocolError::BodyDecode), "E_BAD_BODY IDENTIFY failed to decode JSON body");
+        assert_eq!(
+            wire(ProtocolError::MissingFields),
+            "E_BAD_BODY IDENTIFY missing fields"
+        );
+        assert_eq!(
+            wire(ProtocolError::BodyDecode),
+            "E_BAD_BODY IDENTIFY failed to decode JSON body"
+        );
         assert_eq!(identify_body_len(-5), Err(ProtocolError::BodyRead));
         assert_eq!(identify_body_len(0), Ok(0));
         assert_eq!(identify_body_len(i32::MAX), Err(ProtocolError::BodyRead));
@@ -398,18 +488,39 @@ mod tests {
         let now = Instant::now();
         let mut db = db();
         let mut s = Session::new("r:1".into());
-        assert_eq!(s.register(&[b"t"], &mut db), Err(ProtocolError::MustIdentify));
-        assert_eq!(wire(ProtocolError::MustIdentify), "E_INVALID client must IDENTIFY");
+        assert_eq!(
+            s.register(&[b"t"], &mut db),
+            Err(ProtocolError::MustIdentify)
+        );
+        assert_eq!(
+            wire(ProtocolError::MustIdentify),
+            "E_INVALID client must IDENTIFY"
+        );
         s.identify(BODY, &mut db, now).unwrap();
-        assert_eq!(s.identify(BODY, &mut db, now), Err(ProtocolError::IdentifyAgain));
-        assert_eq!(wire(ProtocolError::IdentifyAgain), "E_INVALID cannot IDENTIFY again");
-        assert_eq!(wire(s.register(&[], &mut db).unwrap_err()), "E_INVALID REGISTER insufficient number of params");
+        assert_eq!(
+            s.identify(BODY, &mut db, now),
+            Err(ProtocolError::IdentifyAgain)
+        );
+        assert_eq!(
+            wire(ProtocolError::IdentifyAgain),
+            "E_INVALID cannot IDENTIFY again"
+        );
+        assert_eq!(
+            wire(s.register(&[], &mut db).unwrap_err()),
+            "E_INVALID REGISTER insufficient number of params"
+        );
         assert_eq!(
             wire(s.unregister(&[], &mut db).unwrap_err()),
             "E_INVALID UNREGISTER insufficient number of params"
         );
-        assert_eq!(wire(s.register(&[b"bad!"], &mut db).unwrap_err()), "E_BAD_TOPIC REGISTER topic name 'bad!' is not valid");
-        assert_eq!(wire(s.register(&[b""], &mut db).unwrap_err()), "E_BAD_TOPIC REGISTER topic name '' is not valid");
+        assert_eq!(
+            wire(s.register(&[b"bad!"], &mut db).unwrap_err()),
+            "E_BAD_TOPIC REGISTER topic name 'bad!' is not valid"
+        );
+        assert_eq!(
+            wire(s.register(&[b""], &mut db).unwrap_err()),
+            "E_BAD_TOPIC REGISTER topic name '' is not valid"
+        );
         assert_eq!(
             wire(s.register(&[b"t", b"bad!"], &mut db).unwrap_err()),
             "E_BAD_CHANNEL REGISTER channel name 'bad!' is not valid"
@@ -419,9 +530,15 @@ mod tests {
             "E_BAD_TOPIC UNREGISTER topic name 'bad!' is not valid"
         );
         // Raw bytes of an invalid name are echoed as is.
-        assert_eq!(s.register(&[b"\xff"], &mut db).unwrap_err().wire(), b"E_BAD_TOPIC REGISTER topic name '\xff' is not valid");
+        assert_eq!(
+            s.register(&[b"\xff"], &mut db).unwrap_err().wire(),
+            b"E_BAD_TOPIC REGISTER topic name '\xff' is not valid"
+        );
         assert_eq!(s.register(&[b"t", b"", b"c"], &mut db), Ok(OK));
-        assert!(db.channels("t").is_empty(), "empty channel word means no channel");
+        assert!(
+            db.channels("t").is_empty(),
+            "empty channel word means no channel"
+        );
         assert_eq!(s.register(&[b"t", b"c"], &mut db), Ok(OK));
         assert_eq!(db.channels("t"), ["c"]);
         assert_eq!(s.unregister(&[b"never"], &mut db), Ok(OK));

@@ -21,8 +21,8 @@ export NSQ_BIN_DIR="${NSQ_BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/debug}"
 echo "==> cargo build --workspace --bins"
 cargo build --workspace --bins
 
-echo "==> cargo test --workspace"
-cargo test --workspace
+echo "==> cargo test --workspace --no-fail-fast"
+cargo test --workspace --no-fail-fast
 
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then

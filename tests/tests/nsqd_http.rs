@@ -207,11 +207,39 @@ fn item75_wrong_method_and_unknown_path() {
     assert_eq!(r.header("Allow"), Some("OPTIONS, POST"), "{:?}", r.headers);
     let r = n.get("/nope");
     assert_eq!((r.status, r.text().as_str()), (404, r#"{"message":"NOT_FOUND"}"#));
-    // pre-1.0 aliases do not exist
-    for p in ["/put?topic=t", "/mput?topic=t", "/create_topic?topic=t", "/delete_topic?topic=t", "/empty_channel?topic=t&channel=c", "/dpub?topic=t"] {
+    // pre-1.0 aliases do not exist (except /put and /mput, which nsq-rs keeps
+    // for simplequeue users: see simplequeue_put_and_mput_aliases)
+    for p in ["/create_topic?topic=t", "/delete_topic?topic=t", "/empty_channel?topic=t&channel=c", "/dpub?topic=t"] {
         let r = n.post(p, b"x");
         assert_eq!((r.status, r.text().as_str()), (404, r#"{"message":"NOT_FOUND"}"#), "POST {p}");
     }
+}
+
+/// nsq-rs keeps simplequeue's `/put` and `/mput` as aliases of `/pub` and
+/// `/mpub` (project issue 10): same semantics, errors and limits.
+#[test]
+fn simplequeue_put_and_mput_aliases() {
+    let n = Nsqd::start(&[]);
+    let r = n.post("/put?topic=sq", b"one");
+    assert_eq!((r.status, r.text().as_str()), (200, "OK"));
+    assert_eq!(r.header("X-NSQ-Content-Type"), Some("nsq; version=1.0"));
+    let r = n.post("/mput?topic=sq", b"two\nthree\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "OK"));
+    assert_eq!(int(&n.topic_stats("sq").unwrap(), "message_count"), 3);
+    n.post("/put?topic=sq", b"").assert_error(400, "MSG_EMPTY");
+    n.post("/put", b"x").assert_error(400, "MISSING_ARG_TOPIC");
+    n.post("/put?topic=bad!", b"x").assert_error(400, "INVALID_TOPIC");
+    n.post("/put?topic=sq&defer=-1", b"x").assert_error(400, "INVALID_DEFER");
+    n.post("/put?topic=sq", &vec![b'a'; 1048577]).assert_error(413, "MSG_TOO_BIG");
+    n.post("/mput?topic=sq&binary=true", b"\x00\x00\x00\x00").assert_error(413, "BAD_BODY");
+    let r = n.get("/put?topic=sq");
+    assert_eq!(r.status, 405);
+    // delivered like any publish
+    let mut c = n.connect();
+    c.sub("sq", "c");
+    c.rdy(10);
+    let got: std::collections::BTreeSet<String> = recv_msgs(&mut c, 3, std::time::Duration::from_secs(5), true).iter().map(|m| m.body_str()).collect();
+    assert_eq!(got, ["one", "two", "three"].iter().map(|s| s.to_string()).collect());
 }
 
 #[test]
@@ -401,6 +429,7 @@ fn item85_channel_empty_drops_inflight() {
     assert_ok_empty(&n.post("/channel/empty?topic=t&channel=c", b""));
     let ch = n.channel_stats("t", "c").unwrap();
     assert_eq!((ch["depth"].as_i64(), ch["in_flight_count"].as_i64()), (Some(0), Some(0)), "{ch}");
+    assert_eq!(ch["clients"][0]["in_flight_count"], 0, "client in-flight reset: {ch}");
     c.fin(&m.id);
     c.expect_error_nonfatal(&format!("E_FIN_FAILED FIN {} failed ID not in flight", m.id));
     // the client stays subscribed and gets new messages

@@ -320,3 +320,57 @@ fn topic_delete_removes_diskqueue_files() {
         files(n.data_path()).iter().all(|f| !f.starts_with("t.diskqueue")).then_some(())
     });
 }
+
+#[test]
+fn memory_overflow_spills_to_channel_disk_queue() {
+    let n = Nsqd::start(&["--mem-queue-size=2"]);
+    assert_eq!(n.post("/topic/create?topic=t", b"").status, 200);
+    assert_eq!(n.post("/channel/create?topic=t&channel=c", b"").status, 200);
+    let mut p = n.connect();
+    let want: BTreeSet<Vec<u8>> = (0..5).map(|i| format!("spill-{i}").into_bytes()).collect();
+    for b in &want {
+        p.publish("t", b);
+    }
+    let ch = wait_for(secs(5), "channel depth 5", || n.channel_stats("t", "c").filter(|c| c["depth"] == 5));
+    assert_eq!(ch["backend_depth"], 3, "2 in memory, 3 on disk: {ch}");
+    let mut c = n.connect();
+    c.sub("t", "c");
+    c.rdy(10);
+    let got: BTreeSet<Vec<u8>> = recv_msgs(&mut c, 5, secs(10), true).into_iter().map(|m| m.body).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn ephemeral_channel_overflow_is_discarded() {
+    let n = Nsqd::start(&["--mem-queue-size=2"]);
+    let mut c = n.connect();
+    c.sub("t", "c#ephemeral"); // RDY 0: nothing consumed
+    let mut p = n.connect();
+    for i in 0..5 {
+        p.publish("t", format!("e{i}").as_bytes());
+    }
+    let ch = wait_for(secs(5), "ephemeral channel message_count 5", || {
+        n.channel_stats("t", "c#ephemeral").filter(|c| c["message_count"] == 5)
+    });
+    assert_eq!(ch["depth"], 2, "overflow of an ephemeral channel is dropped: {ch}");
+    assert_eq!(ch["backend_depth"], 0, "{ch}");
+    c.rdy(10);
+    let got = recv_msgs(&mut c, 2, secs(5), true);
+    assert_eq!(got.len(), 2);
+    c.expect_nothing(Duration::from_millis(700));
+}
+
+#[test]
+fn channel_delete_removes_its_diskqueue_files() {
+    let n = Nsqd::start(&["--mem-queue-size=0"]);
+    assert_eq!(n.post("/topic/create?topic=t", b"").status, 200);
+    assert_eq!(n.post("/channel/create?topic=t&channel=c", b"").status, 200);
+    n.http_pub("t", b"x");
+    let dat = n.data_path().join("t:c.diskqueue.000000.dat");
+    wait_for(secs(5), "t:c.diskqueue.000000.dat", || dat.exists().then_some(()));
+    assert_eq!(n.post("/channel/delete?topic=t&channel=c", b"").status, 200);
+    wait_for(secs(5), "channel files deleted", || {
+        files(n.data_path()).iter().all(|f| !f.starts_with("t:c.diskqueue")).then_some(())
+    });
+    assert!(n.topic_stats("t").is_some());
+}

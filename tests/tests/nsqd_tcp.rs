@@ -1152,9 +1152,8 @@ fn rdy_bounds_unacknowledged_messages() {
     let mut c = consumer(&n, "t", "c", 5);
     let first = recv_msgs(&mut c, 5, secs(5), false);
     c.expect_nothing(ms(1000));
-    let ch = wait_channel(&n, "t", "c", "in_flight 5", |ch| ch["in_flight_count"] == 5);
+    let ch = wait_channel(&n, "t", "c", "in_flight 5 and depth 15", |ch| ch["in_flight_count"] == 5 && ch["depth"] == 15);
     assert_eq!(only_client(&ch)["ready_count"], 5);
-    assert_eq!(ch["depth"], 15, "{ch}");
     // FIN 2 -> exactly 2 more
     c.fin(&first[0].id);
     c.fin(&first[1].id);
@@ -1349,8 +1348,11 @@ fn disconnect_leaves_inflight_to_time_out_then_redelivers() {
     publisher(&n).publish("t", b"orphan");
     let m1 = a.expect_msg();
     drop(a);
+    let t0 = Instant::now();
     let mut b = consumer(&n, "t", "c", 1);
     let m2 = b.expect_msg_within(secs(12));
+    let dt = t0.elapsed();
+    assert!(dt >= ms(1800), "in-flight messages of a disconnected client are not requeued at once, they time out: {dt:?}");
     assert_eq!((m2.id.as_str(), m2.attempts), (m1.id.as_str(), 2));
 }
 
@@ -1520,4 +1522,82 @@ fn heartbeats_reach_publishers_too() {
         ReadOutcome::Frame(f) => assert!(f.is_heartbeat(), "{f:?}"),
         other => panic!("expected a heartbeat on a publishing connection, got {other:?}"),
     }
+}
+
+#[test]
+fn fin_req_touch_allowed_after_cls() {
+    let n = Nsqd::start(&[]);
+    let mut c = consumer(&n, "t", "c", 3);
+    let mut p = publisher(&n);
+    for i in 0..3 {
+        p.publish("t", format!("m{i}").as_bytes());
+    }
+    let msgs = recv_msgs(&mut c, 3, secs(5), false);
+    c.cmd("CLS");
+    c.expect_response(b"CLOSE_WAIT");
+    c.touch(&msgs[0].id);
+    c.fin(&msgs[0].id);
+    c.req(&msgs[1].id, 0);
+    c.fin(&msgs[2].id);
+    c.nop();
+    c.send(&pub_cmd("t2", b"x"));
+    c.expect_ok(); // no E_*_FAILED before it
+    c.expect_nothing(ms(1000)); // the REQ'd message is not sent to a closing client
+    let ch = wait_channel(&n, "t", "c", "depth 1 after REQ in closing state", |ch| ch["depth"] == 1 && ch["in_flight_count"] == 0);
+    assert_eq!(ch["requeue_count"], 1, "{ch}");
+}
+
+#[test]
+fn sample_rate_drops_part_of_the_stream() {
+    let n = Nsqd::start(&[]);
+    let mut c = n.connect();
+    c.send(&identify_cmd(r#"{"sample_rate":10}"#));
+    c.expect_ok();
+    c.sub("t", "c");
+    c.rdy(500);
+    let bodies: Vec<Vec<u8>> = (0..300).map(|i| format!("s{i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
+    publisher(&n).mpublish("t", &refs);
+    let mut got = 0;
+    while let Some(f) = c.recv_timeout(ms(1500)) {
+        let m = f.msg();
+        c.fin(&m.id);
+        got += 1;
+    }
+    // delivery probability (10+1)/100: ~33 of 300
+    assert!((5..=100).contains(&got), "sample_rate 10 delivered {got} of 300");
+    let ch = wait_channel(&n, "t", "c", "sampled-out messages are dropped, not queued", |ch| {
+        ch["depth"] == 0 && ch["in_flight_count"] == 0
+    });
+    assert_eq!(ch["message_count"], 300, "{ch}");
+}
+
+#[test]
+fn pause_keeps_inflight_finishable() {
+    let n = Nsqd::start(&[]);
+    let mut c = consumer(&n, "t", "c", 1);
+    publisher(&n).publish("t", b"x");
+    let m = c.expect_msg();
+    assert_eq!(n.post("/channel/pause?topic=t&channel=c", b"").status, 200);
+    c.fin(&m.id);
+    c.send(&pub_cmd("t2", b"y"));
+    c.expect_ok();
+    let ch = wait_channel(&n, "t", "c", "in flight 0", |ch| ch["in_flight_count"] == 0);
+    assert_eq!(only_client(&ch)["finish_count"], 1, "{ch}");
+}
+
+#[test]
+fn ephemeral_topic_deleted_with_its_last_channel() {
+    let n = Nsqd::start(&[]);
+    let mut c = n.connect();
+    c.sub("e#ephemeral", "c#ephemeral");
+    assert!(n.topic_stats("e#ephemeral").is_some());
+    drop(c);
+    wait_for(secs(5), "ephemeral topic removed after its last (ephemeral) channel went away", || {
+        n.topic_stats("e#ephemeral").is_none().then_some(())
+    });
+    // an ephemeral topic that never had a channel stays
+    publisher(&n).publish("lonely#ephemeral", b"x");
+    sleep_ms(1000);
+    assert!(n.topic_stats("lonely#ephemeral").is_some());
 }

@@ -503,7 +503,7 @@ fn config_value(nsqd: &NsqdInner, opt: &str) -> Option<ConfigValue> {
         "output_buffer_timeout" => ns(o.output_buffer_timeout),
         "max_channel_consumers" => Json(json!(o.max_channel_consumers)),
         "statsd_address" => Raw(o.statsd_address.clone()),
-        "statsd_prefix" => Raw(o.statsd_prefix.clone()),
+        "statsd_prefix" => Raw(nsqd.statsd_prefix.lock().clone()),
         "statsd_interval" => ns(o.statsd_interval),
         "statsd_mem_stats" => Json(json!(o.statsd_mem_stats)),
         "statsd_udp_packet_size" => Json(json!(o.statsd_udp_packet_size)),

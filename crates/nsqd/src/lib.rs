@@ -80,6 +80,11 @@ impl Nsqd {
                 Ordering::Relaxed,
             );
         }
+        {
+            let http_port = inner.http_port.load(Ordering::Relaxed);
+            let host_key = format!("{}:{}", inner.opts.broadcast_address, http_port).replace(['.', ':'], "_");
+            *inner.statsd_prefix.lock() = statsd_prefix(&inner.opts.statsd_prefix, &host_key);
+        }
         inner.load_metadata()?;
         inner.persist_metadata()?;
         Ok(Nsqd { inner, tcp, http })
@@ -126,6 +131,18 @@ impl Nsqd {
         tracing::info!("nsqd: stopped");
         Ok(())
     }
+}
+
+/// nsqd's processed statsd prefix: `%s` → host key, then a trailing `.`.
+pub fn statsd_prefix(raw: &str, host_key: &str) -> String {
+    if raw.is_empty() {
+        return String::new();
+    }
+    let mut p = raw.replace("%s", host_key);
+    if !p.ends_with('.') {
+        p.push('.');
+    }
+    p
 }
 
 fn local_port(l: &TcpListener) -> u16 {

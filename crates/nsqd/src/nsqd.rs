@@ -70,6 +70,9 @@ pub struct NsqdInner {
     /// Set by the binary so `PUT /config/log_level` can change the filter.
     pub log_level_hook: Mutex<Option<Box<dyn Fn(&str) -> bool + Send + Sync>>>,
     pub log_level: Mutex<String>,
+    /// `--statsd-prefix` with `%s` replaced by this node's host key and a
+    /// trailing `.`, as nsqd reports it; set once the ports are bound.
+    pub statsd_prefix: Mutex<String>,
     events: mpsc::UnboundedSender<Event>,
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
     loading: AtomicBool,
@@ -120,6 +123,7 @@ impl NsqdInner {
             lookupd_http_addresses: Mutex::new(Vec::new()),
             log_level_hook: Mutex::new(None),
             log_level: Mutex::new(opts.log_level.to_lowercase()),
+            statsd_prefix: Mutex::new(opts.statsd_prefix.clone()),
             events: tx,
             events_rx: Mutex::new(Some(rx)),
             loading: AtomicBool::new(false),

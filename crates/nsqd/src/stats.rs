@@ -102,7 +102,8 @@ fn client_line(c: &ClientStats, now_secs: i64) -> String {
     let connected = go_duration_secs(now_secs - c.connect_ts);
     if !c.pub_counts.is_empty() {
         let topics = c.pub_counts.iter().map(|p| format!("{}={}", p.topic, p.count)).collect::<Vec<_>>().join(",");
-        format!("[{} {:<21}] msgs: {:<8} topics: {} connected: {}", c.version, id, c.message_count, topics, connected)
+        let published: u64 = c.pub_counts.iter().map(|p| p.count).sum();
+        format!("[{} {:<21}] msgs: {:<8} topics: {} connected: {}", c.version, id, published, topics, connected)
     } else {
         format!(
             "[{} {:<21}] state: {} inflt: {:<4} rdy: {:<4} fin: {:<8} re-q: {:<8} msgs: {:<8} connected: {}",

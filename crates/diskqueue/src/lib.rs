@@ -284,6 +284,13 @@ impl DiskQueue {
         self.lock().depth
     }
 
+    /// True while a record may be left to read: the read position is behind
+    /// the write position. This, not `depth`, decides — as in go-diskqueue —
+    /// because a depth restored from a crash-era metadata file can be wrong.
+    pub fn has_unread(&self) -> bool {
+        self.lock().has_unread()
+    }
+
     /// True if state changed since the last successful sync.
     pub fn needs_sync(&self) -> bool {
         let q = self.lock();

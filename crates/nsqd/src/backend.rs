@@ -19,6 +19,11 @@ pub trait Backend: Send + Sync {
     /// The next record, if any is ready now.
     fn read(&self) -> Option<Bytes>;
     fn depth(&self) -> i64;
+    /// Whether a read may return a record. Not `depth() > 0`: a disk queue
+    /// restored from a crash can under-count, and its records must still flow.
+    fn has_data(&self) -> bool {
+        self.depth() > 0
+    }
     fn empty(&self) -> Result<(), BackendError>;
     /// Flush and keep the contents for the next start.
     fn close(&self) -> Result<(), BackendError>;
@@ -93,7 +98,7 @@ impl Backend for DiskBackend {
         blocking(|| self.queue.put(data)).map_err(disk)
     }
     fn read(&self) -> Option<Bytes> {
-        if self.queue.depth() == 0 {
+        if !self.queue.has_unread() {
             return None;
         }
         match blocking(|| self.queue.read()) {
@@ -106,6 +111,9 @@ impl Backend for DiskBackend {
     }
     fn depth(&self) -> i64 {
         self.queue.depth()
+    }
+    fn has_data(&self) -> bool {
+        self.queue.has_unread()
     }
     fn empty(&self) -> Result<(), BackendError> {
         blocking(|| self.queue.empty()).map_err(disk)

@@ -178,7 +178,7 @@ impl ChannelState {
     /// message goes to memory past the bound only when a consumer can take
     /// it this instant (nsqd's unbuffered hand-off with `--mem-queue-size=0`).
     fn enqueue(&mut self, msg: Message) -> Result<(), crate::backend::BackendError> {
-        if self.memory.len() < self.mem_cap || (self.memory.is_empty() && self.backend.depth() == 0 && self.has_ready_client()) {
+        if self.memory.len() < self.mem_cap || (self.memory.is_empty() && !self.backend.has_data() && self.has_ready_client()) {
             self.memory.push_back(msg);
             Ok(())
         } else {

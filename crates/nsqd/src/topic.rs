@@ -51,7 +51,7 @@ struct TopicState {
 
 impl TopicState {
     fn has_backlog(&self) -> bool {
-        !self.memory.is_empty() || self.backend.depth() > 0
+        !self.memory.is_empty() || self.backend.has_data()
     }
 
     fn can_flow(&self) -> bool {

@@ -129,19 +129,8 @@ impl tracing_subscriber::fmt::time::FormatTime for PrefixTimer {
 /// `2006/01/02 15:04:05.000000` in UTC.
 pub fn timestamp() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let secs = now.as_secs() as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}.{:06}", rem / 3600, rem % 3600 / 60, rem % 60, now.subsec_micros())
+    let (y, m, d, hh, mm, ss) = nsq_protocol::duration::civil_utc(now.as_secs() as i64);
+    format!("{y:04}/{m:02}/{d:02} {hh:02}:{mm:02}:{ss:02}.{:06}", now.subsec_micros())
 }
 
 /// Prints `<prefix><ts> FATAL: <msg>` to stderr, as Go's daemons do before exiting 1.

@@ -186,67 +186,11 @@ pub fn text(stats: &Stats) -> String {
     s
 }
 
-/// Seconds since the epoch as RFC 3339 in UTC.
-pub fn rfc3339(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
-    let secs = unix.rem_euclid(86_400);
-    // civil-from-days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs % 3600 / 60, secs % 60)
-}
+pub use nsq_protocol::duration::rfc3339;
 
 /// A Go duration string (`1h2m3.5s`) from nanoseconds.
 pub fn go_duration_ns(ns: i64) -> String {
-    if ns == 0 {
-        return "0s".into();
-    }
-    let neg = ns < 0;
-    let ns = ns.unsigned_abs();
-    let mut out = String::new();
-    if neg {
-        out.push('-');
-    }
-    if ns < 1_000_000_000 {
-        let (v, unit) = if ns < 1_000 {
-            return format!("{out}{ns}ns");
-        } else if ns < 1_000_000 {
-            (ns as f64 / 1e3, "µs")
-        } else {
-            (ns as f64 / 1e6, "ms")
-        };
-        return format!("{out}{}{unit}", trim_float(v));
-    }
-    let h = ns / 3_600_000_000_000;
-    let m = ns / 60_000_000_000 % 60;
-    let s = ns % 60_000_000_000;
-    if h > 0 {
-        let _ = write!(out, "{h}h");
-    }
-    if h > 0 || m > 0 {
-        let _ = write!(out, "{m}m");
-    }
-    let whole = s / 1_000_000_000;
-    let frac = s % 1_000_000_000;
-    if frac == 0 {
-        let _ = write!(out, "{whole}s");
-    } else {
-        let f = format!("{frac:09}");
-        let _ = write!(out, "{whole}.{}s", f.trim_end_matches('0'));
-    }
-    out
-}
-
-fn trim_float(v: f64) -> String {
-    let s = format!("{v:.9}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    nsq_protocol::duration::format(std::time::Duration::from_nanos(ns.max(0) as u64))
 }
 
 pub fn go_duration_secs(secs: i64) -> String {
@@ -267,10 +211,5 @@ mod tests {
         assert_eq!(go_duration_ns(3_600_000_000_000), "1h0m0s");
     }
 
-    #[test]
-    fn rfc3339_dates() {
-        assert_eq!(rfc3339(1_796_012_200), "2026-11-30T04:16:40Z");
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-    }
 }
 // 

@@ -108,3 +108,38 @@ mod tests {
         }
     }
 }
+
+/// Calendar date and time (UTC) of a Unix timestamp in seconds:
+/// `(year, month, day, hour, minute, second)`. Logs, `/stats` text and
+/// nsqadmin print dates; this keeps one copy of the arithmetic.
+pub fn civil_utc(unix_secs: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = unix_secs.div_euclid(86_400);
+    let secs = unix_secs.rem_euclid(86_400);
+    // days → civil date (Howard Hinnant's algorithm)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (y, m, d, (secs / 3600) as u32, (secs % 3600 / 60) as u32, (secs % 60) as u32)
+}
+
+/// RFC 3339 in UTC, as Go's `time.RFC3339` prints a UTC time.
+pub fn rfc3339(unix_secs: i64) -> String {
+    let (y, m, d, hh, mm, ss) = civil_utc(unix_secs);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+}
+
+#[cfg(test)]
+mod civil_tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::rfc3339(1_796_012_200), "2026-11-30T04:16:40Z");
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

@@ -343,7 +343,9 @@ async fn mpublish(nsqd: &Arc<NsqdInner>, q: &Query, h: &HeaderMap, body: Body) -
 
 fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
     let flag = |k: &str| !matches!(q.get(k), Some("false") | Some("0"));
-    let sq = StatsQuery { topic: q.get("topic"), channel: q.get("channel"), include_clients: flag("include_clients"), include_mem: flag("include_mem") };
+    // an empty filter is no filter, as in nsqd
+    let filter = |k: &str| q.get(k).filter(|v| !v.is_empty());
+    let sq = StatsQuery { topic: filter("topic"), channel: filter("channel"), include_clients: flag("include_clients"), include_mem: flag("include_mem") };
     let s = stats::collect(nsqd, &sq);
     if q.get("format") == Some("json") {
         json_response(StatusCode::OK, serde_json::to_vec(&s).unwrap_or_default())

@@ -1,0 +1,50 @@
+//! nsq-client: a Rust NSQ client with go-nsq's behaviour.
+//!
+//! * [`Producer`] publishes (PUB, MPUB, DPUB) to one nsqd, pipelining
+//!   concurrent requests on one connection.
+//! * [`Consumer`] subscribes to a topic's channel on any number of nsqds,
+//!   found directly or through nsqlookupd, and runs a [`Handler`] per
+//!   message with go-nsq's RDY management, backoff and requeue rules.
+//!
+//! The path of a message through the crate: [`consumer`]'s connection task
+//! reads the frame → the consumer core counts it in [`rdy::RdyState`] →
+//! a handler task gets a [`Message`] → its answer goes back through the core
+//! (FIN/REQ, RDY bookkeeping) to the connection. All wire encoding is
+//! `nsq_protocol`'s; this crate owns sockets, tasks and the client rules.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use nsq_client::{handler_fn, Config, Consumer, Message, Producer};
+//!
+//! let producer = Producer::new("127.0.0.1:4150", Config::default())?;
+//! producer.publish("events", b"hello").await?;
+//!
+//! let consumer = Consumer::new("events", "archive", Config { max_in_flight: 10, ..Config::default() })?;
+//! consumer.add_handler(handler_fn(|m: Message| async move {
+//!     println!("{:?}", m.body());
+//!     Ok(())
+//! }))?;
+//! consumer.connect_to_nsqd_lookupd("127.0.0.1:4161").await?;
+//! // ...
+//! consumer.stop().await;
+//! # Ok(()) }
+//! ```
+
+#![forbid(unsafe_code)]
+#![deny(rust_2018_idioms, unused_must_use)]
+
+pub mod config;
+mod conn;
+pub mod consumer;
+pub mod error;
+pub mod lookup;
+pub mod message;
+pub mod producer;
+pub mod rdy;
+
+pub use config::{Config, ConfigError, USER_AGENT};
+pub use consumer::{Consumer, ConsumerStats};
+pub use error::{ConnectError, ConsumerError, LookupError, PublishError};
+pub use message::{handler_fn, Handler, HandlerError, HandlerFn, HandlerResult, Message};
+pub use nsq_protocol::MessageId;
+pub use producer::Producer;

@@ -1,0 +1,358 @@
+//! Consumer against real nsqds: max_in_flight over several nsqds, requeue on
+//! handler error, max_attempts, manual responses, graceful stop, reconnect.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nsq_client::{handler_fn, Config, Consumer, ConsumerError, Handler, HandlerResult, Message, MessageId, Producer};
+use parking_lot::Mutex;
+
+fn fast_backoff() -> Config {
+    Config { backoff_multiplier: Duration::from_millis(100), ..Config::default() }
+}
+
+async fn publish_n(tcp: &str, topic: &str, tag: &str, n: usize) {
+    let p = Producer::new(tcp.to_string(), Config::default()).unwrap();
+    let bodies: Vec<String> = (0..n).map(|i| format!("{tag}-{i}")).collect();
+    p.multi_publish(topic, &bodies).await.unwrap();
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_two_over_three_nsqds() {
+    let nsqds: Vec<Daemon> = (0..3).map(|_| start_nsqd(&[])).collect();
+    for (i, n) in nsqds.iter().enumerate() {
+        publish_n(&n.tcp, "spread", &format!("n{i}"), 15).await;
+    }
+    let cfg = Config {
+        max_in_flight: 2,
+        low_rdy_idle_timeout: Duration::from_secs(1),
+        rdy_redistribute_interval: Duration::from_millis(250),
+        ..Config::default()
+    };
+    let c = Consumer::new("spread", "ch", cfg).unwrap();
+    let active = Arc::new(AtomicI64::new(0));
+    let high = Arc::new(AtomicI64::new(0));
+    let per_nsqd = Arc::new(Mutex::new(BTreeMap::<String, u32>::new()));
+    {
+        let (active, high, per_nsqd) = (active.clone(), high.clone(), per_nsqd.clone());
+        // More handler tasks than max_in_flight: only RDY can limit concurrency.
+        c.add_concurrent_handlers(
+            handler_fn(move |m: Message| {
+                let (active, high, per_nsqd) = (active.clone(), high.clone(), per_nsqd.clone());
+                async move {
+                    let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                    high.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    *per_nsqd.lock().entry(m.nsqd_address().to_string()).or_default() += 1;
+                    active.fetch_sub(1, Ordering::SeqCst);
+                    Ok(())
+                }
+            }),
+            6,
+        )
+        .unwrap();
+    }
+
+    // Sample every nsqd's view while the consumer runs.
+    let done = Arc::new(AtomicBool::new(false));
+    let https: Vec<String> = nsqds.iter().map(|n| n.http.clone()).collect();
+    let sampler = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let (mut samples, mut max_in_flight, mut max_ready, mut persistent) = (0, 0, 0, Vec::new());
+            let mut prev_over = false;
+            while !done.load(Ordering::SeqCst) {
+                let (mut in_flight, mut ready) = (0, 0);
+                for h in &https {
+                    let s = nsqd_stats(h, "spread", "ch").await;
+                    in_flight += client_sum(&s, "spread", "ch", "in_flight_count");
+                    ready += client_sum(&s, "spread", "ch", "ready_count");
+                }
+                samples += 1;
+                max_in_flight = max_in_flight.max(in_flight);
+                max_ready = max_ready.max(ready);
+                // The three nsqds are read one after another, so a sum can
+                // straddle a RDY move; a real excess shows in consecutive samples.
+                let over = in_flight > 2 || ready > 2;
+                if over && prev_over {
+                    persistent.push((in_flight, ready));
+                }
+                prev_over = over;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (samples, max_in_flight, max_ready, persistent)
+        })
+    };
+
+    for n in &nsqds {
+        c.connect_to_nsqd(&n.tcp).await.unwrap();
+    }
+    let start = Instant::now();
+    wait_until(Duration::from_secs(60), "45 messages", || c.stats().messages_finished == 45).await;
+    let took = start.elapsed();
+    done.store(true, Ordering::SeqCst);
+    let (samples, max_if, max_rdy, persistent) = sampler.await.unwrap();
+
+    let st = c.stats();
+    eprintln!("took {took:?}; {samples} samples, server max in_flight {max_if} max ready {max_rdy}; client {st:?}");
+    assert!(samples > 10);
+    assert!(persistent.is_empty(), "nsqd saw more than 2 in flight / RDY: {persistent:?}");
+    assert!(max_if <= 2 || max_rdy <= 2, "single-sample excess in both counters");
+    assert!(high.load(Ordering::SeqCst) <= 2, "handlers held {} at once", high.load(Ordering::SeqCst));
+    assert!(st.max_in_flight_seen <= 2, "{st:?}");
+    assert!(st.total_rdy <= 2);
+    let per = per_nsqd.lock().clone();
+    assert_eq!(per.len(), 3, "received from all three: {per:?}");
+    assert!(per.values().all(|n| *n == 15), "{per:?}");
+    assert_eq!(st.connections, 3);
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_error_requeues_with_attempts_plus_one() {
+    let nsqd = start_nsqd(&[]);
+    publish_n(&nsqd.tcp, "req", "m", 1).await;
+    let cfg = Config { default_requeue_delay: Duration::from_millis(500), ..fast_backoff() };
+    let c = Consumer::new("req", "ch", cfg).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::<(MessageId, u16, Instant)>::new()));
+    {
+        let seen = seen.clone();
+        c.add_handler(handler_fn(move |m: Message| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().push((m.id(), m.attempts(), Instant::now()));
+                if m.attempts() == 1 {
+                    Err("first attempt fails".into())
+                } else {
+                    Ok(())
+                }
+            }
+        }))
+        .unwrap();
+    }
+    c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
+    wait_until(Duration::from_secs(20), "redelivery", || c.stats().messages_finished == 1).await;
+    let seen = seen.lock().clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0, seen[1].0, "same message");
+    assert_eq!((seen[0].1, seen[1].1), (1, 2));
+    // REQ delay = default_requeue_delay × attempts = 500 ms.
+    assert!(seen[1].2.duration_since(seen[0].2) >= Duration::from_millis(500));
+    let st = c.stats();
+    assert_eq!((st.messages_received, st.messages_requeued, st.messages_finished), (2, 1, 1));
+    assert_eq!(st.backoff_level, 0, "success after the failure ends the backoff");
+    let s = nsqd_stats(&nsqd.http, "req", "ch").await;
+    let ch = channel_of(&s, "req", "ch").unwrap();
+    assert_eq!((ch["requeue_count"].as_i64(), ch["in_flight_count"].as_i64(), ch["depth"].as_i64()), (Some(1), Some(0), Some(0)));
+    c.stop().await;
+}
+
+struct AlwaysFails {
+    calls: Arc<AtomicU32>,
+    gave_up: Arc<Mutex<Vec<u16>>>,
+}
+
+impl Handler for AlwaysFails {
+    async fn handle_message(&self, _m: Message) -> HandlerResult {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Err("nope".into())
+    }
+
+    fn log_failed_message(&self, m: &Message) {
+        self.gave_up.lock().push(m.attempts());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_attempts_finishes_without_calling_the_handler() {
+    let nsqd = start_nsqd(&[]);
+    publish_n(&nsqd.tcp, "att", "m", 1).await;
+    let cfg = Config { max_attempts: 2, default_requeue_delay: Duration::ZERO, ..fast_backoff() };
+    let c = Consumer::new("att", "ch", cfg).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let gave_up = Arc::new(Mutex::new(Vec::new()));
+    c.add_handler(AlwaysFails { calls: calls.clone(), gave_up: gave_up.clone() }).unwrap();
+    c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
+    wait_until(Duration::from_secs(20), "give up", || c.stats().messages_finished == 1).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(*gave_up.lock(), vec![3]);
+    let st = c.stats();
+    assert_eq!((st.messages_received, st.messages_requeued, st.messages_finished), (3, 2, 1));
+    let s = nsqd_stats(&nsqd.http, "att", "ch").await;
+    let ch = channel_of(&s, "att", "ch").unwrap();
+    assert_eq!((ch["depth"].as_i64(), ch["in_flight_count"].as_i64(), ch["deferred_count"].as_i64()), (Some(0), Some(0), Some(0)));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_touch_finish_and_requeue() {
+    let nsqd = start_nsqd(&[]);
+    publish_n(&nsqd.tcp, "man", "m", 2).await;
+    // A 1 s server-side timeout: the TOUCHes below must keep the first message alive.
+    let cfg = Config { msg_timeout: Duration::from_secs(1), max_in_flight: 2, ..Config::default() };
+    let c = Consumer::new("man", "ch", cfg).unwrap();
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    {
+        let log = log.clone();
+        c.add_handler(handler_fn(move |m: Message| {
+            let log = log.clone();
+            async move {
+                let body = String::from_utf8_lossy(m.body()).into_owned();
+                log.lock().push(format!("{body}@{}", m.attempts()));
+                if body == "m-0" {
+                    // Keep it past the handler: touch for 1.5 s, then FIN.
+                    m.disable_auto_response();
+                    tokio::spawn(async move {
+                        for _ in 0..6 {
+                            tokio::time::sleep(Duration::from_millis(250)).await;
+                            m.touch();
+                        }
+                        m.finish();
+                        m.requeue(None); // ignored: already answered
+                    });
+                } else if m.attempts() == 1 {
+                    // Answer early; the automatic FIN on return is then ignored.
+                    m.requeue_without_backoff(Some(Duration::ZERO));
+                }
+                Ok(())
+            }
+        }))
+        .unwrap();
+    }
+    c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
+    wait_until(Duration::from_secs(20), "both finished", || c.stats().messages_finished == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut got = log.lock().clone();
+    got.sort();
+    assert_eq!(got, vec!["m-0@1", "m-1@1", "m-1@2"]);
+    let st = c.stats();
+    assert_eq!((st.messages_requeued, st.messages_finished, st.backoff_level), (1, 2, 0));
+    let s = nsqd_stats(&nsqd.http, "man", "ch").await;
+    let ch = channel_of(&s, "man", "ch").unwrap();
+    assert_eq!(ch["timeout_count"], 0, "TOUCH kept m-0 in flight");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_waits_for_in_flight_messages() {
+    let nsqd = start_nsqd(&[]);
+    publish_n(&nsqd.tcp, "stop", "m", 5).await;
+    let c = Consumer::new("stop", "ch", Config { max_in_flight: 5, ..Config::default() }).unwrap();
+    c.add_concurrent_handlers(
+        handler_fn(|_m: Message| async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Ok(())
+        }),
+        5,
+    )
+    .unwrap();
+    c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
+    wait_until(Duration::from_secs(10), "5 in flight", || c.stats().in_flight == 5).await;
+    let t = Instant::now();
+    c.stop().await;
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let st = c.stats();
+    assert_eq!((st.messages_finished, st.connections, st.in_flight), (5, 0, 0), "{st:?}");
+    let s = stats_without_clients(&nsqd.http, "stop", "ch").await;
+    let ch = channel_of(&s, "stop", "ch").unwrap();
+    assert_eq!((ch["in_flight_count"].as_i64(), ch["requeue_count"].as_i64(), ch["timeout_count"].as_i64()), (Some(0), Some(0), Some(0)));
+    assert!(matches!(c.connect_to_nsqd(&nsqd.tcp).await, Err(ConsumerError::Stopped)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_max_in_flight_pauses_and_resumes() {
+    let nsqd = start_nsqd(&[]);
+    let c = Consumer::new("pause", "ch", Config { max_in_flight: 4, ..Config::default() }).unwrap();
+    c.add_handler(handler_fn(|_m: Message| async { Ok(()) })).unwrap();
+    c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
+    wait_until(Duration::from_secs(5), "RDY 4", || c.stats().total_rdy == 4).await;
+    c.change_max_in_flight(0);
+    wait_until(Duration::from_secs(5), "RDY 0", || c.stats().total_rdy == 0).await;
+    // Give nsqd time to apply RDY 0, then publish: nothing must arrive.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    publish_n(&nsqd.tcp, "pause", "m", 3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(c.stats().messages_received, 0);
+    let s = nsqd_stats(&nsqd.http, "pause", "ch").await;
+    assert_eq!(client_sum(&s, "pause", "ch", "ready_count"), 0);
+    c.change_max_in_flight(4);
+    wait_until(Duration::from_secs(5), "3 messages", || c.stats().messages_finished == 3).await;
+    c.stop().await;
+}
+
+/// Like `start_nsqd` but on fixed addresses (to restart "the same" nsqd).
+fn start_nsqd_at(tcp: &str, http: &str, data: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(bin("nsqd"))
+        .args([format!("--tcp-address={tcp}"), format!("--http-address={http}"), format!("--data-path={}", data.display())])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn nsqd")
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnects_to_a_restarted_nsqd() {
+    let data = tempfile::tempdir().unwrap();
+    let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let mut nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
+    wait_until(Duration::from_secs(20), "nsqd up", || std::net::TcpStream::connect(&tcp).is_ok()).await;
+
+    let cfg = Config { lookupd_poll_interval: Duration::from_millis(300), ..Config::default() };
+    let c = Consumer::new("re", "ch", cfg).unwrap();
+    let got = Arc::new(AtomicU32::new(0));
+    {
+        let got = got.clone();
+        c.add_handler(handler_fn(move |_m: Message| {
+            let got = got.clone();
+            async move {
+                got.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+        }))
+        .unwrap();
+    }
+    c.connect_to_nsqd(&tcp).await.unwrap();
+    publish_n(&tcp, "re", "a", 1).await;
+    wait_until(Duration::from_secs(10), "first message", || got.load(Ordering::SeqCst) == 1).await;
+
+    // Kill it: the consumer notices and retries every 300 ms.
+    let _ = nsqd.0.kill();
+    let _ = nsqd.0.wait();
+    wait_until(Duration::from_secs(10), "connection lost", || c.stats().connections == 0).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
+    wait_until(Duration::from_secs(20), "reconnected", || c.stats().connections == 1).await;
+    publish_n(&tcp, "re", "b", 1).await;
+    wait_until(Duration::from_secs(10), "second message", || got.load(Ordering::SeqCst) == 2).await;
+    c.stop().await;
+    drop(nsqd);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_argument_errors() {
+    assert!(matches!(Consumer::new("bad topic", "ch", Config::default()), Err(ConsumerError::InvalidTopic(_))));
+    assert!(matches!(Consumer::new("t", "", Config::default()), Err(ConsumerError::InvalidChannel(_))));
+    assert!(matches!(Consumer::new("t", "c", Config { sample_rate: 100, ..Config::default() }), Err(ConsumerError::Config(_))));
+    let c = Consumer::new("t", "c", Config::default()).unwrap();
+    assert!(matches!(c.connect_to_nsqd("127.0.0.1:1").await, Err(ConsumerError::NoHandler)));
+    c.add_handler(handler_fn(|_m: Message| async { Ok(()) })).unwrap();
+    let e = c.connect_to_nsqd(&format!("127.0.0.1:{}", free_port())).await.unwrap_err();
+    assert!(matches!(e, ConsumerError::Connect { .. }), "{e}");
+    assert!(matches!(c.add_handler(handler_fn(|_m: Message| async { Ok(()) })), Err(ConsumerError::AlreadyConnecting)));
+    c.stop().await;
+}

@@ -16,6 +16,10 @@ pub enum BackendError {
 /// An overflow queue of encoded messages.
 pub trait Backend: Send + Sync {
     fn put(&self, data: &[u8]) -> Result<(), BackendError>;
+    /// Several records at once (an MPUB's overflow): one write, not one per record.
+    fn put_batch(&self, records: &[&[u8]]) -> Result<(), BackendError> {
+        records.iter().try_for_each(|r| self.put(r))
+    }
     /// The next record, if any is ready now.
     fn read(&self) -> Option<Bytes>;
     fn depth(&self) -> i64;
@@ -40,6 +44,29 @@ pub fn put_message(backend: &dyn Backend, msg: &Message) -> Result<(), BackendEr
     let mut buf = BytesMut::with_capacity(msg.encoded_len());
     msg.encode(&mut buf);
     backend.put(&buf)
+}
+
+/// Writes messages to a backend in one batch (encoded into one buffer).
+pub fn put_messages<'a>(backend: &dyn Backend, msgs: impl IntoIterator<Item = &'a Message>) -> Result<(), BackendError> {
+    let mut buf = BytesMut::new();
+    let mut ends = Vec::new();
+    for m in msgs {
+        m.encode(&mut buf);
+        ends.push(buf.len());
+    }
+    let mut start = 0;
+    let records: Vec<&[u8]> = ends
+        .iter()
+        .map(|&end| {
+            let r = &buf[start..end];
+            start = end;
+            r
+        })
+        .collect();
+    match records.len() {
+        0 => Ok(()),
+        _ => backend.put_batch(&records),
+    }
 }
 
 /// The "disk" of an ephemeral topic or channel: accepts and forgets.
@@ -96,6 +123,9 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 impl Backend for DiskBackend {
     fn put(&self, data: &[u8]) -> Result<(), BackendError> {
         blocking(|| self.queue.put(data)).map_err(disk)
+    }
+    fn put_batch(&self, records: &[&[u8]]) -> Result<(), BackendError> {
+        blocking(|| self.queue.put_batch(records)).map_err(disk)
     }
     fn read(&self) -> Option<Bytes> {
         if !self.queue.has_unread() {

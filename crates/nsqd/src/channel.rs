@@ -26,7 +26,7 @@ use rand::Rng;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{put_message, Backend};
+use crate::backend::{put_message, put_messages, Backend};
 use crate::client::{ClientConn, ClientId, Outbound};
 use crate::e2e::QuantileStream;
 
@@ -178,7 +178,7 @@ impl ChannelState {
     /// message goes to memory past the bound only when a consumer can take
     /// it this instant (nsqd's unbuffered hand-off with `--mem-queue-size=0`).
     fn enqueue(&mut self, msg: Message) -> Result<(), crate::backend::BackendError> {
-        if self.memory.len() < self.mem_cap || (self.memory.is_empty() && !self.backend.has_data() && self.has_ready_client()) {
+        if self.fits_memory() {
             self.memory.push_back(msg);
             Ok(())
         } else {
@@ -186,10 +186,32 @@ impl ChannelState {
         }
     }
 
+    fn fits_memory(&self) -> bool {
+        self.memory.len() < self.mem_cap || (self.memory.is_empty() && !self.backend.has_data() && self.has_ready_client())
+    }
+
     /// A message from the topic.
     pub fn put(&mut self, msg: Message, now: Instant) -> Result<(), crate::backend::BackendError> {
         self.message_count += 1;
         let r = self.enqueue(msg);
+        self.pump(now);
+        r
+    }
+
+    /// A batch from the topic (an MPUB): whatever overflows memory goes to
+    /// the backend in one write.
+    pub fn put_many(&mut self, msgs: impl IntoIterator<Item = Message>, now: Instant) -> Result<(), crate::backend::BackendError> {
+        let mut overflow = Vec::new();
+        for msg in msgs {
+            self.message_count += 1;
+            if self.fits_memory() {
+                self.memory.push_back(msg);
+                self.pump(now);
+            } else {
+                overflow.push(msg);
+            }
+        }
+        let r = put_messages(self.backend.as_ref(), overflow.iter());
         self.pump(now);
         r
     }

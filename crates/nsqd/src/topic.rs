@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{put_message, Backend, BackendError};
+use crate::backend::{put_message, put_messages, Backend, BackendError};
 use crate::channel::{Channel, ChannelState};
 use crate::e2e::{quantiles, QuantileStream};
 use crate::guid::GuidFactory;
@@ -59,14 +59,21 @@ impl TopicState {
     }
 
     fn fan_out(&self, msg: Message, defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
+        self.fan_out_batch(std::slice::from_ref(&msg), defer, now, nsqd)
+    }
+
+    /// Every channel gets a copy of each message (same body); one lock
+    /// acquisition per channel for the whole batch.
+    fn fan_out_batch(&self, msgs: &[Message], defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
         for ch in self.channels.values() {
-            let m = msg.clone();
             let r = ch.with(|st| match defer {
                 Some(d) if !d.is_zero() => {
-                    st.put_deferred(m, d, now);
+                    for m in msgs {
+                        st.put_deferred(m.clone(), d, now);
+                    }
                     Ok(())
                 }
-                _ => st.put(m, now),
+                _ => st.put_many(msgs.iter().cloned(), now),
             });
             if let Err(e) = r {
                 tracing::error!(topic = %ch.topic_name, channel = %ch.name, error = %e, "channel put failed");
@@ -136,21 +143,26 @@ impl Topic {
         let direct = st.can_flow() && !st.has_backlog();
         let mem_cap = nsqd.opts.mem_queue_size.max(0) as usize;
         let mut result = Ok(());
+        let mut msgs = Vec::with_capacity(bodies.len());
         for body in bodies {
             let id = st.guid.next(unix_ns);
-            let len = body.len() as u64;
-            let msg = Message::new(id, unix_ns, body);
-            if direct {
-                st.fan_out(msg, defer, now, &nsqd);
-            } else if st.memory.len() < mem_cap {
-                st.memory.push_back((msg, defer));
-            } else if let Err(e) = put_message(st.backend.as_ref(), &msg) {
+            st.message_count += 1;
+            st.message_bytes += body.len() as u64;
+            msgs.push(Message::new(id, unix_ns, body));
+        }
+        if direct {
+            st.fan_out_batch(&msgs, defer, now, &nsqd);
+        } else {
+            let room = mem_cap.saturating_sub(st.memory.len()).min(msgs.len());
+            let overflow = msgs.split_off(room);
+            st.memory.extend(msgs.into_iter().map(|m| (m, defer)));
+            if let Err(e) = put_messages(st.backend.as_ref(), overflow.iter()) {
+                // nsqd counts only what it accepted
+                st.message_count -= overflow.len() as u64;
+                st.message_bytes -= overflow.iter().map(|m| m.body.len() as u64).sum::<u64>();
                 nsqd.set_health(Some(e.to_string()));
                 result = Err(PutError::Backend(e));
-                break;
             }
-            st.message_count += 1;
-            st.message_bytes += len;
         }
         if result.is_ok() && !self.ephemeral && !direct {
             nsqd.set_health(None);

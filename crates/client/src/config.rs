@@ -165,6 +165,179 @@ impl Config {
     }
 }
 
+/// A `--consumer-opt`/`--producer-opt` value before it is coerced to the
+/// option's type: text after the comma, or a bare key (go-nsq passes `true`).
+#[derive(Clone, Copy)]
+enum OptValue<'a> {
+    Text(&'a str),
+    BareTrue,
+}
+
+impl std::fmt::Display for OptValue<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptValue::Text(s) => f.write_str(s),
+            OptValue::BareTrue => f.write_str("true"),
+        }
+    }
+}
+
+impl Config {
+    /// go-nsq's `Config.Set(option, value)` for the string values the apps
+    /// pass through: `-` in `key` becomes `_`; durations are Go strings
+    /// (`250ms`, `1m`) or — an extension the Go flag path lacks — integer
+    /// milliseconds; booleans follow Go's `strconv.ParseBool`. Ranges are
+    /// checked as go-nsq checks them, with its messages. TLS and compression
+    /// options are recognised but only their off values are accepted, since
+    /// this client does not implement them yet.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_value(key, OptValue::Text(value))
+    }
+
+    /// go-nsq's `ConfigFlag.Set`: `key,value`, or a bare `key` meaning `true`.
+    pub fn set_opt(&mut self, opt: &str) -> Result<(), ConfigError> {
+        match opt.split_once(',') {
+            Some((key, value)) => self.set_value(key, OptValue::Text(value)),
+            None => self.set_value(opt, OptValue::BareTrue),
+        }
+    }
+
+    fn set_value(&mut self, key: &str, value: OptValue<'_>) -> Result<(), ConfigError> {
+        let option = key.replace('-', "_");
+        let o = option.as_str();
+        let ms = Duration::from_millis;
+        let secs = Duration::from_secs;
+        let max = Duration::MAX;
+        match o {
+            "dial_timeout" => self.dial_timeout = opt_duration(o, value, Duration::ZERO, max)?,
+            "read_timeout" => self.read_timeout = opt_duration(o, value, ms(100), secs(300))?,
+            "write_timeout" => self.write_timeout = opt_duration(o, value, ms(100), secs(300))?,
+            "lookupd_poll_interval" => self.lookupd_poll_interval = opt_duration(o, value, ms(10), secs(300))?,
+            "lookupd_poll_timeout" => self.lookupd_poll_timeout = opt_duration(o, value, Duration::ZERO, max)?,
+            "max_requeue_delay" => self.max_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?,
+            "default_requeue_delay" => self.default_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?,
+            "max_backoff_duration" => self.max_backoff_duration = opt_duration(o, value, Duration::ZERO, secs(3600))?,
+            "backoff_multiplier" => self.backoff_multiplier = opt_duration(o, value, Duration::ZERO, secs(3600))?,
+            "low_rdy_idle_timeout" => self.low_rdy_idle_timeout = opt_duration(o, value, secs(1), secs(300))?,
+            "low_rdy_timeout" => self.low_rdy_timeout = opt_duration(o, value, secs(1), secs(300))?,
+            "rdy_redistribute_interval" => self.rdy_redistribute_interval = opt_duration(o, value, ms(1), secs(5))?,
+            "heartbeat_interval" => self.heartbeat_interval = opt_duration(o, value, Duration::ZERO, max)?,
+            "output_buffer_timeout" => self.output_buffer_timeout = opt_duration(o, value, Duration::ZERO, max)?,
+            "msg_timeout" => self.msg_timeout = opt_duration(o, value, Duration::ZERO, max)?,
+            "lookupd_poll_jitter" => {
+                let v: f64 = opt_parse(o, value, |s| s.parse::<f64>().map_err(|_| go_num_err("ParseFloat", s)))?;
+                if v < 0.0 {
+                    return Err(ConfigError(format!("invalid {o} ! {v} < 0")));
+                }
+                if v > 1.0 {
+                    return Err(ConfigError(format!("invalid {o} ! {v} > 1")));
+                }
+                self.lookupd_poll_jitter = v;
+            }
+            "max_attempts" => self.max_attempts = opt_int(o, value, 0, 65535)? as u16,
+            "sample_rate" => self.sample_rate = opt_int(o, value, 0, 99)? as i32,
+            "max_in_flight" => self.max_in_flight = opt_int(o, value, 0, i64::MAX)?,
+            "output_buffer_size" => self.output_buffer_size = opt_int(o, value, i64::MIN, i64::MAX)?,
+            "max_msg_size" => self.max_msg_size = opt_int(o, value, 0, i64::from(i32::MAX))? as u32,
+            "client_id" => self.client_id = value.to_string(),
+            "hostname" => self.hostname = value.to_string(),
+            "user_agent" => self.user_agent = value.to_string(),
+            "topology_region" => self.topology_region = value.to_string(),
+            "topology_zone" => self.topology_zone = value.to_string(),
+            "auth_secret" => self.auth_secret = Some(value.to_string()),
+            "backoff_strategy" => match value {
+                OptValue::Text("" | "exponential") => {}
+                OptValue::Text("full_jitter") => return Err(unsupported(o, value)),
+                _ => return Err(ConfigError(format!("failed to coerce option {o} ({value}) - invalid value type"))),
+            },
+            // Only meaningful once lookupd queries carry the auth secret,
+            // which they do not; the value is checked and otherwise ignored.
+            "skip_lookupd_authorization" => {
+                opt_bool(o, value)?;
+            }
+            "tls_v1" | "snappy" | "deflate" | "tls_insecure_skip_verify" => {
+                if opt_bool(o, value)? {
+                    return Err(unsupported(o, value));
+                }
+            }
+            // Only used with deflate, which cannot be turned on.
+            "deflate_level" => {
+                opt_int(o, value, 1, 9)?;
+            }
+            "tls_root_ca_file" | "tls_cert" | "tls_key" | "tls_min_version" | "tls_config" | "local_addr" => {
+                return Err(unsupported(o, value))
+            }
+            _ => return Err(ConfigError(format!("invalid option {o}"))),
+        }
+        Ok(())
+    }
+}
+
+fn unsupported(option: &str, value: OptValue<'_>) -> ConfigError {
+    ConfigError(format!("option {option} ({value}) is not supported by the nsq-rs client yet"))
+}
+
+/// The text of `value`, or go-nsq's coercion error for a bare key given to a
+/// non-boolean option.
+fn opt_parse<T>(option: &str, value: OptValue<'_>, parse: impl Fn(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+    let coerce_err = |e: String| ConfigError(format!("failed to coerce option {option} ({value}) - {e}"));
+    match value {
+        OptValue::Text(s) => parse(s).map_err(coerce_err),
+        OptValue::BareTrue => Err(coerce_err("invalid value type".into())),
+    }
+}
+
+fn go_num_err(func: &str, s: &str) -> String {
+    format!("strconv.{func}: parsing {s:?}: invalid syntax")
+}
+
+fn opt_duration(option: &str, value: OptValue<'_>, lo: Duration, hi: Duration) -> Result<Duration, ConfigError> {
+    let d = opt_parse(option, value, |s| match s.parse::<u64>() {
+        Ok(n) => Ok(Duration::from_millis(n)),
+        Err(_) => nsq_protocol::duration::parse(s),
+    })?;
+    let fmt = nsq_protocol::duration::format;
+    if d < lo {
+        return Err(ConfigError(format!("invalid {option} ! {} < {}", fmt(d), fmt(lo))));
+    }
+    if d > hi {
+        return Err(ConfigError(format!("invalid {option} ! {} > {}", fmt(d), fmt(hi))));
+    }
+    Ok(d)
+}
+
+fn opt_int(option: &str, value: OptValue<'_>, lo: i64, hi: i64) -> Result<i64, ConfigError> {
+    let v = opt_parse(option, value, |s| {
+        s.parse::<i64>().map_err(|e| match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                format!("strconv.ParseInt: parsing {s:?}: value out of range")
+            }
+            _ => go_num_err("ParseInt", s),
+        })
+    })?;
+    if v < lo {
+        return Err(ConfigError(format!("invalid {option} ! {v} < {lo}")));
+    }
+    if v > hi {
+        return Err(ConfigError(format!("invalid {option} ! {v} > {hi}")));
+    }
+    Ok(v)
+}
+
+fn opt_bool(option: &str, value: OptValue<'_>) -> Result<bool, ConfigError> {
+    match value {
+        OptValue::BareTrue => Ok(true),
+        OptValue::Text(s) => match s {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+            _ => Err(ConfigError(format!(
+                "failed to coerce option {option} ({value}) - {}",
+                go_num_err("ParseBool", s)
+            ))),
+        },
+    }
+}
+
 /// The machine's host name, read without libc (Linux proc file, then the
 /// environment); "unknown" when neither says.
 fn local_hostname() -> String {
@@ -210,5 +383,64 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config { max_in_flight: -1, ..Config::default() };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn set_opt_parses_go_nsq_options() {
+        let mut c = Config::default();
+        c.set_opt("max_in_flight,50").unwrap();
+        c.set_opt("max-attempts,7").unwrap();
+        c.set_opt("heartbeat_interval,10s").unwrap();
+        c.set_opt("msg_timeout,1500").unwrap();
+        c.set_opt("lookupd_poll_jitter,0.5").unwrap();
+        c.set_opt("user_agent,a,b").unwrap();
+        c.set_opt("auth_secret,s3cret").unwrap();
+        c.set("output_buffer_timeout", "0").unwrap();
+        c.set("sample_rate", "10").unwrap();
+        assert_eq!(c.max_in_flight, 50);
+        assert_eq!(c.max_attempts, 7);
+        assert_eq!(c.heartbeat_interval, Duration::from_secs(10));
+        assert_eq!(c.msg_timeout, Duration::from_millis(1500));
+        assert_eq!(c.lookupd_poll_jitter, 0.5);
+        assert_eq!(c.user_agent, "a,b");
+        assert_eq!(c.auth_secret.as_deref(), Some("s3cret"));
+        assert_eq!(c.output_buffer_timeout, Duration::ZERO);
+        assert_eq!(c.sample_rate, 10);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn set_reports_go_nsq_errors() {
+        let mut c = Config::default();
+        let err = |c: &mut Config, opt: &str| c.set_opt(opt).unwrap_err().0;
+        assert_eq!(err(&mut c, "nope,1"), "invalid option nope");
+        assert_eq!(
+            err(&mut c, "max_in_flight,abc"),
+            "failed to coerce option max_in_flight (abc) - strconv.ParseInt: parsing \"abc\": invalid syntax"
+        );
+        assert_eq!(err(&mut c, "max_in_flight"), "failed to coerce option max_in_flight (true) - invalid value type");
+        assert_eq!(err(&mut c, "sample_rate,100"), "invalid sample_rate ! 100 > 99");
+        assert_eq!(err(&mut c, "read_timeout,10ms"), "invalid read_timeout ! 10ms < 100ms");
+        assert_eq!(err(&mut c, "max_requeue_delay,2h"), "invalid max_requeue_delay ! 2h0m0s > 1h0m0s");
+        assert_eq!(
+            err(&mut c, "dial_timeout,5x"),
+            "failed to coerce option dial_timeout (5x) - time: unknown unit \"x\" in duration \"5x\""
+        );
+        assert_eq!(err(&mut c, "deflate_level,0"), "invalid deflate_level ! 0 < 1");
+        assert_eq!(c, Config::default(), "failed sets change nothing");
+    }
+
+    #[test]
+    fn unsupported_features_only_accept_off() {
+        let mut c = Config::default();
+        c.set_opt("tls_v1,false").unwrap();
+        c.set_opt("snappy,0").unwrap();
+        c.set_opt("deflate,false").unwrap();
+        c.set_opt("deflate_level,9").unwrap();
+        for opt in ["tls_v1", "snappy", "deflate,true", "tls-v1,1", "tls_root_ca_file,/x", "tls_min_version,tls1.2"] {
+            let e = c.set_opt(opt).unwrap_err().0;
+            assert!(e.contains("not supported"), "{opt}: {e}");
+        }
+        assert!(c.set_opt("snappy,maybe").unwrap_err().0.contains("ParseBool"));
     }
 }

@@ -1,0 +1,222 @@
+//! The JSON options of nsq_to_nsq: `--require-json-field` /
+//! `--require-json-value` pass or drop a message, `--whitelist-json-field`
+//! trims it to some top-level fields.
+//!
+//! Behaviour and output bytes follow the Go tool, which decodes into a
+//! `map[string]interface{}` and re-encodes with `encoding/json`: every number
+//! is a float64 (top-level whitelisted ones that are whole are written as
+//! integers), keys come out sorted, `<`, `>`, `&`, U+2028 and U+2029 are
+//! escaped. Messages are only decoded when an option is set.
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+/// What to do with one message.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Publish this body.
+    Pass(Bytes),
+    /// FIN without publishing.
+    Drop,
+    /// Handler error: REQ with backoff (required value asked for, field missing).
+    Backoff,
+}
+
+#[derive(Debug)]
+pub struct JsonFilter {
+    require_field: String,
+    require_value: String,
+    /// `--require-json-value` as a number, when it parses as one.
+    require_number: Option<f64>,
+    whitelist: Vec<String>,
+}
+
+impl JsonFilter {
+    pub fn new(require_field: &str, require_value: &str, whitelist: Vec<String>) -> JsonFilter {
+        JsonFilter {
+            require_field: require_field.to_string(),
+            require_value: require_value.to_string(),
+            require_number: require_value.parse::<f64>().ok(),
+            whitelist,
+        }
+    }
+
+    pub fn apply(&self, body: &Bytes) -> Verdict {
+        if self.require_field.is_empty() && self.whitelist.is_empty() {
+            return Verdict::Pass(body.clone());
+        }
+        let object = match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(m)) => m,
+            // Go decodes `null` into an empty (nil) map without error.
+            Ok(Value::Null) => Map::new(),
+            _ => {
+                crate::go_app::log(&format!("ERROR: Unable to decode json: {}", String::from_utf8_lossy(body)));
+                return Verdict::Drop;
+            }
+        };
+        match self.check(&object) {
+            Verdict::Pass(_) => {}
+            other => return other,
+        }
+        if self.whitelist.is_empty() {
+            return Verdict::Pass(body.clone());
+        }
+        let mut kept: Vec<(&str, String)> = Vec::new();
+        for key in &self.whitelist {
+            if kept.iter().any(|(k, _)| k == key) {
+                continue;
+            }
+            if let Some(v) = object.get(key) {
+                let encoded = match v {
+                    Value::Number(n) => top_level_number(n.as_f64().unwrap_or(0.0)),
+                    v => encode(v),
+                };
+                kept.push((key, encoded));
+            }
+        }
+        kept.sort_by(|a, b| a.0.cmp(b.0));
+        let mut out = String::from("{");
+        for (i, (k, v)) in kept.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&encode_string(k));
+            out.push(':');
+            out.push_str(v);
+        }
+        out.push('}');
+        Verdict::Pass(Bytes::from(out))
+    }
+
+    fn check(&self, object: &Map<String, Value>) -> Verdict {
+        if self.require_field.is_empty() {
+            return Verdict::Pass(Bytes::new());
+        }
+        let Some(v) = object.get(&self.require_field) else {
+            if self.require_value.is_empty() {
+                return Verdict::Drop;
+            }
+            crate::go_app::log("ERROR: missing field to check required value");
+            return Verdict::Backoff;
+        };
+        if self.require_value.is_empty() {
+            return Verdict::Pass(Bytes::new());
+        }
+        let pass = match (v, self.require_number) {
+            (Value::String(s), _) => *s == self.require_value,
+            (Value::Number(n), Some(want)) => n.as_f64() == Some(want),
+            _ => false,
+        };
+        if pass {
+            Verdict::Pass(Bytes::new())
+        } else {
+            Verdict::Drop
+        }
+    }
+}
+
+/// A whitelisted top-level number: whole values within int64 as integers.
+fn top_level_number(f: f64) -> String {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f) {
+        (f as i64).to_string()
+    } else {
+        encode_float(f)
+    }
+}
+
+/// `encoding/json` for a decoded value (numbers as float64).
+fn encode(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => encode_float(n.as_f64().unwrap_or(0.0)),
+        Value::String(s) => encode_string(s),
+        Value::Array(items) => format!("[{}]", items.iter().map(encode).collect::<Vec<_>>().join(",")),
+        Value::Object(m) => {
+            // serde_json's map iterates in key order, which is Go's order.
+            let fields: Vec<String> = m.iter().map(|(k, v)| format!("{}:{}", encode_string(k), encode(v))).collect();
+            format!("{{{}}}", fields.join(","))
+        }
+    }
+}
+
+/// Go's float64 encoding: shortest digits, exponent form below 1e-6 and from 1e21.
+fn encode_float(f: f64) -> String {
+    let abs = f.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        let s = format!("{f:e}");
+        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        if exp < 0 {
+            format!("{mantissa}e-{}", -exp)
+        } else {
+            format!("{mantissa}e+{exp:02}")
+        }
+    } else {
+        format!("{f}")
+    }
+}
+
+fn encode_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(f: &JsonFilter, body: &str) -> Verdict {
+        f.apply(&Bytes::from(body.to_string()))
+    }
+
+    fn pass(s: &str) -> Verdict {
+        Verdict::Pass(Bytes::from(s.to_string()))
+    }
+
+    #[test]
+    fn no_options_means_no_decoding() {
+        let f = JsonFilter::new("", "", vec![]);
+        assert_eq!(run(&f, "not json"), pass("not json"));
+    }
+
+    #[test]
+    fn required_field_and_value() {
+        let f = JsonFilter::new("kind", "", vec![]);
+        assert_eq!(run(&f, r#"{"kind":1, "x": 2}"#), pass(r#"{"kind":1, "x": 2}"#));
+        assert_eq!(run(&f, r#"{"x":2}"#), Verdict::Drop);
+        assert_eq!(run(&f, "[1]"), Verdict::Drop);
+        let f = JsonFilter::new("kind", "click", vec![]);
+        assert_eq!(run(&f, r#"{"kind":"click"}"#), pass(r#"{"kind":"click"}"#));
+        assert_eq!(run(&f, r#"{"kind":"view"}"#), Verdict::Drop);
+        assert_eq!(run(&f, r#"{"x":1}"#), Verdict::Backoff);
+        let f = JsonFilter::new("n", "5", vec![]);
+        assert!(matches!(run(&f, r#"{"n":5.0}"#), Verdict::Pass(_)));
+        assert!(matches!(run(&f, r#"{"n":"5"}"#), Verdict::Pass(_)));
+        assert_eq!(run(&f, r#"{"n":6}"#), Verdict::Drop);
+        assert_eq!(run(&f, r#"{"n":true}"#), Verdict::Drop);
+    }
+
+    #[test]
+    fn whitelist_reencodes_like_go() {
+        let f = JsonFilter::new("", "", vec!["b".into(), "a".into(), "z".into(), "f".into(), "o".into(), "s".into()]);
+        let body = r#"{"a":3.0,"b":{"y":2,"x":[1.5,1e21,1e-7]},"c":1,"f":0.25,"o":1e300,"s":"<&>\u0001é"}"#;
+        assert_eq!(run(&f, body), pass(r#"{"a":3,"b":{"x":[1.5,1e+21,1e-7],"y":2},"f":0.25,"o":1e+300,"s":"\u003c\u0026\u003e\u0001é"}"#));
+        assert_eq!(run(&f, "null"), pass("{}"));
+    }
+}

@@ -1,0 +1,194 @@
+//! `nsq_to_nsq`: consumes topics from one set of nsqds and republishes each
+//! message to a destination nsqd (round-robin or host pool), FINing it once
+//! the destination said OK and REQueueing it (with backoff) otherwise.
+//! Optional JSON filters drop or trim messages on the way.
+
+#![forbid(unsafe_code)]
+
+#[path = "../../nsq_tail/src/go_app.rs"]
+mod go_app;
+mod json_filter;
+mod route;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use go_app::{fatal, FlagSet};
+use json_filter::{JsonFilter, Verdict};
+use nsq_client::{Config, Consumer, Handler, HandlerResult, Message, Producer};
+use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+use route::{Router, TimerMetrics};
+
+const VERSION: &str = "1.3.0";
+
+/// What every topic's handler shares: the destinations and their bookkeeping.
+struct Publisher {
+    producers: Vec<Producer>,
+    router: Router,
+    filter: JsonFilter,
+    /// Per destination, in `--destination-nsqd-tcp-address` order.
+    per_address: Vec<TimerMetrics>,
+    aggregate: TimerMetrics,
+}
+
+/// One source topic's handler: publishes to `destination_topic`.
+struct TopicHandler {
+    publisher: Arc<Publisher>,
+    destination_topic: String,
+}
+
+impl Handler for TopicHandler {
+    async fn handle_message(&self, message: Message) -> HandlerResult {
+        let p = &self.publisher;
+        let body = match p.filter.apply(message.body()) {
+            Verdict::Pass(body) => body,
+            Verdict::Drop => return Ok(()),
+            Verdict::Backoff => return Err("backoff".into()),
+        };
+        let start = Instant::now();
+        let dest = p.router.pick();
+        // Publish in the background, as the Go tool's PublishAsync does, so
+        // the handler can take the next message; answer when nsqd answers.
+        message.disable_auto_response();
+        let (publisher, topic) = (self.publisher.clone(), self.destination_topic.clone());
+        tokio::spawn(async move {
+            let result = publisher.producers[dest].publish(&topic, &body).await;
+            publisher.router.mark(dest, result.is_ok());
+            match result {
+                Ok(()) => message.finish(),
+                Err(e) => {
+                    tracing::error!(nsqd = %publisher.producers[dest].addr(), error = %e, "publish failed, requeueing");
+                    message.requeue(None);
+                }
+            }
+            let took = start.elapsed();
+            publisher.per_address[dest].status(took);
+            publisher.aggregate.status(took);
+        });
+        Ok(())
+    }
+}
+
+fn main() {
+    let args = go_app::args();
+    let mut c_cfg = Config::default();
+    let mut p_cfg = Config::default();
+    let mut show_version = false;
+    let mut channel = String::from("nsq_to_nsq");
+    let mut dest_topic = String::new();
+    let mut max_in_flight: i64 = 200;
+    let mut status_every: i64 = 250;
+    let mut mode = String::from("hostpool");
+    let mut nsqd_tcp_addrs = Vec::new();
+    let mut lookupd_http_addrs = Vec::new();
+    let mut dest_nsqd_tcp_addrs = Vec::new();
+    let mut whitelist_json_fields = Vec::new();
+    let mut topics = Vec::new();
+    let mut require_json_field = String::new();
+    let mut require_json_value = String::new();
+    {
+        let mut fs = FlagSet::new(&args[0]);
+        fs.bool(&mut show_version, "version", "print the version and exit");
+        fs.string(&mut channel, "channel", "channel to consume the source topics on");
+        fs.string(&mut dest_topic, "destination-topic", "publish everything to this topic (empty: the topic each message came from)");
+        fs.int(&mut max_in_flight, "max-in-flight", "most messages held unacknowledged at once");
+        fs.int(&mut status_every, "status-every", "log publish timings every this many messages (per destination); 0 turns it off");
+        fs.string(&mut mode, "mode", "how to pick a destination: round-robin, hostpool or epsilon-greedy");
+        fs.strings(&mut nsqd_tcp_addrs, "nsqd-tcp-address", "source nsqd TCP address (repeatable)");
+        fs.strings(&mut dest_nsqd_tcp_addrs, "destination-nsqd-tcp-address", "destination nsqd TCP address (repeatable)");
+        fs.strings(&mut lookupd_http_addrs, "lookupd-http-address", "nsqlookupd HTTP address used to find source nsqds (repeatable)");
+        fs.strings(&mut topics, "topic", "source topic (repeatable)");
+        fs.strings(&mut whitelist_json_fields, "whitelist-json-field", "JSON messages: keep only this top-level field (repeatable)");
+        fs.string(&mut require_json_field, "require-json-field", "JSON messages: pass only those with this top-level field");
+        fs.string(&mut require_json_value, "require-json-value", "JSON messages: pass only those whose required field equals this value");
+        fs.var("consumer-opt", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)", |v| {
+            c_cfg.set_opt(v).map_err(|e| e.0)
+        });
+        fs.var("producer-opt", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)", |v| {
+            p_cfg.set_opt(v).map_err(|e| e.0)
+        });
+        fs.parse(&args[1..]);
+    }
+
+    if show_version {
+        println!("nsq_to_nsq v{VERSION}");
+        return;
+    }
+    if topics.is_empty() || channel.is_empty() {
+        fatal("--topic and --channel are required");
+    }
+    if !topics.iter().all(|t| is_valid_topic_name(t)) {
+        fatal("--topic is invalid");
+    }
+    if !dest_topic.is_empty() && !is_valid_topic_name(&dest_topic) {
+        fatal("--destination-topic is invalid");
+    }
+    if !is_valid_channel_name(&channel) {
+        fatal("--channel is invalid");
+    }
+    if nsqd_tcp_addrs.is_empty() && lookupd_http_addrs.is_empty() {
+        fatal("--nsqd-tcp-address or --lookupd-http-address required");
+    }
+    if !nsqd_tcp_addrs.is_empty() && !lookupd_http_addrs.is_empty() {
+        fatal("use --nsqd-tcp-address or --lookupd-http-address not both");
+    }
+    if dest_nsqd_tcp_addrs.is_empty() {
+        fatal("--destination-nsqd-tcp-address required");
+    }
+    // Any other --mode value selects round-robin, as in the original.
+    let hostpool = matches!(mode.as_str(), "hostpool" | "epsilon-greedy");
+
+    let user_agent = format!("nsq_to_nsq/{VERSION} nsq-rs");
+    c_cfg.user_agent = user_agent.clone();
+    c_cfg.max_in_flight = max_in_flight;
+    p_cfg.user_agent = user_agent;
+
+    if let Err(e) = nsq_cli::init_logging("info", "") {
+        fatal(&e);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fatal(&e.to_string()));
+    rt.block_on(async move {
+        let shutdown = nsq_cli::shutdown_on_signals();
+        let producers: Vec<Producer> = dest_nsqd_tcp_addrs
+            .iter()
+            .map(|a| Producer::new(a.as_str(), p_cfg.clone()).unwrap_or_else(|e| fatal(&format!("failed creating producer {}", e.0))))
+            .collect();
+        let per_address = if dest_nsqd_tcp_addrs.len() == 1 {
+            // One destination: its numbers are the aggregate's.
+            vec![TimerMetrics::new(0, "")]
+        } else {
+            dest_nsqd_tcp_addrs.iter().map(|a| TimerMetrics::new(status_every, &format!("[{a}]:"))).collect()
+        };
+        let publisher = Arc::new(Publisher {
+            producers,
+            router: Router::new(dest_nsqd_tcp_addrs.len(), hostpool),
+            filter: JsonFilter::new(&require_json_field, &require_json_value, whitelist_json_fields),
+            per_address,
+            aggregate: TimerMetrics::new(status_every, "[aggregate]:"),
+        });
+
+        let mut consumers = Vec::new();
+        for topic in &topics {
+            let consumer = Consumer::new(topic, &channel, c_cfg.clone()).unwrap_or_else(|e| fatal(&e.to_string()));
+            let destination_topic = if dest_topic.is_empty() { topic.clone() } else { dest_topic.clone() };
+            let handler = TopicHandler { publisher: publisher.clone(), destination_topic };
+            consumer.add_concurrent_handlers(handler, dest_nsqd_tcp_addrs.len()).unwrap_or_else(|e| fatal(&e.to_string()));
+            consumers.push(consumer);
+        }
+        for c in &consumers {
+            if let Err(e) = c.connect_to_nsqds(&nsqd_tcp_addrs).await {
+                fatal(&e.to_string());
+            }
+        }
+        for c in &consumers {
+            if let Err(e) = c.connect_to_nsqd_lookupds(&lookupd_http_addrs).await {
+                fatal(&e.to_string());
+            }
+        }
+        shutdown.cancelled().await;
+        let stops: Vec<_> = consumers.into_iter().map(|c| tokio::spawn(async move { c.stop().await })).collect();
+        for s in stops {
+            let _ = s.await;
+        }
+    });
+}

@@ -1,0 +1,425 @@
+//! The cluster as nsqadmin sees it: discovery through nsqlookupd (or a fixed
+//! list of nsqd), stats fetched from every nsqd concurrently and aggregated,
+//! and the admin actions fanned out to nsqlookupd and nsqd.
+//!
+//! Error model (nsqadmin's): a query of N upstreams where all N fail (0 of 0
+//! included) is a total failure, [`ClusterError`], answered 502 by the API;
+//! otherwise the answer is served and the failures travel along as warning
+//! text (`Vec<String>`, one entry per failed upstream). Actions collect every
+//! upstream POST failure as a warning; only a failed producer discovery is total.
+
+pub mod e2e;
+pub mod input;
+pub mod types;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use tokio::task::JoinSet;
+
+use crate::gofmt::query_escape;
+use crate::upstream::{Client, UpstreamError};
+use input::{LookupdChannels, LookupdProducers, LookupdTopics, NsqdInfo, NsqdStats};
+pub use types::{ChannelStats, ClientStats, Producer, ProducerTopic, TopicStats};
+
+/// Every queried upstream failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("failed to query any nsqlookupd: {0}")]
+    Lookupds(String),
+    #[error("failed to query any nsqd: {0}")]
+    Nsqds(String),
+}
+
+/// A result plus the upstream failures it survived.
+pub type Fetched<T> = Result<(T, Vec<String>), ClusterError>;
+
+/// Where nsqadmin finds the cluster (one of the two lists is non-empty).
+#[derive(Debug, Clone, Default)]
+pub struct Upstreams {
+    pub lookupds: Vec<String>,
+    pub nsqds: Vec<String>,
+}
+
+/// The stats of a set of nsqds: per-node topics (sorted by host) and the
+/// cluster view of each channel, keyed by channel name when one topic was
+/// asked for, else by `topic:channel`.
+#[derive(Debug, Default)]
+pub struct StatsResult {
+    pub topics: Vec<TopicStats>,
+    pub channels: BTreeMap<String, ChannelStats>,
+}
+
+/// Runs `f` for every item concurrently; results come back in input order.
+async fn fan_out<I, T, F, Fut>(items: Vec<I>, f: F) -> Vec<(I, Result<T, UpstreamError>)>
+where
+    I: Clone + Send + 'static,
+    T: Send + 'static,
+    F: Fn(I) -> Fut,
+    Fut: Future<Output = Result<T, UpstreamError>> + Send + 'static,
+{
+    let mut set = JoinSet::new();
+    for (i, item) in items.iter().cloned().enumerate() {
+        let fut = f(item);
+        set.spawn(async move { (i, fut.await) });
+    }
+    let mut out: Vec<Option<Result<T, UpstreamError>>> = items.iter().map(|_| None).collect();
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok((i, v)) => out[i] = Some(v),
+            Err(e) => tracing::error!(error = %e, "upstream query task failed"),
+        }
+    }
+    items.into_iter().zip(out).map(|(item, r)| (item, r.unwrap_or_else(|| Err(UpstreamError("query task failed".into()))))).collect()
+}
+
+/// The successes of a fan-out (with the item each came from) and the error texts.
+type Settled<I, T> = (Vec<(I, T)>, Vec<String>);
+
+/// Splits fan-out results into successes and error texts; all failed (or
+/// nothing to ask) → the total error built by `total`.
+fn settle<I, T>(results: Vec<(I, Result<T, UpstreamError>)>, total: fn(String) -> ClusterError) -> Result<Settled<I, T>, ClusterError> {
+    let n = results.len();
+    let mut ok = Vec::new();
+    let mut errs = Vec::new();
+    for (i, r) in results {
+        match r {
+            Ok(v) => ok.push((i, v)),
+            Err(e) => errs.push(e.0),
+        }
+    }
+    if errs.len() == n {
+        return Err(total(errs.join("\n")));
+    }
+    Ok((ok, errs))
+}
+
+/// Sorted, de-duplicated.
+fn uniq_sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Talks to the cluster; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ClusterInfo {
+    client: Client,
+}
+
+impl ClusterInfo {
+    pub fn new(client: Client) -> ClusterInfo {
+        ClusterInfo { client }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Union of every nsqlookupd's `/topics`, sorted.
+    pub async fn lookupd_topics(&self, lookupds: &[String]) -> Fetched<Vec<String>> {
+        let c = self.client.clone();
+        let r = fan_out(lookupds.to_vec(), move |addr| {
+            let c = c.clone();
+            async move { c.get_v1::<LookupdTopics>(&format!("http://{addr}/topics")).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let topics = ok.into_iter().flat_map(|(_, t)| t.topics.unwrap_or_default()).collect();
+        Ok((uniq_sorted(topics), errs))
+    }
+
+    /// Union of every nsqlookupd's `/channels?topic=`, sorted.
+    pub async fn lookupd_topic_channels(&self, topic: &str, lookupds: &[String]) -> Fetched<Vec<String>> {
+        let c = self.client.clone();
+        let q = query_escape(topic);
+        let r = fan_out(lookupds.to_vec(), move |addr| {
+            let c = c.clone();
+            let url = format!("http://{addr}/channels?topic={q}");
+            async move { c.get_v1::<LookupdChannels>(&url).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let channels = ok.into_iter().flat_map(|(_, t)| t.channels.unwrap_or_default()).collect();
+        Ok((uniq_sorted(channels), errs))
+    }
+
+    /// Every nsqd registered with any nsqlookupd (`/nodes`), de-duplicated by
+    /// TCP address, with the lookupd connections seen for each, `out_of_date`
+    /// set below the newest version, sorted by hostname.
+    pub async fn lookupd_producers(&self, lookupds: &[String]) -> Fetched<Vec<Producer>> {
+        let c = self.client.clone();
+        let r = fan_out(lookupds.to_vec(), move |addr| {
+            let c = c.clone();
+            async move { c.get_v1::<LookupdProducers>(&format!("http://{addr}/nodes")).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let mut producers: Vec<Producer> = Vec::new();
+        for (lookupd, resp) in ok {
+            for lp in resp.producers.unwrap_or_default() {
+                let mut p = Producer::from_lookupd(lp);
+                let seen = format!("{lookupd}/{}", p.address());
+                match producers.iter_mut().find(|q| q.tcp_address() == p.tcp_address()) {
+                    Some(q) => q.remote_addresses.get_or_insert_with(Vec::new).push(seen),
+                    None => {
+                        if let Some(t) = p.topics.as_mut() {
+                            t.sort_by(|a, b| a.topic.cmp(&b.topic));
+                        }
+                        p.remote_addresses = Some(vec![seen]);
+                        producers.push(p);
+                    }
+                }
+            }
+        }
+        if let Some(max) = producers.iter().map(|p| p.semver.clone()).max() {
+            for p in &mut producers {
+                p.out_of_date = p.semver < max;
+            }
+        }
+        producers.sort_by(|a, b| a.hostname.cmp(&b.hostname));
+        Ok((producers, errs))
+    }
+
+    /// The producers of `topic` according to the nsqlookupds (`/lookup`),
+    /// de-duplicated by HTTP address.
+    pub async fn lookupd_topic_producers(&self, topic: &str, lookupds: &[String]) -> Fetched<Vec<Producer>> {
+        let c = self.client.clone();
+        let q = query_escape(topic);
+        let r = fan_out(lookupds.to_vec(), move |addr| {
+            let c = c.clone();
+            let url = format!("http://{addr}/lookup?topic={q}");
+            async move { c.get_v1::<LookupdProducers>(&url).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let mut producers: Vec<Producer> = Vec::new();
+        for (_, resp) in ok {
+            for lp in resp.producers.unwrap_or_default() {
+                let p = Producer::from_lookupd(lp);
+                if !producers.iter().any(|q| q.http_address() == p.http_address()) {
+                    producers.push(p);
+                }
+            }
+        }
+        Ok((producers, errs))
+    }
+
+    /// Union of the topic names in each nsqd's `/stats`, sorted.
+    pub async fn nsqd_topics(&self, nsqds: &[String]) -> Fetched<Vec<String>> {
+        let c = self.client.clone();
+        let r = fan_out(nsqds.to_vec(), move |addr| {
+            let c = c.clone();
+            async move { c.get_v1::<NsqdStats>(&format!("http://{addr}/stats?format=json")).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Nsqds)?;
+        let topics = ok.into_iter().flat_map(|(_, s)| s.topics.unwrap_or_default()).map(|t| t.topic_name).collect();
+        Ok((uniq_sorted(topics), errs))
+    }
+
+    /// Each configured nsqd as a producer (`/info` + its topics from `/stats`).
+    pub async fn nsqd_producers(&self, nsqds: &[String]) -> Fetched<Vec<Producer>> {
+        let c = self.client.clone();
+        let r = fan_out(nsqds.to_vec(), move |addr| {
+            let c = c.clone();
+            async move {
+                let info: NsqdInfo = c.get_v1(&format!("http://{addr}/info")).await?;
+                let stats: NsqdStats = c.get_v1(&format!("http://{addr}/stats?format=json&include_clients=false")).await?;
+                let topics = stats.topics.unwrap_or_default().into_iter().map(|t| t.topic_name).collect();
+                Ok(Producer::from_nsqd(info, topics))
+            }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Nsqds)?;
+        Ok((ok.into_iter().map(|(_, p)| p).collect(), errs))
+    }
+
+    /// The configured nsqds that have `topic` (nsqd mode).
+    pub async fn nsqd_topic_producers(&self, topic: &str, nsqds: &[String]) -> Fetched<Vec<Producer>> {
+        let c = self.client.clone();
+        let topic = topic.to_string();
+        let r = fan_out(nsqds.to_vec(), move |addr| {
+            let c = c.clone();
+            let topic = topic.clone();
+            async move {
+                let url = format!("http://{addr}/stats?format=json&topic={}&include_clients=false", query_escape(&topic));
+                let stats: NsqdStats = c.get_v1(&url).await?;
+                let names: Vec<String> = stats.topics.unwrap_or_default().into_iter().map(|t| t.topic_name).collect();
+                if !names.contains(&topic) {
+                    return Ok(None);
+                }
+                let mut info: NsqdInfo = c.get_v1(&format!("http://{addr}/info")).await?;
+                // Old nsqds lack broadcast_address/hostname: fall back to the configured address.
+                if info.broadcast_address.is_empty() {
+                    if let Some((h, p)) = addr.rsplit_once(':') {
+                        info.broadcast_address = h.trim_start_matches('[').trim_end_matches(']').to_string();
+                        info.http_port = p.parse().unwrap_or(0);
+                    }
+                }
+                if info.hostname.is_empty() {
+                    info.hostname = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).to_string();
+                }
+                Ok(Some(Producer::from_nsqd(info, names)))
+            }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Nsqds)?;
+        Ok((ok.into_iter().filter_map(|(_, p)| p).collect(), errs))
+    }
+
+    /// All nsqds of the cluster (lookupd mode if lookupds are configured).
+    pub async fn producers(&self, up: &Upstreams) -> Fetched<Vec<Producer>> {
+        if !up.lookupds.is_empty() {
+            self.lookupd_producers(&up.lookupds).await
+        } else {
+            self.nsqd_producers(&up.nsqds).await
+        }
+    }
+
+    /// The nsqds that have `topic`.
+    pub async fn topic_producers(&self, topic: &str, up: &Upstreams) -> Fetched<Vec<Producer>> {
+        if !up.lookupds.is_empty() {
+            self.lookupd_topic_producers(topic, &up.lookupds).await
+        } else {
+            self.nsqd_topic_producers(topic, &up.nsqds).await
+        }
+    }
+
+    /// Every topic name in the cluster.
+    pub async fn topics(&self, up: &Upstreams) -> Fetched<Vec<String>> {
+        if !up.lookupds.is_empty() {
+            self.lookupd_topics(&up.lookupds).await
+        } else {
+            self.nsqd_topics(&up.nsqds).await
+        }
+    }
+
+    /// `/stats` of each producer (filtered to `topic`/`channel` when given),
+    /// per node and aggregated per channel. Zero producers is a total failure.
+    pub async fn nsqd_stats(&self, producers: &[Producer], topic: &str, channel: &str, include_clients: bool, now_secs: i64) -> Fetched<StatsResult> {
+        let c = self.client.clone();
+        let mut query = String::from("format=json");
+        if !topic.is_empty() {
+            query.push_str(&format!("&topic={}", query_escape(topic)));
+            if !channel.is_empty() {
+                query.push_str(&format!("&channel={}", query_escape(channel)));
+            }
+        }
+        if !include_clients {
+            query.push_str("&include_clients=false");
+        }
+        let r = fan_out(producers.to_vec(), move |p: Producer| {
+            let c = c.clone();
+            let url = format!("http://{}/stats?{query}", p.http_address());
+            async move { c.get_v1::<NsqdStats>(&url).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Nsqds)?;
+        let mut topics: Vec<TopicStats> = Vec::new();
+        for (p, stats) in ok {
+            for t in stats.topics.unwrap_or_default() {
+                if !topic.is_empty() && t.topic_name != topic {
+                    continue;
+                }
+                topics.push(TopicStats::from_nsqd(t, &p, now_secs));
+            }
+        }
+        types::sort_by_host(&mut topics, |t| (&t.hostname, &t.node));
+        let mut groups: BTreeMap<String, (String, String, Vec<ChannelStats>)> = BTreeMap::new();
+        for t in &topics {
+            for ch in t.channels.iter().flatten() {
+                let key = if topic.is_empty() { format!("{}:{}", t.topic_name, ch.channel_name) } else { ch.channel_name.clone() };
+                groups.entry(key).or_insert_with(|| (t.topic_name.clone(), ch.channel_name.clone(), Vec::new())).2.push(ch.clone());
+            }
+        }
+        let channels = groups.into_iter().map(|(k, (t, c, nodes))| (k, ChannelStats::aggregate(&t, &c, nodes))).collect();
+        Ok((StatsResult { topics, channels }, errs))
+    }
+
+    // ---- actions ----
+
+    /// POSTs `path?qs` to each address in order; failures are returned as warnings.
+    async fn post_each(&self, addrs: &[String], path: &str, qs: &str) -> Vec<String> {
+        let mut errs = Vec::new();
+        for addr in addrs {
+            let url = format!("http://{addr}/{path}?{qs}");
+            tracing::info!("CI: querying {url}");
+            if let Err(e) = self.client.post_v1(&url).await {
+                errs.push(e.0);
+            }
+        }
+        errs
+    }
+
+    async fn post_producers(&self, producers: &[Producer], path: &str, qs: &str) -> Vec<String> {
+        let addrs: Vec<String> = producers.iter().map(Producer::http_address).collect();
+        self.post_each(&addrs, path, qs).await
+    }
+
+    /// Tombstones `node` for `topic` on every lookupd, then deletes the topic
+    /// on that nsqd (at the address its `/info` reports).
+    pub async fn tombstone_node_for_topic(&self, topic: &str, node: &str, lookupds: &[String]) -> Result<Vec<String>, ClusterError> {
+        let mut errs = self.post_each(lookupds, "topic/tombstone", &format!("topic={}&node={}", query_escape(topic), query_escape(node))).await;
+        let (producers, e) = self.nsqd_producers(&[node.to_string()]).await?;
+        errs.extend(e);
+        errs.extend(self.post_producers(&producers, "topic/delete", &format!("topic={}", query_escape(topic))).await);
+        Ok(errs)
+    }
+
+    /// Creates the topic (and channel) on every lookupd, and the channel on
+    /// the nsqds that already produce the topic.
+    pub async fn create_topic_channel(&self, topic: &str, channel: &str, lookupds: &[String]) -> Result<Vec<String>, ClusterError> {
+        let mut errs = self.post_each(lookupds, "topic/create", &format!("topic={}", query_escape(topic))).await;
+        if !channel.is_empty() {
+            let qs = format!("topic={}&channel={}", query_escape(topic), query_escape(channel));
+            errs.extend(self.post_each(lookupds, "channel/create", &qs).await);
+            let (producers, e) = self.lookupd_topic_producers(topic, lookupds).await?;
+            errs.extend(e);
+            errs.extend(self.post_producers(&producers, "channel/create", &qs).await);
+        }
+        Ok(errs)
+    }
+
+    /// Deletes a topic on every lookupd and on every nsqd producing it
+    /// (producers are resolved first, before the lookupds forget them).
+    pub async fn delete_topic(&self, topic: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+        let (producers, mut errs) = self.topic_producers(topic, up).await?;
+        let qs = format!("topic={}", query_escape(topic));
+        errs.extend(self.post_each(&up.lookupds, "topic/delete", &qs).await);
+        errs.extend(self.post_producers(&producers, "topic/delete", &qs).await);
+        Ok(errs)
+    }
+
+    /// Deletes a channel on every lookupd and on every nsqd producing its topic.
+    pub async fn delete_channel(&self, topic: &str, channel: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+        let (producers, mut errs) = self.topic_producers(topic, up).await?;
+        let qs = format!("topic={}&channel={}", query_escape(topic), query_escape(channel));
+        errs.extend(self.post_each(&up.lookupds, "channel/delete", &qs).await);
+        errs.extend(self.post_producers(&producers, "channel/delete", &qs).await);
+        Ok(errs)
+    }
+
+    /// Pause/unpause/empty: `POST /<path>?<qs>` on every nsqd producing `topic`.
+    pub async fn producers_action(&self, topic: &str, path: &str, qs: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+        let (producers, mut errs) = self.topic_producers(topic, up).await?;
+        errs.extend(self.post_producers(&producers, path, qs).await);
+        Ok(errs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_of_zero_is_total() {
+        let r: Vec<(String, Result<(), UpstreamError>)> = vec![];
+        assert_eq!(settle(r, ClusterError::Nsqds).unwrap_err().to_string(), "failed to query any nsqd: ");
+        let r = vec![("a".to_string(), Err(UpstreamError("x".into()))), ("b".to_string(), Ok(1))];
+        let (ok, errs) = settle(r, ClusterError::Nsqds).unwrap();
+        assert_eq!((ok.len(), errs), (1, vec!["x".to_string()]));
+        let r = vec![("a".to_string(), Err::<(), _>(UpstreamError("x".into()))), ("b".to_string(), Err(UpstreamError("y".into())))];
+        assert_eq!(settle(r, ClusterError::Lookupds).unwrap_err().to_string(), "failed to query any nsqlookupd: x\ny");
+    }
+}

@@ -1,0 +1,12 @@
+//! Why nsqadmin could not start or stopped (the binary prints these as FATAL).
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Invalid or inconsistent options (nsqadmin's own wording).
+    #[error("{0}")]
+    Config(String),
+    #[error("listen ({addr}) failed - {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("http server failed - {0}")]
+    Serve(std::io::Error),
+}

@@ -1,0 +1,217 @@
+//! The admin actions of `/api` (create, delete, pause/unpause/empty,
+//! tombstone): the admin check (`--admin-user` + `--acl-http-header`), the
+//! JSON body as Go's decoder reads it, the upstream calls (see `cluster`),
+//! and the notification each action emits.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{v1_json, warning, ApiErr, ApiResult, Req};
+use crate::cluster::ClusterError;
+use crate::gofmt::query_escape;
+use crate::notify::AdminAction;
+use crate::Shared;
+use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+
+#[derive(Serialize)]
+struct Message {
+    message: String,
+}
+
+fn done(errs: Vec<String>) -> ApiResult {
+    let messages = if errs.is_empty() {
+        Vec::new()
+    } else {
+        let msg = errs.join("\n");
+        tracing::warn!("{msg}");
+        vec![msg]
+    };
+    Ok(v1_json(&Message { message: warning(&messages) }))
+}
+
+fn upstream(e: ClusterError) -> ApiErr {
+    tracing::error!("{e}");
+    ApiErr::new(502, format!("UPSTREAM_ERROR: {e}"))
+}
+
+/// Whether the request may perform admin actions.
+pub fn is_admin(s: &Shared, req: &Req) -> bool {
+    let opts = s.options();
+    if opts.admin_users.is_empty() {
+        return true;
+    }
+    let user = req.header(&opts.acl_http_header);
+    opts.admin_users.iter().any(|u| u == user)
+}
+
+fn require_admin(s: &Shared, req: &Req) -> Result<(), ApiErr> {
+    if is_admin(s, req) {
+        Ok(())
+    } else {
+        Err(ApiErr::new(403, "FORBIDDEN"))
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Reads the first JSON value of `body` into string `fields` as Go's
+/// `json.Decoder` fills a struct of strings: keys matched exactly, else
+/// case-insensitively; missing or `null` → `""`; unknown keys ignored;
+/// anything after the first value ignored. Errors carry the decoder's wording
+/// where it is stable (`EOF`, `unexpected EOF`, type mismatches).
+pub fn decode_fields(body: &[u8], fields: &[&str]) -> Result<Vec<String>, String> {
+    let first = serde_json::Deserializer::from_slice(body).into_iter::<Value>().next();
+    let v = match first {
+        None => return Err("EOF".into()),
+        Some(Err(e)) if e.is_eof() => return Err("unexpected EOF".into()),
+        Some(Err(e)) => return Err(e.to_string()),
+        Some(Ok(v)) => v,
+    };
+    let obj = match v {
+        Value::Null => return Ok(vec![String::new(); fields.len()]),
+        Value::Object(o) => o,
+        other => return Err(format!("json: cannot unmarshal {} into Go value of type struct", json_kind(&other))),
+    };
+    let mut out = Vec::with_capacity(fields.len());
+    for f in fields {
+        let v = obj.get(*f).or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(f)).map(|(_, v)| v));
+        match v {
+            None | Some(Value::Null) => out.push(String::new()),
+            Some(Value::String(s)) => out.push(s.clone()),
+            Some(other) => return Err(format!("json: cannot unmarshal {} into Go struct field .{f} of type string", json_kind(other))),
+        }
+    }
+    Ok(out)
+}
+
+/// Queues the notification for an action (when an endpoint is configured).
+fn notify(s: &Shared, req: &Req, action: &str, topic: &str, channel: &str, node: &str) {
+    if s.options().notification_http_endpoint.is_empty() {
+        return;
+    }
+    let scheme = if req.header("x-scheme") == "https" { "https" } else { "http" };
+    let mut url = format!("{scheme}://{}{}", req.header("host"), req.path);
+    if !req.query.is_empty() {
+        url.push('?');
+        url.push_str(&req.query);
+    }
+    s.notifier.send(AdminAction {
+        action: action.into(),
+        topic: topic.into(),
+        channel: channel.into(),
+        node: node.into(),
+        timestamp: super::api::now_secs(),
+        user: basic_auth_user(req.header("authorization")),
+        remote_ip: req.remote.to_string(),
+        user_agent: req.header("user-agent").into(),
+        url,
+        via: s.hostname.clone(),
+    });
+}
+
+/// The user name of an `Authorization: Basic …` header (`""` if none).
+fn basic_auth_user(h: &str) -> String {
+    let Some(b64) = h.strip_prefix("Basic ") else { return String::new() };
+    let Some(raw) = crate::upstream::base64_decode(b64) else { return String::new() };
+    let s = String::from_utf8_lossy(&raw);
+    s.split_once(':').map(|(u, _)| u.to_string()).unwrap_or_default()
+}
+
+pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
+    require_admin(s, req)?;
+    let f = decode_fields(&req.body, &["topic", "channel"]).map_err(|e| ApiErr::new(400, e))?;
+    let (topic, channel) = (&f[0], &f[1]);
+    if !is_valid_topic_name(topic) {
+        return Err(ApiErr::new(400, "INVALID_TOPIC"));
+    }
+    if !channel.is_empty() && !is_valid_channel_name(channel) {
+        return Err(ApiErr::new(400, "INVALID_CHANNEL"));
+    }
+    let lookupds = s.upstreams().lookupds;
+    let errs = s.ci.create_topic_channel(topic, channel, &lookupds).await.map_err(upstream)?;
+    notify(s, req, "create_topic", topic, "", "");
+    if !channel.is_empty() {
+        notify(s, req, "create_channel", topic, channel, "");
+    }
+    done(errs)
+}
+
+/// `POST /api/topics/:topic[/:channel]` with `{"action":"pause"|"unpause"|"empty"}`.
+pub async fn topic_channel_action(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -> ApiResult {
+    require_admin(s, req)?;
+    let f = decode_fields(&req.body, &["action"]).map_err(|e| ApiErr::new(400, e))?;
+    let action = f[0].as_str();
+    if !matches!(action, "pause" | "unpause" | "empty") {
+        return Err(ApiErr::new(400, "INVALID_ACTION"));
+    }
+    let (kind, qs) = if channel.is_empty() {
+        ("topic", format!("topic={}", query_escape(topic)))
+    } else {
+        ("channel", format!("topic={}&channel={}", query_escape(topic), query_escape(channel)))
+    };
+    let up = s.upstreams();
+    let result = s.ci.producers_action(topic, &format!("{kind}/{action}"), &qs, &up).await;
+    // nsqadmin notifies these even when the upstream calls failed.
+    notify(s, req, &format!("{action}_{kind}"), topic, channel, "");
+    done(result.map_err(upstream)?)
+}
+
+pub async fn tombstone_node(s: &Arc<Shared>, req: &Req, node: &str) -> ApiResult {
+    require_admin(s, req)?;
+    let f = decode_fields(&req.body, &["topic"]).map_err(|_| ApiErr::new(400, "INVALID_BODY"))?;
+    let topic = &f[0];
+    if !is_valid_topic_name(topic) {
+        return Err(ApiErr::new(400, "INVALID_TOPIC"));
+    }
+    let lookupds = s.upstreams().lookupds;
+    let errs = s.ci.tombstone_node_for_topic(topic, node, &lookupds).await.map_err(upstream)?;
+    notify(s, req, "tombstone_topic_producer", topic, "", node);
+    done(errs)
+}
+
+pub async fn delete_topic(s: &Arc<Shared>, req: &Req, topic: &str) -> ApiResult {
+    require_admin(s, req)?;
+    let errs = s.ci.delete_topic(topic, &s.upstreams()).await.map_err(upstream)?;
+    notify(s, req, "delete_topic", topic, "", "");
+    done(errs)
+}
+
+pub async fn delete_channel(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -> ApiResult {
+    require_admin(s, req)?;
+    let errs = s.ci.delete_channel(topic, channel, &s.upstreams()).await.map_err(upstream)?;
+    notify(s, req, "delete_channel", topic, channel, "");
+    done(errs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_like_go() {
+        assert_eq!(decode_fields(b"", &["a"]).unwrap_err(), "EOF");
+        assert_eq!(decode_fields(b"  \n", &["a"]).unwrap_err(), "EOF");
+        assert_eq!(decode_fields(br#"{"a":"x""#, &["a"]).unwrap_err(), "unexpected EOF");
+        assert_eq!(decode_fields(br#"{"Topic":"t","x":1} trailing"#, &["topic", "channel"]).unwrap(), vec!["t".to_string(), String::new()]);
+        assert_eq!(decode_fields(b"null", &["a"]).unwrap(), vec![String::new()]);
+        assert!(decode_fields(br#"{"action":1}"#, &["action"]).unwrap_err().starts_with("json: cannot unmarshal number"));
+    }
+
+    #[test]
+    fn basic_auth() {
+        assert_eq!(basic_auth_user("Basic dXNlcjpwYXNz"), "user");
+        assert_eq!(basic_auth_user("Bearer x"), "");
+        assert_eq!(basic_auth_user("Basic !!"), "");
+    }
+}

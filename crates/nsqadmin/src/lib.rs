@@ -1,0 +1,145 @@
+//! nsqadmin for nsq-rs: a web UI and a JSON API over a running NSQ cluster.
+//!
+//! nsqadmin keeps no state of its own: every `/api` answer is aggregated on
+//! request from nsqlookupd (`/topics`, `/lookup`, `/nodes`, …) and from every
+//! nsqd's `/stats` and `/info`, fetched concurrently with timeouts; admin
+//! actions are forwarded to nsqlookupd and nsqd and announced to
+//! `--notification-http-endpoint`. It speaks to the cluster over HTTP only
+//! (never linking nsqd or nsqlookupd code), so it works against any NSQ.
+//! Beyond NSQ 1.3.0 it keeps the last 30 minutes of depth and message rates
+//! in memory ([`history`]) and charts them.
+//!
+//! Modules, following a request: [`http`] (routing, V1 responses, handlers)
+//! → [`cluster`] (discovery, fan-out, aggregation, actions) → [`upstream`]
+//! (the HTTP client). [`options`] holds the flags; [`notify`] the
+//! notifications; [`gofmt`] the Go-compatible text formats.
+
+#![forbid(unsafe_code)]
+
+pub mod cidr;
+pub mod cluster;
+pub mod error;
+pub mod gofmt;
+pub mod history;
+pub mod http;
+pub mod notify;
+pub mod options;
+pub mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use error::StartError;
+pub use options::Options;
+
+use cluster::{ClusterInfo, Upstreams};
+use history::History;
+use notify::Notifier;
+
+/// The NSQ version nsqadmin reports.
+pub const VERSION: &str = nsq_protocol::VERSION;
+/// What the UI and the upstream client call themselves.
+pub const USER_AGENT: &str = "nsqadmin/v1.3.0";
+
+/// Changes the process log level (`PUT /config/log_level`); set by the binary.
+pub type LevelSetter = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// State shared by the HTTP handlers and background tasks.
+pub struct Shared {
+    opts: RwLock<Arc<Options>>,
+    log_level_hook: Mutex<Option<LevelSetter>>,
+    pub ci: ClusterInfo,
+    pub history: History,
+    pub notifier: Notifier,
+    /// This machine's host name (notifications' `via`).
+    pub hostname: String,
+}
+
+impl Shared {
+    /// The current options (a snapshot; `PUT /config` swaps in a new one).
+    pub fn options(&self) -> Arc<Options> {
+        self.opts.read().clone()
+    }
+
+    pub fn update_options(&self, f: impl FnOnce(&mut Options)) {
+        let mut guard = self.opts.write();
+        let mut o = (**guard).clone();
+        f(&mut o);
+        *guard = Arc::new(o);
+    }
+
+    /// Where to find the cluster right now.
+    pub fn upstreams(&self) -> Upstreams {
+        let o = self.options();
+        Upstreams { lookupds: o.nsqlookupd_http_addresses.clone(), nsqds: o.nsqd_http_addresses.clone() }
+    }
+
+    pub fn set_log_level(&self, level: &str) {
+        if let Some(f) = self.log_level_hook.lock().as_ref() {
+            f(level);
+        }
+    }
+}
+
+/// A validated, listening nsqadmin, ready to [`run`](Nsqadmin::run).
+pub struct Nsqadmin {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    /// Stops the tasks started by `new` (the notification sender).
+    shutdown: CancellationToken,
+}
+
+impl Nsqadmin {
+    /// Validates `opts` (nsqadmin's startup checks) and binds `--http-address`.
+    pub async fn new(mut opts: Options) -> Result<Nsqadmin, StartError> {
+        opts.validate().await?;
+        if !opts.http_client_tls_cert.is_empty() || !opts.http_client_tls_root_ca_file.is_empty() {
+            tracing::warn!("--http-client-tls-* accepted, but this nsqadmin speaks plain HTTP to upstreams only");
+        }
+        let listener = TcpListener::bind(&opts.http_address).await.map_err(|source| StartError::Listen { addr: opts.http_address.clone(), source })?;
+        let client = upstream::Client::new(opts.http_client_connect_timeout, opts.http_client_request_timeout);
+        let shutdown = CancellationToken::new();
+        let notifier = Notifier::start(opts.notification_http_endpoint.clone(), client.clone(), shutdown.child_token());
+        let shared = Arc::new(Shared {
+            history: History::new(opts.history_interval, opts.history_window),
+            opts: RwLock::new(Arc::new(opts)),
+            log_level_hook: Mutex::new(None),
+            ci: ClusterInfo::new(client),
+            notifier,
+            hostname: notify::hostname(),
+        });
+        Ok(Nsqadmin { shared, listener, shutdown })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Lets `PUT /config/log_level` change the process's log level.
+    pub fn set_log_level_hook(&self, f: LevelSetter) {
+        *self.shared.log_level_hook.lock() = Some(f);
+    }
+
+    /// Serves the UI and API and runs the history poller until `shutdown` is
+    /// cancelled; then stops accepting, finishes in-flight requests, and stops
+    /// the poller and the notification sender.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), StartError> {
+        let Nsqadmin { shared, listener, shutdown: background } = self;
+        tracing::info!("nsqadmin v{VERSION} (nsq-rs)");
+        if let Ok(a) = listener.local_addr() {
+            tracing::info!("HTTP: listening on {a}");
+        }
+        let poller = tokio::spawn(history::run_poller(shared.clone(), shared.ci.clone(), shutdown.child_token()));
+        let served = http::serve(shared, listener, shutdown.clone()).await;
+        shutdown.cancel();
+        background.cancel();
+        let _ = poller.await;
+        tracing::info!("HTTP: closing");
+        served.map_err(StartError::Serve)
+    }
+}

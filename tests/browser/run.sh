@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Real-browser test of nsqadmin (headless Chromium driven by playwright-core).
+#
+# Installs what it needs (chromium from Debian if /usr/bin/chromium is
+# missing, playwright-core from npm into tests/browser/node_modules; never a
+# browser download), builds the daemons unless NSQ_BIN_DIR points at built
+# ones, then runs nsqadmin.test.js, which starts its own cluster on free
+# 127.0.0.1 ports and stops it afterwards.
+#
+# Screenshots go to $SCREENSHOT_DIR (default: a fresh temp dir, printed at the end).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+fi
+if [ ! -d "$HERE/node_modules/playwright-core" ]; then
+  (cd "$HERE" && npm install --no-audit --no-fund)
+fi
+if [ -z "${NSQ_BIN_DIR:-}" ]; then
+  (cd "$ROOT" && cargo build -p nsqd-bin -p nsqlookupd-bin -p nsqadmin-bin)
+  NSQ_BIN_DIR="$ROOT/target/debug"
+fi
+OUT="${SCREENSHOT_DIR:-$(mktemp -d /tmp/nsqadmin-screens.XXXXXX)}"
+
+exec node "$HERE/nsqadmin.test.js" "$NSQ_BIN_DIR" "$OUT"

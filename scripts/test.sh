@@ -34,3 +34,6 @@ echo "==> pip install -r tests/python/requirements.txt"
 
 echo "==> pytest tests/python"
 .venv/bin/python -m pytest -q tests/python
+
+echo "==> nsqadmin in a real browser (tests/browser/run.sh)"
+SCREENSHOT_DIR="$(mktemp -d /tmp/nsqadmin-screens.XXXXXX)" bash tests/browser/run.sh

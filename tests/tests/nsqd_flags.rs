@@ -189,7 +189,6 @@ fn collect_statsd(sock: &UdpSocket, dur: Duration, until: impl Fn(&[String]) -> 
 }
 
 #[test]
-#[ignore = "statsd output is project issue 7"]
 fn statsd_metrics_with_explicit_prefix() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap().to_string();
@@ -232,7 +231,6 @@ fn statsd_metrics_with_explicit_prefix() {
 }
 
 #[test]
-#[ignore = "statsd output is project issue 7"]
 fn statsd_default_prefix_and_one_second_interval_does_not_crash() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap().to_string();

@@ -7,8 +7,8 @@ use nsq_cli::{bool_arg, duration_arg};
 
 const PREFIX: &str = "[nsqd] ";
 
-/// nsqd's flags, with nsqd's names and defaults. Flags marked "(accepted;
-/// not yet implemented)" in --help parse and show in /config but change nothing yet.
+/// nsqd's flags, with nsqd's names and defaults. Flags marked "(accepted; ...)"
+/// in --help parse and show in /config but change nothing.
 #[derive(Parser, Debug)]
 #[command(name = "nsqd", disable_version_flag = true, about = "nsqd receives, queues and delivers messages (nsq-rs)")]
 struct Cli {
@@ -30,7 +30,7 @@ struct Cli {
     tcp_address: String,
     #[arg(long, default_value = "0.0.0.0:4151", help = "<addr>:<port> to listen on for HTTP clients (empty disables)")]
     http_address: String,
-    #[arg(long, default_value = "0.0.0.0:4152", help = "<addr>:<port> to listen on for HTTPS clients (accepted; TLS not yet implemented)")]
+    #[arg(long, default_value = "0.0.0.0:4152", help = "<addr>:<port> to listen on for HTTPS clients")]
     https_address: String,
     #[arg(long, help = "address that will be registered with lookupd (defaults to the OS hostname)")]
     broadcast_address: Option<String>,
@@ -40,7 +40,7 @@ struct Cli {
     broadcast_http_port: u16,
     #[arg(long = "lookupd-tcp-address", action = ArgAction::Append, help = "lookupd TCP address (may be given multiple times)")]
     lookupd_tcp_address: Vec<String>,
-    #[arg(long = "auth-http-address", action = ArgAction::Append, help = "<addr>:<port> or a full url to query auth server (may be given multiple times) (accepted; AUTH not yet implemented)")]
+    #[arg(long = "auth-http-address", action = ArgAction::Append, help = "<addr>:<port> or a full url to query auth server (may be given multiple times)")]
     auth_http_address: Vec<String>,
     #[arg(long, default_value = "get", help = "HTTP method to use for auth server requests")]
     auth_http_request_method: String,
@@ -90,7 +90,7 @@ struct Cli {
     output_buffer_timeout: Duration,
     #[arg(long, default_value_t = 0, help = "maximum channel consumer connection count per nsqd instance (default 0, i.e., unlimited)")]
     max_channel_consumers: i64,
-    #[arg(long, default_value = "", help = "UDP <addr>:<port> of a statsd daemon for pushing stats (accepted; statsd not yet implemented)")]
+    #[arg(long, default_value = "", help = "UDP <addr>:<port> of a statsd daemon for pushing stats")]
     statsd_address: String,
     #[arg(long, default_value = "1m0s", value_parser = duration_arg, value_name = "DURATION", help = "duration between pushing to statsd")]
     statsd_interval: Duration,
@@ -106,9 +106,9 @@ struct Cli {
     e2e_processing_latency_percentile: Vec<String>,
     #[arg(long, default_value = "10m0s", value_parser = duration_arg, value_name = "DURATION", help = "calculate end to end latency quantiles for this duration of time")]
     e2e_processing_latency_window_time: Duration,
-    #[arg(long, default_value = "", help = "path to certificate file (accepted; TLS not yet implemented)")]
+    #[arg(long, default_value = "", help = "path to certificate file")]
     tls_cert: String,
-    #[arg(long, default_value = "", help = "path to key file (accepted; TLS not yet implemented)")]
+    #[arg(long, default_value = "", help = "path to key file")]
     tls_key: String,
     #[arg(long, default_value = "", help = "client certificate auth policy ('require' or 'require-verify')")]
     tls_client_auth_policy: String,
@@ -116,13 +116,13 @@ struct Cli {
     tls_root_ca_file: String,
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", help = "require TLS for client connections (true, false, tcp-https)")]
     tls_required: String,
-    #[arg(long, default_value = "tls1.0", help = "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3')")]
+    #[arg(long, default_value = "tls1.0", help = "minimum SSL/TLS version acceptable ('ssl3.0', 'tls1.0', 'tls1.1', 'tls1.2' or 'tls1.3'); nsq-rs speaks TLS 1.2 and 1.3 only, so anything below tls1.2 means tls1.2")]
     tls_min_version: String,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "true", help = "enable deflate feature negotiation (client compression) (not yet implemented: never negotiated)")]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "true", help = "enable deflate feature negotiation (client compression)")]
     deflate: bool,
     #[arg(long, default_value_t = 6, help = "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)")]
     max_deflate_level: i64,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "true", help = "enable snappy feature negotiation (client compression) (not yet implemented: never negotiated)")]
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "true", help = "enable snappy feature negotiation (client compression)")]
     snappy: bool,
     #[arg(long = "enable-experiment", action = ArgAction::Append, help = "enable experimental feature (may be given multiple times) (accepted; no experiments implemented)")]
     enable_experiment: Vec<String>,
@@ -155,19 +155,13 @@ fn options(cli: Cli) -> Result<nsqd::Options, String> {
         }
     };
     let tls_min_version = match cli.tls_min_version.to_lowercase().as_str() {
-        "tls1.0" => 0x0301,
+        // empty keeps the default, as in nsqd
+        "" | "tls1.0" => 0x0301,
         "tls1.1" => 0x0302,
         "tls1.2" => 0x0303,
         "tls1.3" => 0x0304,
         v => return Err(format!("unknown tls min version {v:?}")),
     };
-    if tls_required > 0 || !cli.tls_client_auth_policy.is_empty() {
-        if cli.tls_cert.is_empty() || cli.tls_key.is_empty() {
-            return Err("cannot require TLS client connections without TLS key and cert".into());
-        }
-        // Refusing beats silently serving plaintext to someone who asked for TLS.
-        return Err("TLS is not implemented yet in nsq-rs (--tls-required)".into());
-    }
     o.log_level = level;
     o.log_prefix = cli.log_prefix;
     o.tcp_address = cli.tcp_address;
@@ -250,9 +244,6 @@ fn main() {
     let prefix = cli.log_prefix.clone();
     let opts = options(cli).unwrap_or_else(|e| nsq_cli::fatal(&prefix, &e));
     let set_level = nsq_cli::init_logging(&opts.log_level, &opts.log_prefix).unwrap_or_else(|e| nsq_cli::fatal(&prefix, &e));
-    if !opts.auth_http_addresses.is_empty() {
-        tracing::warn!("--auth-http-address is accepted but AUTH is not implemented yet; AUTH answers E_AUTH_DISABLED");
-    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e.to_string()));
     rt.block_on(async move {
         let nsqd = match nsqd::Nsqd::new(opts).await {

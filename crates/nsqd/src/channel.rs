@@ -560,6 +560,11 @@ pub fn client_stats(conn: &ClientConn) -> ClientStats {
         topology_region: info.topology_region.clone(),
         pub_counts: info.pub_counts.iter().take(1).map(|(t, c)| PubCount { topic: t.clone(), count: *c }).collect(),
         tls: info.tls,
+        tls_cipher_suite: info.tls_cipher_suite.clone(),
+        tls_version: info.tls_version.clone(),
+        tls_negotiated_protocol: info.tls_negotiated_protocol.clone(),
+        // Go reports this deprecated field as always true on a TLS connection.
+        tls_negotiated_protocol_is_mutual: info.tls,
         ..Default::default()
     }
 }

@@ -12,7 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use nsq_protocol::Message;
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+
+use crate::compress::Encoder;
+use crate::transport::Writer;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 pub type ClientId = u64;
@@ -46,6 +49,17 @@ pub enum Outbound {
     /// An error frame (type 1); flushed at once.
     Error(Bytes),
     Settings(WriterSettings),
+    /// Flush what is queued, hand the write half to the reader (`give`) for
+    /// a TLS upgrade, and wait for the upgraded one (`take`); no frame may
+    /// be written in between.
+    Detach {
+        give: oneshot::Sender<Writer>,
+        take: oneshot::Receiver<Writer>,
+    },
+    /// Flush what is queued, then compress everything after it. Boxed: a
+    /// Snappy encoder is kilobytes, and every queued message pays for the
+    /// largest variant.
+    Compress(Box<Encoder>),
     /// Flush what is queued, then close the socket.
     Close,
 }
@@ -60,6 +74,9 @@ pub struct ClientInfo {
     pub deflate: bool,
     pub snappy: bool,
     pub tls: bool,
+    pub tls_cipher_suite: String,
+    pub tls_version: String,
+    pub tls_negotiated_protocol: String,
     pub topology_zone: String,
     pub topology_region: String,
     pub authed: bool,

@@ -6,6 +6,10 @@
 //! paths, 301/307 redirects to the canonical path for a trailing slash,
 //! wrong case or unclean path, `OPTIONS` answered with `Allow`, and 405 with
 //! `Allow` for a known path and the wrong method.
+//!
+//! The same routes are served on `--http-address` and, with TLS configured,
+//! on `--https-address`; with `--tls-required=true` the plain listener
+//! answers every request `403 TLS_REQUIRED` naming the HTTPS port.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,19 +48,83 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/channel/empty", &["POST"]),
     ("/channel/pause", &["POST"]),
     ("/channel/unpause", &["POST"]),
+    // nsq-rs addition: Prometheus text format (Go nsqd: 404)
+    ("/metrics", &["GET"]),
 ];
 
+/// The plain HTTP listener.
 pub async fn serve(listener: TcpListener, nsqd: Arc<NsqdInner>) {
     let n = nsqd.clone();
+    let tls_required = nsqd.opts.tls_required == crate::options::TLS_REQUIRED;
     let app = axum::Router::new().fallback(move |req: Request<Body>| {
         let n = n.clone();
-        async move { route(n, req).await }
+        async move {
+            if tls_required {
+                return tls_required_response(&n);
+            }
+            route(n, req).await
+        }
     });
     let cancel = nsqd.cancel.clone();
     if let Err(e) = axum::serve(listener, app.into_make_service()).with_graceful_shutdown(async move { cancel.cancelled().await }).await {
         tracing::error!(error = %e, "HTTP server failed");
     }
     tracing::info!("HTTP: closing listener");
+}
+
+/// nsqd's hand-formatted refusal on the plain listener under
+/// `--tls-required=true` (note the spaces, unlike every other JSON body).
+fn tls_required_response(nsqd: &NsqdInner) -> Response {
+    let port = nsqd.https_port.load(std::sync::atomic::Ordering::Relaxed);
+    json_response(StatusCode::FORBIDDEN, format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {port}}}").into_bytes())
+}
+
+/// The HTTPS listener: TLS with nsqd's server config (including its client
+/// certificate policy), then the same routes over HTTP/1.1.
+pub async fn serve_tls(listener: TcpListener, cfg: Arc<rustls::ServerConfig>, nsqd: Arc<NsqdInner>) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    let conns = tokio_util::task::TaskTracker::new();
+    loop {
+        let (stream, addr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::error!(error = %e, "HTTPS accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = nsqd.cancel.cancelled() => break,
+        };
+        let (acceptor, n) = (acceptor.clone(), nsqd.clone());
+        conns.spawn(async move {
+            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    tracing::debug!(%addr, error = %e, "HTTPS: TLS handshake failed");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let cancel = n.cancel.clone();
+            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let n = n.clone();
+                async move { Ok::<_, std::convert::Infallible>(route(n, req.map(Body::new)).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(tls), svc);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+    conns.close();
+    conns.wait().await;
+    tracing::info!("HTTPS: closing listener");
 }
 
 /// A V1-convention error: `{"message":...}` with NSQ's headers.
@@ -180,6 +248,7 @@ async fn dispatch(nsqd: Arc<NsqdInner>, req: Request<Body>, path: &str) -> Respo
         "/pub" | "/put" => publish(&nsqd, &query, &headers, body).await,
         "/mpub" | "/mput" => mpublish(&nsqd, &query, &headers, body).await,
         "/stats" => stats_handler(&nsqd, &query),
+        "/metrics" => metrics_handler(&nsqd),
         "/topic/create" | "/topic/delete" | "/topic/empty" | "/topic/pause" | "/topic/unpause" => topic_action(&nsqd, path, &query),
         p if p.starts_with("/channel/") => channel_action(&nsqd, p, &query),
         p => {
@@ -352,6 +421,15 @@ fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
     } else {
         ok_text(stats::text(&s))
     }
+}
+
+fn metrics_handler(nsqd: &Arc<NsqdInner>) -> Response {
+    let sq = StatsQuery { topic: None, channel: None, include_clients: false, include_mem: true };
+    let s = stats::collect(nsqd, &sq);
+    let body = crate::metrics::render(&s, nsqd.clients().len());
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE));
+    r
 }
 
 fn persist(nsqd: &NsqdInner) -> Result<(), Response> {

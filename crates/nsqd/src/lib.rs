@@ -8,21 +8,32 @@
 //! [`tcp`] batches it onto the socket; FIN (or REQ, or the channel's timer)
 //! takes it out of flight. [`nsqd`] owns the topics, the metadata file and
 //! shutdown; [`stats`] reports on all of it.
+//!
+//! Around that path: [`transport`] and [`compress`] are the bytes under a
+//! TCP client after IDENTIFY's upgrades, [`tls`] configures TLS for TCP
+//! and HTTPS, [`auth`] asks the auth servers what a client may do, and
+//! [`statsd`] and [`metrics`] push or expose the numbers of [`stats`].
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
+pub mod auth;
 pub mod backend;
 pub mod channel;
 pub mod client;
+pub mod compress;
 pub mod e2e;
 pub mod guid;
 pub mod http;
 pub mod lookup;
+pub mod metrics;
 pub mod nsqd;
 pub mod options;
 pub mod stats;
+pub mod statsd;
 pub mod tcp;
+pub mod tls;
 pub mod topic;
+pub mod transport;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -57,6 +68,7 @@ pub struct Nsqd {
     inner: Arc<NsqdInner>,
     tcp: TcpListener,
     http: Option<TcpListener>,
+    https: Option<TcpListener>,
 }
 
 async fn bind(addr: &str) -> Result<TcpListener, Error> {
@@ -70,6 +82,13 @@ impl Nsqd {
         let inner = NsqdInner::new(opts)?;
         let tcp = bind(&inner.opts.tcp_address).await?;
         let http = if inner.opts.http_address.is_empty() { None } else { Some(bind(&inner.opts.http_address).await?) };
+        let https = match (&inner.tls, inner.opts.https_address.is_empty()) {
+            (Some(_), false) => Some(bind(&inner.opts.https_address).await?),
+            _ => None,
+        };
+        if let Some(h) = &https {
+            inner.https_port.store(local_port(h), Ordering::Relaxed);
+        }
         inner.tcp_port.store(
             if inner.opts.broadcast_tcp_port != 0 { inner.opts.broadcast_tcp_port } else { local_port(&tcp) },
             Ordering::Relaxed,
@@ -87,7 +106,7 @@ impl Nsqd {
         }
         inner.load_metadata()?;
         inner.persist_metadata()?;
-        Ok(Nsqd { inner, tcp, http })
+        Ok(Nsqd { inner, tcp, http, https })
     }
 
     pub fn inner(&self) -> Arc<NsqdInner> {
@@ -102,10 +121,14 @@ impl Nsqd {
         self.http.as_ref().and_then(|h| h.local_addr().ok())
     }
 
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.https.as_ref().and_then(|h| h.local_addr().ok())
+    }
+
     /// Serves until `shutdown` is cancelled, then shuts down cleanly:
     /// listeners closed, clients disconnected, everything persisted.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
-        let Nsqd { inner, tcp, http } = self;
+        let Nsqd { inner, tcp, http, https } = self;
         tracing::info!(version = nsq_protocol::VERSION, "nsqd (nsq-rs) starting");
         tracing::info!(addr = ?tcp.local_addr().ok(), "TCP: listening");
         let tcp_task = tokio::spawn(tcp::serve(tcp, inner.clone()));
@@ -113,6 +136,16 @@ impl Nsqd {
             tracing::info!(addr = ?h.local_addr().ok(), "HTTP: listening");
             tokio::spawn(http::serve(h, inner.clone()))
         });
+        let https_task = match (https, inner.tls.clone()) {
+            (Some(h), Some(cfg)) => {
+                tracing::info!(addr = ?h.local_addr().ok(), "HTTPS: listening");
+                Some(tokio::spawn(http::serve_tls(h, cfg, inner.clone())))
+            }
+            _ => None,
+        };
+        if !inner.opts.statsd_address.is_empty() {
+            inner.tasks.spawn(statsd::run(inner.clone()));
+        }
         if let Some(rx) = inner.take_events() {
             inner.tasks.spawn(lookup::run(inner.clone(), rx));
         }
@@ -125,6 +158,9 @@ impl Nsqd {
         inner.cancel.cancel();
         let _ = tcp_task.await;
         if let Some(h) = http_task {
+            let _ = h.await;
+        }
+        if let Some(h) = https_task {
             let _ = h.await;
         }
         inner.shutdown().await;

@@ -20,9 +20,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::AuthConfig;
 use crate::backend::{Backend, DiskBackend, NullBackend};
 use crate::client::{ClientConn, ClientId};
-use crate::options::{Options, CLIENT_TIMEOUT};
+use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
 use crate::topic::Topic;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,10 @@ pub enum Error {
     Persist(String),
     #[error("listen ({addr}) failed - {err}")]
     Listen { addr: String, err: std::io::Error },
+    #[error("failed to build TLS config - {0}")]
+    Tls(crate::tls::TlsError),
+    #[error("failed to build client TLS config - {0}")]
+    ClientTls(crate::tls::TlsError),
 }
 
 /// Topic and channel lifecycle, for the lookupd registration loop and the
@@ -62,6 +67,13 @@ pub struct NsqdInner {
     pub tasks: TaskTracker,
     pub tcp_port: AtomicU16,
     pub http_port: AtomicU16,
+    /// Bound HTTPS port (0 without an HTTPS listener); named in the plain
+    /// HTTP listener's `TLS_REQUIRED` answer.
+    pub https_port: AtomicU16,
+    /// Server TLS (IDENTIFY `tls_v1`, HTTPS); None without `--tls-cert/key`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// How to reach the auth servers; None without `--auth-http-address`.
+    pub auth: Option<AuthConfig>,
     pub lookupd_tcp_addresses: Mutex<Vec<String>>,
     /// Poked when `lookupd_tcp_addresses` changes at run time.
     pub lookupd_changed: tokio::sync::Notify,
@@ -81,8 +93,25 @@ pub struct NsqdInner {
 }
 
 impl NsqdInner {
-    pub fn new(opts: Options) -> Result<Arc<NsqdInner>, Error> {
+    pub fn new(mut opts: Options) -> Result<Arc<NsqdInner>, Error> {
         opts.validate().map_err(Error::Config)?;
+        // Asking for client certificates makes TLS mandatory (nsqd does the
+        // same, and `/config/tls_required` then reports it).
+        if !opts.tls_client_auth_policy.is_empty() && opts.tls_required == TLS_NOT_REQUIRED {
+            opts.tls_required = TLS_REQUIRED;
+        }
+        let tls = crate::tls::server_config(&opts).map_err(Error::Tls)?;
+        if tls.is_none() && opts.tls_required != TLS_NOT_REQUIRED {
+            return Err(Error::Config("cannot require TLS client connections without TLS key and cert".into()));
+        }
+        let client_tls = crate::tls::client_config(&opts).map_err(Error::ClientTls)?;
+        let auth = (!opts.auth_http_addresses.is_empty()).then(|| AuthConfig {
+            addresses: opts.auth_http_addresses.clone(),
+            post: opts.auth_http_request_method == "post",
+            connect_timeout: opts.http_client_connect_timeout,
+            request_timeout: opts.http_client_request_timeout,
+            tls: client_tls,
+        });
         let data_lock = lock_data_path(&data_dir(&opts))?;
         let features = ServerFeatures {
             default_heartbeat_ms: (CLIENT_TIMEOUT / 2).as_millis() as i64,
@@ -95,11 +124,10 @@ impl NsqdInner {
             default_msg_timeout_ms: opts.msg_timeout.as_millis() as i64,
             max_msg_timeout_ms: opts.max_msg_timeout.as_millis() as i64,
             max_rdy_count: opts.max_rdy_count,
-            tls_available: false,
+            tls_available: tls.is_some(),
             snappy_enabled: opts.snappy,
             deflate_enabled: opts.deflate,
-            // snappy/deflate streams are not implemented yet: never negotiated
-            compression_available: false,
+            compression_available: true,
             max_deflate_level: opts.max_deflate_level,
             auth_required: !opts.auth_http_addresses.is_empty(),
             topology_region: opts.topology_region.clone(),
@@ -118,6 +146,9 @@ impl NsqdInner {
             tasks: TaskTracker::new(),
             tcp_port: AtomicU16::new(0),
             http_port: AtomicU16::new(0),
+            https_port: AtomicU16::new(0),
+            tls,
+            auth,
             lookupd_tcp_addresses: Mutex::new(opts.lookupd_tcp_addresses.clone()),
             lookupd_changed: tokio::sync::Notify::new(),
             lookupd_http_addresses: Mutex::new(Vec::new()),

@@ -62,6 +62,12 @@ pub struct Options {
     pub enable_experiment: Vec<String>,
 }
 
+/// `--tls-required` values, as `/config/tls_required` reports them.
+pub const TLS_NOT_REQUIRED: i64 = 0;
+/// `tcp-https`: TCP clients must upgrade, plain HTTP still serves.
+pub const TLS_REQUIRED_EXCEPT_HTTP: i64 = 1;
+pub const TLS_REQUIRED: i64 = 2;
+
 /// The fixed client timeout of nsqd (not a flag); heartbeats default to half.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -1,5 +1,8 @@
 //! The TCP V2 server: accepts connections, checks the magic, and runs one
 //! reader (commands, in order) and one writer (frames, batched) per client.
+//! The reader also carries out what IDENTIFY negotiates — the TLS upgrade and
+//! the compression layers, in nsqd's order and with its `OK` after each — and
+//! AUTH's query to the auth servers, so only this client waits for them.
 //!
 //! The writer drains whatever is queued for its client into one buffer and
 //! writes it with one syscall as soon as nothing more is immediately ready,
@@ -16,18 +19,27 @@ use bytes::{Bytes, BytesMut};
 use nsq_protocol::command::{decode, Command, DecodeError, Precheck};
 use nsq_protocol::error::*;
 use nsq_protocol::frame::{encode_frame, FrameType, CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK};
-use nsq_protocol::identify::{negotiate, IdentifyRequest, IdentifyResponse};
+use nsq_protocol::identify::{negotiate, IdentifyRequest, IdentifyResponse, Negotiated};
 use nsq_protocol::ProtocolError;
+use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{AuthQuery, AuthState};
 use crate::channel::{Channel, InFlightError, SubError};
 use crate::client::*;
+use crate::compress::{Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder};
 use crate::nsqd::NsqdInner;
+use crate::options::TLS_NOT_REQUIRED;
+use crate::tls::TlsInfo;
 use crate::topic::{PutError, Topic};
+use crate::transport::{self, Prefixed, Reader, Writer};
+
+/// nsqd's deadline for the TLS handshake after IDENTIFY.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Accepts clients until nsqd shuts down.
 pub async fn serve(listener: TcpListener, nsqd: Arc<NsqdInner>) {
@@ -67,7 +79,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         tracing::debug!(%addr, "bad protocol magic");
         return;
     }
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = transport::split_tcp(stream);
     let (conn, rx) = ClientConn::new(addr, crate::now_unix_ns() / 1_000_000_000);
     let conn = Arc::new(conn);
     nsqd.add_client(conn.clone());
@@ -88,8 +100,15 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         topic: None,
         channel: None,
         topics: HashMap::new(),
+        tls: None,
+        compressed: false,
+        auth: None,
+        auth_secret: String::new(),
+        auth_refreshed: false,
+        auth_refresh_failed: false,
     };
-    client.read_loop(rd).await;
+    let mut inbound = Inbound { rd, raw: BytesMut::new(), decoder: None };
+    client.read_loop(&mut inbound).await;
     if let (Some(topic), Some(ch)) = (client.topic.take(), client.channel.take()) {
         let remaining = ch.with(|s| s.remove_client(conn.id));
         topic.client_left(&ch, remaining);
@@ -110,19 +129,87 @@ struct Client {
     channel: Option<Arc<Channel>>,
     /// Topics this connection published to, so a PUB skips the global map.
     topics: HashMap<String, Arc<Topic>>,
+    /// Set once the TLS upgrade is done.
+    tls: Option<TlsInfo>,
+    compressed: bool,
+    /// What AUTH got from the auth server (even with no authorizations).
+    auth: Option<AuthState>,
+    auth_secret: String,
+    /// The expired authorizations were queried again (so an empty answer is
+    /// "unauthorized", not "AUTH first").
+    auth_refreshed: bool,
+    /// Querying again failed: the next check is `E_AUTH_FAILED`.
+    auth_refresh_failed: bool,
+}
+
+/// The reading side of the connection: the transport, and the compressed
+/// bytes not yet decoded once a compression layer is on.
+struct Inbound {
+    rd: Reader,
+    raw: BytesMut,
+    decoder: Option<Decoder>,
+}
+
+impl Inbound {
+    /// Reads once and appends the plain bytes to `buf`; false at end of stream.
+    async fn fill(&mut self, buf: &mut BytesMut) -> std::io::Result<bool> {
+        match &mut self.decoder {
+            None => {
+                if buf.capacity() - buf.len() < 1024 {
+                    buf.reserve(8192);
+                }
+                Ok(self.rd.read_buf(buf).await? > 0)
+            }
+            Some(d) => {
+                if self.raw.capacity() - self.raw.len() < 1024 {
+                    self.raw.reserve(8192);
+                }
+                if self.rd.read_buf(&mut self.raw).await? == 0 {
+                    return Ok(false);
+                }
+                d.decode(&mut self.raw, buf).map_err(std::io::Error::other)?;
+                Ok(true)
+            }
+        }
+    }
+}
+
+/// Work a command leaves for the reader to await before the next one.
+enum Followup {
+    Done,
+    /// IDENTIFY negotiated TLS and/or compression.
+    Upgrade(Negotiated),
+    /// AUTH with this secret.
+    Auth(Bytes),
+}
+
+/// The AUTH response; field order is the wire order.
+#[derive(Serialize)]
+struct AuthResponse<'a> {
+    identity: &'a str,
+    identity_url: &'a str,
+    permission_count: usize,
 }
 
 impl Client {
-    async fn read_loop(&mut self, mut rd: OwnedReadHalf) {
+    async fn read_loop(&mut self, inbound: &mut Inbound) {
         let mut buf = BytesMut::with_capacity(4096);
         let mut deadline = self.read_deadline();
         loop {
             loop {
+                if self.auth_needs_refresh(&buf) {
+                    self.refresh_auth().await;
+                }
                 let limits = self.nsqd.limits;
                 let r = decode(&mut buf, &limits, |name, params| self.precheck(name, params));
                 match r {
                     Ok(Some(cmd)) => {
-                        let result = self.exec(cmd);
+                        let result = match self.exec(cmd) {
+                            Ok(Followup::Done) => Ok(()),
+                            Ok(Followup::Upgrade(n)) => self.upgrade(&n, inbound, &mut buf).await,
+                            Ok(Followup::Auth(secret)) => self.auth(&secret).await,
+                            Err(e) => Err(e),
+                        };
                         // after exec: IDENTIFY may have changed the interval
                         deadline = self.read_deadline();
                         if let Err(e) = result {
@@ -143,9 +230,6 @@ impl Client {
                     }
                 }
             }
-            if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(8192);
-            }
             let timeout = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -153,9 +237,13 @@ impl Client {
                 }
             };
             tokio::select! {
-                r = rd.read_buf(&mut buf) => match r {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
+                r = inbound.fill(&mut buf) => match r {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::debug!(addr = %self.conn.remote_addr, error = %e, "failed to read command");
+                        return;
+                    }
                 },
                 _ = timeout => {
                     tracing::info!(addr = %self.conn.remote_addr, "client missed heartbeats, closing");
@@ -181,7 +269,13 @@ impl Client {
     }
 
     /// State checks nsqd makes before it parses a command's parameters.
-    fn precheck(&self, name: &[u8], params: &[&[u8]]) -> Result<Precheck, ProtocolError> {
+    fn precheck(&mut self, name: &[u8], params: &[&[u8]]) -> Result<Precheck, ProtocolError> {
+        if name != b"IDENTIFY" && self.nsqd.opts.tls_required != TLS_NOT_REQUIRED && self.tls.is_none() {
+            let mut desc = b"cannot ".to_vec();
+            desc.extend_from_slice(name);
+            desc.extend_from_slice(b" in current state (TLS required)");
+            return Err(ProtocolError::invalid(desc));
+        }
         let cannot = |cmd: &str| Err(ProtocolError::invalid(format!("cannot {cmd} in current state")));
         match name {
             b"IDENTIFY" if self.state != STATE_INIT => cannot("IDENTIFY"),
@@ -195,9 +289,12 @@ impl Client {
             }
             b"CLS" if self.state != STATE_SUBSCRIBED => cannot("CLS"),
             b"MPUB" => {
-                // nsqd creates the topic before it reads (and validates) the body.
+                // nsqd checks authorization, then creates the topic, before
+                // it reads (and validates) the body; a bad or missing topic
+                // is reported by the decoder.
                 if let Some(t) = params.first().and_then(|t| std::str::from_utf8(t).ok()) {
                     if nsq_protocol::names::is_valid_topic_name(t) {
+                        self.check_auth("MPUB", t, "")?;
                         self.nsqd.get_or_create_topic(t);
                     }
                 }
@@ -207,12 +304,29 @@ impl Client {
         }
     }
 
-    fn exec(&mut self, cmd: Command) -> Result<(), ProtocolError> {
+    fn exec(&mut self, cmd: Command) -> Result<Followup, ProtocolError> {
+        if let Command::Identify(body) = cmd {
+            return self.identify(&body);
+        }
+        if let Command::Auth(secret) = cmd {
+            if self.has_authorizations() {
+                return Err(ProtocolError::invalid("AUTH already set"));
+            }
+            if self.nsqd.auth.is_none() {
+                return Err(ProtocolError::fatal(E_AUTH_DISABLED, "AUTH disabled"));
+            }
+            return Ok(Followup::Auth(secret));
+        }
+        self.exec_simple(cmd).map(|()| Followup::Done)
+    }
+
+    fn exec_simple(&mut self, cmd: Command) -> Result<(), ProtocolError> {
         match cmd {
-            Command::Nop | Command::Ignored => Ok(()),
-            Command::Identify(body) => self.identify(&body),
-            Command::Auth(_) => Err(ProtocolError::fatal(E_AUTH_DISABLED, "AUTH disabled")),
-            Command::Sub { topic, channel } => self.sub(&topic, &channel),
+            Command::Nop | Command::Ignored | Command::Identify(_) | Command::Auth(_) => Ok(()),
+            Command::Sub { topic, channel } => {
+                self.check_auth("SUB", &topic, &channel)?;
+                self.sub(&topic, &channel)
+            }
             Command::Rdy(n) => {
                 let id = self.conn.id;
                 self.channel()?.with(|s| s.set_rdy(id, n, Instant::now()));
@@ -247,9 +361,13 @@ impl Client {
                 self.respond(CLOSE_WAIT);
                 Ok(())
             }
-            Command::Pub { topic, body } => self.publish(&topic, vec![body], None, "PUB", E_PUB_FAILED),
+            Command::Pub { topic, body } => {
+                self.check_auth("PUB", &topic, "")?;
+                self.publish(&topic, vec![body], None, "PUB", E_PUB_FAILED)
+            }
             Command::Mpub { topic, bodies } => self.publish(&topic, bodies, None, "MPUB", E_MPUB_FAILED),
             Command::Dpub { topic, defer_ms, body } => {
+                self.check_auth("DPUB", &topic, "")?;
                 let d = Duration::from_millis(defer_ms as u64);
                 self.publish(&topic, vec![body], Some(d), "DPUB", E_DPUB_FAILED)
             }
@@ -261,7 +379,7 @@ impl Client {
         self.channel.as_ref().ok_or_else(|| ProtocolError::invalid("not subscribed"))
     }
 
-    fn identify(&mut self, body: &[u8]) -> Result<(), ProtocolError> {
+    fn identify(&mut self, body: &[u8]) -> Result<Followup, ProtocolError> {
         let req = IdentifyRequest::parse(body)?;
         let n = negotiate(&req, &self.nsqd.features)?;
         {
@@ -283,11 +401,205 @@ impl Client {
         }));
         if !n.feature_negotiation {
             self.respond(OK);
-            return Ok(());
+            return Ok(Followup::Done);
         }
         let resp = IdentifyResponse::new(&n, &self.nsqd.features);
         let json = serde_json::to_vec(&resp).map_err(|e| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}")))?;
         self.conn.send(Outbound::Response(Bytes::from(json)));
+        if n.tls_v1 || n.snappy || n.deflate {
+            return Ok(Followup::Upgrade(n));
+        }
+        Ok(Followup::Done)
+    }
+
+    /// nsqd's upgrade sequence after the IDENTIFY JSON: TLS, then snappy or
+    /// deflate, each followed by an `OK` sent through the new layer.
+    async fn upgrade(&mut self, n: &Negotiated, inbound: &mut Inbound, buf: &mut BytesMut) -> Result<(), ProtocolError> {
+        let failed = |e: &dyn std::fmt::Display| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}"));
+        // Bytes the client sent right after IDENTIFY already belong to the
+        // new layer; they are replayed into it.
+        let mut leftover = buf.split().freeze();
+        if n.tls_v1 {
+            // A second IDENTIFY cannot wrap TLS in TLS (Go nsqd would try,
+            // and fail the handshake); say so instead.
+            if self.tls.is_some() || self.compressed {
+                return Err(failed(&"connection already upgraded"));
+            }
+            let Some(cfg) = self.nsqd.tls.clone() else { return Err(failed(&"TLS not configured")) };
+            tracing::info!(addr = %self.conn.remote_addr, "upgrading connection to TLS");
+            let (give_tx, give_rx) = oneshot::channel();
+            let (take_tx, take_rx) = oneshot::channel();
+            self.conn.send(Outbound::Detach { give: give_tx, take: take_rx });
+            // The writer first flushes the JSON: the client starts its
+            // handshake only after reading it.
+            let wr = give_rx.await.map_err(|_| failed(&"connection closed"))?;
+            let rd = std::mem::replace(&mut inbound.rd, Reader::Detached);
+            let tcp = transport::reunite(rd, wr).map_err(|e| failed(&e))?;
+            let io = Prefixed::new(std::mem::take(&mut leftover), tcp);
+            let accept = tokio_rustls::TlsAcceptor::from(cfg).accept(io).into_fallible();
+            let handshake = tokio::select! {
+                r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept) => r,
+                // nsqd is shutting down: the socket goes with the handshake.
+                _ = self.conn.closer.cancelled() => return Err(failed(&"connection closed")),
+            };
+            match handshake {
+                Ok(Ok(tls)) => {
+                    let info = TlsInfo::of(tls.get_ref().1);
+                    {
+                        let mut ci = self.conn.info.lock();
+                        ci.tls = true;
+                        ci.tls_cipher_suite = info.cipher_suite.clone();
+                        ci.tls_version = info.version.clone();
+                        ci.tls_negotiated_protocol = info.negotiated_protocol.clone();
+                    }
+                    let (r, w) = transport::split_tls(tls);
+                    inbound.rd = r;
+                    let _ = take_tx.send(w);
+                    self.tls = Some(info);
+                    self.respond(OK);
+                }
+                Ok(Err((e, io))) => {
+                    // The error frame goes out in plain text, as from nsqd.
+                    let (r, w) = transport::split_tcp(io.into_inner());
+                    inbound.rd = r;
+                    let _ = take_tx.send(w);
+                    return Err(failed(&e));
+                }
+                // The socket went down with the handshake; the writer sees
+                // `take` dropped and closes.
+                Err(_) => return Err(failed(&"TLS handshake timed out")),
+            }
+        }
+        if n.snappy || n.deflate {
+            if self.compressed {
+                return Err(failed(&"connection already compressed"));
+            }
+            let (enc, dec) = if n.snappy {
+                tracing::info!(addr = %self.conn.remote_addr, "upgrading connection to snappy");
+                self.conn.info.lock().snappy = true;
+                (Encoder::Snappy(SnappyEncoder::new()), Decoder::Snappy(SnappyDecoder::new()))
+            } else {
+                tracing::info!(addr = %self.conn.remote_addr, level = n.deflate_level, "upgrading connection to deflate");
+                self.conn.info.lock().deflate = true;
+                (Encoder::Deflate(DeflateEncoder::new(n.deflate_level as u32)), Decoder::Deflate(DeflateDecoder::new()))
+            };
+            self.compressed = true;
+            self.conn.send(Outbound::Compress(Box::new(enc)));
+            self.respond(OK);
+            inbound.raw.extend_from_slice(&leftover);
+            let mut dec = dec;
+            dec.decode(&mut inbound.raw, buf).map_err(|e| failed(&e))?;
+            inbound.decoder = Some(dec);
+        }
+        Ok(())
+    }
+
+    fn has_authorizations(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| !a.authorizations.is_empty())
+    }
+
+    fn auth_query(&self) -> AuthQuery {
+        AuthQuery {
+            remote_ip: self.conn.remote_addr.ip().to_string(),
+            tls: self.tls.is_some(),
+            common_name: self.tls.as_ref().map(|t| t.common_name.clone()).unwrap_or_default(),
+            secret: self.auth_secret.clone(),
+        }
+    }
+
+    /// AUTH: asks the auth servers; this client's reader waits, no one else.
+    async fn auth(&mut self, secret: &[u8]) -> Result<(), ProtocolError> {
+        let Some(cfg) = self.nsqd.auth.clone() else { return Err(ProtocolError::fatal(E_AUTH_DISABLED, "AUTH disabled")) };
+        self.auth_secret = String::from_utf8_lossy(secret).into_owned();
+        let q = self.auth_query();
+        let result = tokio::select! {
+            r = crate::auth::query_any(&cfg, &q) => r,
+            _ = self.conn.closer.cancelled() => return Err(ProtocolError::fatal(E_AUTH_FAILED, "AUTH failed")),
+        };
+        let state = match result {
+            Ok(s) => s,
+            Err(e) => {
+                // Auth server trouble is for the log, not for untrusted clients.
+                tracing::warn!(addr = %self.conn.remote_addr, error = %e, "AUTH failed");
+                return Err(ProtocolError::fatal(E_AUTH_FAILED, "AUTH failed"));
+            }
+        };
+        self.set_auth(state);
+        let Some(state) = self.auth.as_ref().filter(|a| !a.authorizations.is_empty()) else {
+            return Err(ProtocolError::fatal(E_UNAUTHORIZED, "AUTH no authorizations found"));
+        };
+        let resp = AuthResponse { identity: &state.identity, identity_url: &state.identity_url, permission_count: state.authorizations.len() };
+        let json = serde_json::to_vec(&resp).map_err(|e| ProtocolError::fatal(E_AUTH_ERROR, format!("AUTH error {e}")))?;
+        self.conn.send(Outbound::Response(Bytes::from(json)));
+        Ok(())
+    }
+
+    fn set_auth(&mut self, state: AuthState) {
+        {
+            let mut ci = self.conn.info.lock();
+            ci.authed = !state.authorizations.is_empty();
+            ci.auth_identity = state.identity.clone();
+            ci.auth_identity_url = state.identity_url.clone();
+        }
+        self.auth = Some(state);
+    }
+
+    /// Expired authorizations are queried again before the command that
+    /// needs them is parsed (the check itself must stay synchronous); the
+    /// outcome is kept for that check, so errors still come in nsqd's order.
+    fn auth_needs_refresh(&self, buf: &[u8]) -> bool {
+        if self.nsqd.auth.is_none() || self.auth_refresh_failed || !self.has_authorizations() {
+            return false;
+        }
+        if !self.auth.as_ref().is_some_and(|a| a.is_expired(Instant::now())) {
+            return false;
+        }
+        let scan = &buf[..buf.len().min(nsq_protocol::command::MAX_LINE_LEN)];
+        let Some(nl) = scan.iter().position(|&b| b == b'\n') else { return false };
+        let name = scan[..nl].split(|&b| b == b' ' || b == b'\r').next().unwrap_or(&[]);
+        matches!(name, b"SUB" | b"PUB" | b"MPUB" | b"DPUB")
+    }
+
+    async fn refresh_auth(&mut self) {
+        let Some(cfg) = self.nsqd.auth.clone() else { return };
+        let q = self.auth_query();
+        let result = tokio::select! {
+            r = crate::auth::query_any(&cfg, &q) => r,
+            _ = self.conn.closer.cancelled() => {
+                self.auth_refresh_failed = true;
+                return;
+            }
+        };
+        match result {
+            Ok(state) => {
+                self.auth_refreshed = true;
+                self.set_auth(state);
+            }
+            Err(e) => {
+                tracing::warn!(addr = %self.conn.remote_addr, error = %e, "AUTH failed");
+                self.auth_refresh_failed = true;
+            }
+        }
+    }
+
+    /// nsqd's authorization check for SUB (channel set) and publishes
+    /// (channel ""), when auth is enabled.
+    fn check_auth(&self, cmd: &str, topic: &str, channel: &str) -> Result<(), ProtocolError> {
+        if self.nsqd.auth.is_none() {
+            return Ok(());
+        }
+        if !self.has_authorizations() && !self.auth_refreshed {
+            return Err(ProtocolError::fatal(E_AUTH_FIRST, format!("AUTH required before {cmd}")));
+        }
+        if self.auth_refresh_failed {
+            return Err(ProtocolError::fatal(E_AUTH_FAILED, "AUTH failed"));
+        }
+        if !self.auth.as_ref().is_some_and(|a| a.is_allowed(topic, channel)) {
+            return Err(ProtocolError::fatal(
+                E_UNAUTHORIZED,
+                format!("AUTH failed for {cmd} on {} {}", nsq_protocol::error::go_quote(topic), nsq_protocol::error::go_quote(channel)),
+            ));
+        }
         Ok(())
     }
 
@@ -352,9 +664,58 @@ fn in_flight_error(code: &'static str, cmd: &str, id: &nsq_protocol::MessageId, 
     ProtocolError::non_fatal(code, format!("{cmd} {id} failed {}", e.text()))
 }
 
+/// What the writer does after encoding one item.
+enum Step {
+    Continue,
+    Close,
+    Detach { give: oneshot::Sender<Writer>, take: oneshot::Receiver<Writer> },
+    Compress(Box<Encoder>),
+}
+
+/// The writer's buffers: plain frames, and (with compression on) their
+/// compressed form for the wire.
+struct Output {
+    buf: BytesMut,
+    wire: BytesMut,
+    encoder: Option<Encoder>,
+}
+
+impl Output {
+    /// One write of everything buffered (compressed as one batch), bounded
+    /// by the heartbeat interval as nsqd's write deadline. False if the
+    /// client is gone or too slow.
+    async fn flush(&mut self, wr: &mut Writer, heartbeat_ms: Option<i64>) -> bool {
+        if self.buf.is_empty() {
+            return true;
+        }
+        let data: &[u8] = match self.encoder.as_mut() {
+            None => &self.buf,
+            Some(e) => {
+                self.wire.clear();
+                if let Err(err) = e.encode(&self.buf, &mut self.wire) {
+                    tracing::error!(error = %err, "compression failed");
+                    return false;
+                }
+                &self.wire
+            }
+        };
+        let write = async {
+            wr.write_all(data).await?;
+            // TLS may hold the last record until flushed.
+            wr.flush().await
+        };
+        let ok = match heartbeat_ms {
+            Some(ms) => matches!(tokio::time::timeout(Duration::from_millis(ms as u64), write).await, Ok(Ok(()))),
+            None => write.await.is_ok(),
+        };
+        self.buf.clear();
+        ok
+    }
+}
+
 /// Writes frames for one client; see the module docs for the flush rule.
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: UnboundedReceiver<Outbound>, mut settings: WriterSettings, closer: CancellationToken) {
-    let mut buf = BytesMut::with_capacity(settings.output_buffer_size.max(4096));
+async fn write_loop(mut wr: Writer, mut rx: UnboundedReceiver<Outbound>, mut settings: WriterSettings, closer: CancellationToken) {
+    let mut out = Output { buf: BytesMut::with_capacity(settings.output_buffer_size.max(4096)), wire: BytesMut::new(), encoder: None };
     let mut heartbeat = new_heartbeat(settings.heartbeat_ms);
     loop {
         let tick = async {
@@ -371,23 +732,54 @@ async fn write_loop(mut wr: OwnedWriteHalf, mut rx: UnboundedReceiver<Outbound>,
             _ = closer.cancelled() => break,
             item = rx.recv() => {
                 let Some(item) = item else { break };
-                close = encode_outbound(item, &mut buf, &mut settings, &mut heartbeat);
-                while !close {
-                    if buf.len() >= settings.output_buffer_size {
-                        if !flush(&mut wr, &mut buf, settings.heartbeat_ms).await {
-                            closer.cancel();
-                            return;
+                let mut step = encode_outbound(item, &mut out.buf, &mut settings, &mut heartbeat);
+                loop {
+                    match step {
+                        Step::Continue => {}
+                        Step::Close => {
+                            close = true;
+                            break;
+                        }
+                        Step::Detach { give, take } => {
+                            if !out.flush(&mut wr, settings.heartbeat_ms).await {
+                                closer.cancel();
+                                return;
+                            }
+                            // The reader upgrades the socket; nothing is
+                            // written until it hands the new half back.
+                            if give.send(wr).is_err() {
+                                closer.cancel();
+                                return;
+                            }
+                            match take.await {
+                                Ok(w) => wr = w,
+                                Err(_) => {
+                                    closer.cancel();
+                                    return;
+                                }
+                            }
+                        }
+                        Step::Compress(e) => {
+                            if !out.flush(&mut wr, settings.heartbeat_ms).await {
+                                closer.cancel();
+                                return;
+                            }
+                            out.encoder = Some(*e);
                         }
                     }
+                    if out.buf.len() >= settings.output_buffer_size && !out.flush(&mut wr, settings.heartbeat_ms).await {
+                        closer.cancel();
+                        return;
+                    }
                     match rx.try_recv() {
-                        Ok(item) => close = encode_outbound(item, &mut buf, &mut settings, &mut heartbeat),
+                        Ok(item) => step = encode_outbound(item, &mut out.buf, &mut settings, &mut heartbeat),
                         Err(_) => break,
                     }
                 }
             }
-            _ = tick => encode_frame(&mut buf, FrameType::Response, HEARTBEAT),
+            _ = tick => encode_frame(&mut out.buf, FrameType::Response, HEARTBEAT),
         }
-        if !flush(&mut wr, &mut buf, settings.heartbeat_ms).await || close {
+        if !out.flush(&mut wr, settings.heartbeat_ms).await || close {
             let _ = wr.shutdown().await;
             break;
         }
@@ -404,8 +796,8 @@ fn new_heartbeat(ms: Option<i64>) -> Option<tokio::time::Interval> {
     })
 }
 
-/// Appends one item; true when it asks to close.
-fn encode_outbound(item: Outbound, buf: &mut BytesMut, settings: &mut WriterSettings, heartbeat: &mut Option<tokio::time::Interval>) -> bool {
+/// Appends one item, or says what else it asks for.
+fn encode_outbound(item: Outbound, buf: &mut BytesMut, settings: &mut WriterSettings, heartbeat: &mut Option<tokio::time::Interval>) -> Step {
     match item {
         Outbound::Message(m) => m.encode_frame(buf),
         Outbound::Response(d) => encode_frame(buf, FrameType::Response, &d),
@@ -416,21 +808,9 @@ fn encode_outbound(item: Outbound, buf: &mut BytesMut, settings: &mut WriterSett
             }
             *settings = s;
         }
-        Outbound::Close => return true,
+        Outbound::Detach { give, take } => return Step::Detach { give, take },
+        Outbound::Compress(e) => return Step::Compress(e),
+        Outbound::Close => return Step::Close,
     }
-    false
-}
-
-/// One write of everything buffered, bounded by the heartbeat interval as
-/// nsqd's write deadline. False if the client is gone or too slow.
-async fn flush(wr: &mut OwnedWriteHalf, buf: &mut BytesMut, heartbeat_ms: Option<i64>) -> bool {
-    if buf.is_empty() {
-        return true;
-    }
-    let ok = match heartbeat_ms {
-        Some(ms) => matches!(tokio::time::timeout(Duration::from_millis(ms as u64), wr.write_all(buf)).await, Ok(Ok(()))),
-        None => wr.write_all(buf).await.is_ok(),
-    };
-    buf.clear();
-    ok
+    Step::Continue
 }

@@ -1,0 +1,190 @@
+//! `GET /metrics`: the numbers of `/stats` in the Prometheus text exposition
+//! format 0.0.4 — an nsq-rs addition (Go nsqd answers 404 there), so a
+//! Prometheus server can scrape nsqd without an exporter.
+//!
+//! Everything is rendered from one `/stats` snapshot, so the two never
+//! disagree. Counters are the totals since start (Prometheus computes
+//! rates); E2E latency quantiles are gauges in seconds over nsqd's window.
+
+use std::fmt::Write;
+
+use nsq_protocol::stats::Stats;
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A label value with `\`, `"` and newlines escaped.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(String, String)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+        Family { name, help, kind, samples: Vec::new() }
+    }
+    fn add(&mut self, labels: String, v: impl std::fmt::Display) {
+        self.samples.push((labels, v.to_string()));
+    }
+}
+
+fn topic_label(t: &str) -> String {
+    format!("topic=\"{}\"", esc(t))
+}
+
+fn channel_labels(t: &str, c: &str) -> String {
+    format!("topic=\"{}\",channel=\"{}\"", esc(t), esc(c))
+}
+
+/// Prometheus floats: integral values without a fraction, NaN/Inf spelled
+/// the way the format wants.
+fn float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Renders a snapshot taken with clients excluded and memory included.
+pub fn render(s: &Stats, clients: usize) -> String {
+    let mut up = Family::new("nsqd_up", "gauge", "1 when nsqd is healthy (/ping answers OK), else 0.");
+    up.add(String::new(), if s.health == "OK" { 1 } else { 0 });
+    let mut start = Family::new("nsqd_start_time_seconds", "gauge", "Unix time nsqd started.");
+    start.add(String::new(), s.start_time);
+    let mut conns = Family::new("nsqd_clients", "gauge", "Connected TCP clients (producers and consumers).");
+    conns.add(String::new(), clients);
+
+    let mut t_depth = Family::new("nsqd_topic_depth", "gauge", "Messages queued in the topic (memory and disk).");
+    let mut t_backend = Family::new("nsqd_topic_backend_depth", "gauge", "Messages queued in the topic's disk queue.");
+    let mut t_msgs = Family::new("nsqd_topic_messages_total", "counter", "Messages published to the topic since nsqd started.");
+    let mut t_bytes = Family::new("nsqd_topic_message_bytes_total", "counter", "Body bytes published to the topic since nsqd started.");
+    let mut t_paused = Family::new("nsqd_topic_paused", "gauge", "1 when the topic is paused.");
+    let mut t_chans = Family::new("nsqd_topic_channels", "gauge", "Channels of the topic.");
+    let mut t_e2e = Family::new("nsqd_topic_e2e_processing_latency_seconds", "gauge", "End-to-end processing latency quantile over the topic's channels, in the current window.");
+
+    let mut c_depth = Family::new("nsqd_channel_depth", "gauge", "Messages queued in the channel (memory and disk).");
+    let mut c_backend = Family::new("nsqd_channel_backend_depth", "gauge", "Messages queued in the channel's disk queue.");
+    let mut c_inflight = Family::new("nsqd_channel_in_flight", "gauge", "Messages delivered and not yet finished, requeued or timed out.");
+    let mut c_deferred = Family::new("nsqd_channel_deferred", "gauge", "Deferred messages (DPUB, REQ with a delay).");
+    let mut c_msgs = Family::new("nsqd_channel_messages_total", "counter", "Messages put into the channel since nsqd started.");
+    let mut c_requeue = Family::new("nsqd_channel_requeued_total", "counter", "Messages requeued by REQ.");
+    let mut c_timeout = Family::new("nsqd_channel_timed_out_total", "counter", "In-flight messages that timed out.");
+    let mut c_clients = Family::new("nsqd_channel_clients", "gauge", "Consumers subscribed to the channel.");
+    let mut c_paused = Family::new("nsqd_channel_paused", "gauge", "1 when the channel is paused.");
+    let mut c_e2e = Family::new("nsqd_channel_e2e_processing_latency_seconds", "gauge", "End-to-end processing latency quantile of the channel, in the current window.");
+    let mut c_e2e_n = Family::new("nsqd_channel_e2e_processing_latency_samples", "gauge", "Latency samples in the channel's current window.");
+
+    for t in s.topics.iter().flatten() {
+        let tl = topic_label(&t.topic_name);
+        t_depth.add(tl.clone(), t.depth);
+        t_backend.add(tl.clone(), t.backend_depth);
+        t_msgs.add(tl.clone(), t.message_count);
+        t_bytes.add(tl.clone(), t.message_bytes);
+        t_paused.add(tl.clone(), t.paused as u8);
+        t_chans.add(tl.clone(), t.channels.len());
+        for p in t.e2e_processing_latency.percentiles.iter().flatten() {
+            t_e2e.add(format!("{tl},quantile=\"{}\"", p.quantile), float(p.value / 1e9));
+        }
+        for c in &t.channels {
+            let cl = channel_labels(&t.topic_name, &c.channel_name);
+            c_depth.add(cl.clone(), c.depth);
+            c_backend.add(cl.clone(), c.backend_depth);
+            c_inflight.add(cl.clone(), c.in_flight_count);
+            c_deferred.add(cl.clone(), c.deferred_count);
+            c_msgs.add(cl.clone(), c.message_count);
+            c_requeue.add(cl.clone(), c.requeue_count);
+            c_timeout.add(cl.clone(), c.timeout_count);
+            c_clients.add(cl.clone(), c.client_count);
+            c_paused.add(cl.clone(), c.paused as u8);
+            if let Some(ps) = &c.e2e_processing_latency.percentiles {
+                for p in ps {
+                    c_e2e.add(format!("{cl},quantile=\"{}\"", p.quantile), float(p.value / 1e9));
+                }
+                c_e2e_n.add(cl.clone(), c.e2e_processing_latency.count);
+            }
+        }
+    }
+    let mut mem = Family::new("nsqd_resident_memory_bytes", "gauge", "Resident set size of the nsqd process.");
+    if let Some(m) = &s.memory {
+        mem.add(String::new(), m.heap_in_use_bytes);
+    }
+
+    let families = [
+        up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e, c_depth, c_backend, c_inflight, c_deferred, c_msgs,
+        c_requeue, c_timeout, c_clients, c_paused, c_e2e, c_e2e_n,
+    ];
+    let mut out = String::new();
+    for f in families.iter().filter(|f| !f.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+        for (labels, v) in &f.samples {
+            if labels.is_empty() {
+                let _ = writeln!(out, "{} {v}", f.name);
+            } else {
+                let _ = writeln!(out, "{}{{{labels}}} {v}", f.name);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nsq_protocol::stats::{ChannelStats, E2eLatency, Percentile, TopicStats};
+
+    #[test]
+    fn renders_families_with_help_type_and_labels() {
+        let s = Stats {
+            version: "1.3.0".into(),
+            health: "OK".into(),
+            start_time: 17,
+            topics: Some(vec![TopicStats {
+                topic_name: "t".into(),
+                channels: vec![ChannelStats {
+                    channel_name: "c#ephemeral".into(),
+                    depth: 4,
+                    backend_depth: 0,
+                    in_flight_count: 1,
+                    deferred_count: 2,
+                    message_count: 9,
+                    zone_local_msg_count: 0,
+                    region_local_msg_count: 0,
+                    global_msg_count: 0,
+                    requeue_count: 3,
+                    timeout_count: 1,
+                    client_count: 1,
+                    clients: None,
+                    paused: true,
+                    e2e_processing_latency: E2eLatency { count: 5, percentiles: Some(vec![Percentile { quantile: 0.99, value: 1_500_000.0 }]) },
+                }],
+                depth: 0,
+                backend_depth: 0,
+                message_count: 9,
+                message_bytes: 90,
+                paused: false,
+                e2e_processing_latency: E2eLatency::default(),
+            }]),
+            memory: None,
+            producers: None,
+        };
+        let m = render(&s, 2);
+        assert!(m.contains("# HELP nsqd_channel_depth "));
+        assert!(m.contains("# TYPE nsqd_channel_messages_total counter\n"));
+        assert!(m.contains("nsqd_channel_depth{topic=\"t\",channel=\"c#ephemeral\"} 4\n"));
+        assert!(m.contains("nsqd_channel_e2e_processing_latency_seconds{topic=\"t\",channel=\"c#ephemeral\",quantile=\"0.99\"} 0.0015\n"), "{m}");
+        assert!(m.contains("nsqd_topic_messages_total{topic=\"t\"} 9\n"));
+        assert!(m.contains("nsqd_clients 2\n"));
+        assert!(m.contains("nsqd_channel_paused{topic=\"t\",channel=\"c#ephemeral\"} 1\n"));
+        assert!(!m.contains("nsqd_topic_e2e"), "no samples, no family");
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

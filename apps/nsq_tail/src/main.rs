@@ -90,7 +90,7 @@ fn main() {
     if total_messages > 0 && total_messages < max_in_flight {
         max_in_flight = total_messages;
     }
-    cfg.user_agent = format!("nsq_tail/{VERSION} nsq-rs");
+    cfg.user_agent = format!("nsq_tail/{VERSION} go-nsq/1.1.0");
     cfg.max_in_flight = max_in_flight;
 
     if let Err(e) = nsq_cli::init_logging("info", "") {

@@ -138,7 +138,7 @@ fn main() {
     // Any other --mode value selects round-robin, as in the original.
     let hostpool = matches!(mode.as_str(), "hostpool" | "epsilon-greedy");
 
-    let user_agent = format!("nsq_to_nsq/{VERSION} nsq-rs");
+    let user_agent = format!("nsq_to_nsq/{VERSION} go-nsq/1.1.0");
     c_cfg.user_agent = user_agent.clone();
     c_cfg.max_in_flight = max_in_flight;
     p_cfg.user_agent = user_agent;

@@ -100,7 +100,7 @@ fn main() {
         fatal("--delimiter must be a single byte");
     }
     let delim = delimiter.as_bytes()[0];
-    cfg.user_agent = format!("to_nsq/{VERSION} nsq-rs");
+    cfg.user_agent = format!("to_nsq/{VERSION} go-nsq/1.1.0");
 
     if let Err(e) = nsq_cli::init_logging("info", "") {
         fatal(&e);

@@ -10,13 +10,12 @@
 mod clock;
 mod discovery;
 mod file_logger;
-mod goflag;
 mod gopath;
 mod logf;
 
 use std::sync::Arc;
 
-use goflag::{Flag, FlagSet, Kind};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use logf::{go_log_fatal, Level};
 
 const VERSION: &str = "1.3.0";

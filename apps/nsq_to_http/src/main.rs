@@ -8,7 +8,6 @@
 #![deny(rust_2018_idioms, unused_must_use)]
 
 mod connect;
-mod goflag;
 mod hostpool;
 mod http;
 mod logts;
@@ -19,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use goflag::{Flag, FlagSet, Kind};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use logts::go_log_fatal;
 use nsq_client::{Consumer, ConsumerError};
 use parking_lot::Mutex;

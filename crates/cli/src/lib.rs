@@ -3,6 +3,8 @@
 //! `--config` file (flag names with `_`, command line wins), log setup with
 //! a runtime-adjustable level, and SIGINT/SIGTERM as one cancellation token.
 
+pub mod goflag;
+
 use std::ffi::OsString;
 use std::time::Duration;
 

@@ -9,9 +9,8 @@
 //! so this small parser owns the command line. It only parses; the apps
 //! validate meaning (`log.Fatal` errors) themselves.
 //!
-//! The same file serves nsq_to_file and nsq_to_http (kept identical), so
-//! not every app uses every kind.
-#![allow(dead_code)]
+//! Used by the apps that reproduce Go's command line to the letter
+//! (nsq_to_file, nsq_to_http).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -278,7 +277,7 @@ fn parse_value(kind: Kind, s: &str) -> Result<Value, String> {
 
 /// `strconv.ParseBool`.
 pub fn parse_bool(s: &str) -> Option<bool> {
-    nsq_cli::bool_arg(s).ok()
+    crate::bool_arg(s).ok()
 }
 
 /// `strconv.ParseInt(s, 0, 64)`: sign, `0x`/`0o`/`0b`/`0` prefixes,

@@ -1590,3 +1590,66 @@ mod harness_tests {
         assert!(ojson::shape_diff(&ojson::parse(r#"{"a":"x"}"#).unwrap(), &ojson::parse(r#"{"a":"y\"z\u00e9"}"#).unwrap()).is_empty());
     }
 }
+
+// ---------------------------------------------------------------------------
+// nsqlookupd process
+// ---------------------------------------------------------------------------
+
+/// A running nsqlookupd on free loopback ports (broadcasting 127.0.0.1);
+/// SIGTERM and reaped on drop.
+pub struct Lookupd {
+    child: Child,
+    /// `127.0.0.1:<port>` of the TCP (V1) listener.
+    pub tcp: String,
+    /// `127.0.0.1:<port>` of the HTTP listener.
+    pub http: String,
+}
+
+impl Lookupd {
+    /// Starts nsqlookupd with `extra` flags and waits for `/ping`.
+    pub fn start(extra: &[&str]) -> Lookupd {
+        for _ in 0..5 {
+            let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+            let mut child = std::process::Command::new(bin_path("nsqlookupd"))
+                .arg(format!("--tcp-address={tcp}"))
+                .arg(format!("--http-address={http}"))
+                .arg("--broadcast-address=127.0.0.1")
+                .args(extra)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn nsqlookupd");
+            let up = (0..100).any(|_| {
+                sleep_ms(50);
+                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1)).map(|r| r.status == 200).unwrap_or(false)
+            });
+            if up {
+                return Lookupd { child, tcp, http };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("nsqlookupd did not start");
+    }
+
+    /// `GET /lookup?topic=` body, if the lookupd answers 200.
+    pub fn lookup(&self, topic: &str) -> Option<Value> {
+        let r = http_request_timeout(&self.http, "GET", &format!("/lookup?topic={topic}"), &[], None, Duration::from_secs(2)).ok()?;
+        (r.status == 200).then(|| r.json())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM and wait (also done on drop).
+    pub fn stop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(5));
+    }
+}
+
+impl Drop for Lookupd {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(5));
+    }
+}

@@ -130,44 +130,6 @@ fn create_channel(nsqd: &Nsqd, topic: &str, channel: &str) {
     assert_eq!(nsqd.post(&format!("/channel/create?topic={topic}&channel={channel}"), b"").status, 200);
 }
 
-/// A running nsqlookupd on free loopback ports; SIGTERM + reap on drop.
-struct Lookupd {
-    child: Child,
-    tcp: String,
-    http: String,
-}
-
-impl Lookupd {
-    fn start() -> Lookupd {
-        for _ in 0..5 {
-            let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-            let mut child = Command::new(bin_path("nsqlookupd"))
-                .arg(format!("--tcp-address={tcp}"))
-                .arg(format!("--http-address={http}"))
-                .arg("--broadcast-address=127.0.0.1")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn nsqlookupd");
-            let up = (0..100).any(|_| {
-                sleep_ms(50);
-                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1)).map(|r| r.status == 200).unwrap_or(false)
-            });
-            if up {
-                return Lookupd { child, tcp, http };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("nsqlookupd did not start");
-    }
-}
-
-impl Drop for Lookupd {
-    fn drop(&mut self) {
-        terminate(&mut self.child, Duration::from_secs(5));
-    }
-}
 
 // ---------------------------------------------------------------------------
 // to_nsq + nsq_tail
@@ -282,7 +244,7 @@ fn nsq_tail_two_topics_print_topic_and_stop_on_sigterm() {
 
 #[test]
 fn nsq_tail_finds_nsqds_through_lookupd() {
-    let lookupd = Lookupd::start();
+    let lookupd = Lookupd::start(&[]);
     let nsqd = Nsqd::start(&[&format!("--lookupd-tcp-address={}", lookupd.tcp), "--broadcast-address=127.0.0.1"]);
     let topic = unique("tail_lk");
     nsqd.http_pub(&topic, b"first");
@@ -416,7 +378,7 @@ fn nsq_stat_prints_header_and_rows_for_a_live_channel() {
 
 #[test]
 fn nsq_stat_via_lookupd_sums_nsqds_and_computes_rates() {
-    let lookupd = Lookupd::start();
+    let lookupd = Lookupd::start(&[]);
     let lk = format!("--lookupd-tcp-address={}", lookupd.tcp);
     let a = Nsqd::start(&[&lk, "--broadcast-address=127.0.0.1"]);
     let b = Nsqd::start(&[&lk, "--broadcast-address=127.0.0.1"]);

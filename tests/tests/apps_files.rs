@@ -25,46 +25,6 @@ use nsq_tests::*;
 // nsqlookupd (same starter as cluster.rs)
 // ---------------------------------------------------------------------------
 
-/// A running nsqlookupd on free loopback ports; SIGTERM + reap on drop.
-struct Lookupd {
-    child: Child,
-    tcp: String,
-    http: String,
-}
-
-impl Lookupd {
-    fn start(extra: &[&str]) -> Lookupd {
-        for _ in 0..5 {
-            let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-            let mut child = Command::new(bin_path("nsqlookupd"))
-                .arg(format!("--tcp-address={tcp}"))
-                .arg(format!("--http-address={http}"))
-                .arg("--broadcast-address=127.0.0.1")
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn nsqlookupd");
-            let up = (0..100).any(|_| {
-                sleep_ms(50);
-                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1)).map(|r| r.status == 200).unwrap_or(false)
-            });
-            if up {
-                return Lookupd { child, tcp, http };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("nsqlookupd did not start");
-    }
-}
-
-impl Drop for Lookupd {
-    fn drop(&mut self) {
-        terminate(&mut self.child, Duration::from_secs(5));
-    }
-}
-
 fn nsqd_for(l: &Lookupd) -> Nsqd {
     let a = format!("--lookupd-tcp-address={}", l.tcp);
     Nsqd::start(&[a.as_str(), "--broadcast-address=127.0.0.1"])

@@ -4,59 +4,9 @@
 //! `broadcast_address:tcp_port`). Project issue 4's "must show" list.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nsq_tests::*;
-
-/// A running nsqlookupd on free loopback ports; SIGTERM + reap on drop.
-struct Lookupd {
-    child: Child,
-    tcp: String,
-    http: String,
-}
-
-impl Lookupd {
-    fn start(extra: &[&str]) -> Lookupd {
-        for _ in 0..5 {
-            let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
-            let mut child = Command::new(bin_path("nsqlookupd"))
-                .arg(format!("--tcp-address={tcp}"))
-                .arg(format!("--http-address={http}"))
-                .arg("--broadcast-address=127.0.0.1")
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn nsqlookupd");
-            let up = (0..100).any(|_| {
-                sleep_ms(50);
-                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1)).map(|r| r.status == 200).unwrap_or(false)
-            });
-            if up {
-                return Lookupd { child, tcp, http };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("nsqlookupd did not start");
-    }
-
-    fn lookup(&self, topic: &str) -> Option<serde_json::Value> {
-        let r = http_request_timeout(&self.http, "GET", &format!("/lookup?topic={topic}"), &[], None, Duration::from_secs(2)).ok()?;
-        (r.status == 200).then(|| r.json())
-    }
-
-    fn stop(&mut self) {
-        terminate(&mut self.child, Duration::from_secs(5));
-    }
-}
-
-impl Drop for Lookupd {
-    fn drop(&mut self) {
-        terminate(&mut self.child, Duration::from_secs(5));
-    }
-}
 
 fn nsqd_for(lookupds: &[&Lookupd], extra: &[&str]) -> Nsqd {
     let mut args: Vec<String> = lookupds.iter().map(|l| format!("--lookupd-tcp-address={}", l.tcp)).collect();
@@ -201,7 +151,7 @@ fn clean_stop_leaves_lookup_at_once() {
 #[test]
 fn silent_nsqd_is_dropped_after_inactive_producer_timeout_and_killed_one_at_once() {
     let l = Lookupd::start(&["--inactive-producer-timeout=2s"]);
-    let mut n = nsqd_for(&[&l], &[]);
+    let n = nsqd_for(&[&l], &[]);
     n.http_pub("t", b"x");
     discover_n(&[&l], "t", 1);
     // a frozen nsqd keeps its TCP connection but stops PINGing

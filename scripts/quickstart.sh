@@ -5,8 +5,9 @@
 #
 #   bash scripts/quickstart.sh
 #
-# Ports are NSQ's defaults: nsqlookupd 4160/4161, nsqd 4150/4151, nsqadmin 4171.
-# Data goes to ${NSQ_DATA:-./nsq-data}.
+# Ports are NSQ's defaults (nsqlookupd 4160/4161, nsqd 4150/4151, nsqadmin
+# 4171), on 127.0.0.1 only: this is a local cluster. Data goes to
+# ${NSQ_DATA:-./nsq-data}.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -30,14 +31,15 @@ trap stop INT TERM EXIT
 
 lookupd_args=()
 if [ -x "$BIN/nsqlookupd" ]; then
-    "$BIN/nsqlookupd" &
+    "$BIN/nsqlookupd" --tcp-address=127.0.0.1:4160 --http-address=127.0.0.1:4161 --broadcast-address=127.0.0.1 &
     pids+=($!)
     lookupd_args=(--lookupd-tcp-address=127.0.0.1:4160)
 fi
-"$BIN/nsqd" --data-path="$DATA" --broadcast-address=127.0.0.1 "${lookupd_args[@]}" &
+"$BIN/nsqd" --tcp-address=127.0.0.1:4150 --http-address=127.0.0.1:4151 --https-address=127.0.0.1:4152 \
+    --data-path="$DATA" --broadcast-address=127.0.0.1 "${lookupd_args[@]}" &
 pids+=($!)
 if [ -x "$BIN/nsqadmin" ] && [ -x "$BIN/nsqlookupd" ]; then
-    "$BIN/nsqadmin" --lookupd-http-address=127.0.0.1:4161 &
+    "$BIN/nsqadmin" --http-address=127.0.0.1:4171 --lookupd-http-address=127.0.0.1:4161 &
     pids+=($!)
 fi
 sleep 1

@@ -72,6 +72,22 @@ pub struct Config {
     pub max_msg_size: u32,
     /// Secret for nsqd AUTH, used when nsqd says `auth_required`.
     pub auth_secret: Option<String>,
+
+    /// Ask nsqd for TLS (the connection is upgraded when nsqd agrees).
+    pub tls_v1: bool,
+    /// PEM file of the CAs that may sign nsqd's certificate. Without it (and
+    /// without `tls_insecure_skip_verify`) no certificate is trusted.
+    pub tls_root_ca_file: Option<String>,
+    /// Accept any server certificate (testing only).
+    pub tls_insecure_skip_verify: bool,
+    /// Name checked against nsqd's certificate; default: the host of the address.
+    pub tls_server_name: Option<String>,
+    /// Ask nsqd for snappy compression (not together with `deflate`).
+    pub snappy: bool,
+    /// Ask nsqd for deflate compression (not together with `snappy`).
+    pub deflate: bool,
+    /// Deflate level (1..=9) for both directions; nsqd caps its side at `--max-deflate-level`.
+    pub deflate_level: i32,
 }
 
 /// The user agent this crate announces.
@@ -108,6 +124,13 @@ impl Default for Config {
             msg_timeout: Duration::ZERO,
             max_msg_size: 0,
             auth_secret: None,
+            tls_v1: false,
+            tls_root_ca_file: None,
+            tls_insecure_skip_verify: false,
+            tls_server_name: None,
+            snappy: false,
+            deflate: false,
+            deflate_level: 6,
         }
     }
 }
@@ -149,6 +172,12 @@ impl Config {
         if self.max_in_flight < 0 {
             return err(format!("max_in_flight {} must be >= 0", self.max_in_flight));
         }
+        if !(1..=9).contains(&self.deflate_level) {
+            return err(format!("deflate_level {} out of range 1..=9", self.deflate_level));
+        }
+        if self.snappy && self.deflate {
+            return err("cannot enable both deflate and snappy compression".to_string());
+        }
         if self.heartbeat_interval >= self.read_timeout {
             return err(format!(
                 "heartbeat_interval {:?} must be less than read_timeout {:?}",
@@ -187,9 +216,9 @@ impl Config {
     /// pass through: `-` in `key` becomes `_`; durations are Go strings
     /// (`250ms`, `1m`) or — an extension the Go flag path lacks — integer
     /// milliseconds; booleans follow Go's `strconv.ParseBool`. Ranges are
-    /// checked as go-nsq checks them, with its messages. TLS and compression
-    /// options are recognised but only their off values are accepted, since
-    /// this client does not implement them yet.
+    /// checked as go-nsq checks them, with its messages. Client certificates
+    /// (`tls_cert`, `tls_key`), `tls_min_version` and `local_addr` are
+    /// recognised but refused: this client does not implement them yet.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         self.set_value(key, OptValue::Text(value))
     }
@@ -255,16 +284,14 @@ impl Config {
             "skip_lookupd_authorization" => {
                 opt_bool(o, value)?;
             }
-            "tls_v1" | "snappy" | "deflate" | "tls_insecure_skip_verify" => {
-                if opt_bool(o, value)? {
-                    return Err(unsupported(o, value));
-                }
-            }
-            // Only used with deflate, which cannot be turned on.
-            "deflate_level" => {
-                opt_int(o, value, 1, 9)?;
-            }
-            "tls_root_ca_file" | "tls_cert" | "tls_key" | "tls_min_version" | "tls_config" | "local_addr" => {
+            "tls_v1" => self.tls_v1 = opt_bool(o, value)?,
+            "tls_insecure_skip_verify" => self.tls_insecure_skip_verify = opt_bool(o, value)?,
+            "snappy" => self.snappy = opt_bool(o, value)?,
+            "deflate" => self.deflate = opt_bool(o, value)?,
+            "deflate_level" => self.deflate_level = opt_int(o, value, 1, 9)? as i32,
+            "tls_root_ca_file" => self.tls_root_ca_file = Some(value.to_string()).filter(|s| !s.is_empty()),
+            "tls_server_name" => self.tls_server_name = Some(value.to_string()).filter(|s| !s.is_empty()),
+            "tls_cert" | "tls_key" | "tls_min_version" | "tls_config" | "local_addr" => {
                 return Err(unsupported(o, value))
             }
             _ => return Err(ConfigError(format!("invalid option {o}"))),
@@ -431,16 +458,29 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_features_only_accept_off() {
+    fn tls_and_compression_options() {
         let mut c = Config::default();
-        c.set_opt("tls_v1,false").unwrap();
-        c.set_opt("snappy,0").unwrap();
-        c.set_opt("deflate,false").unwrap();
+        assert_eq!((c.tls_v1, c.snappy, c.deflate, c.deflate_level), (false, false, false, 6));
+        c.set_opt("tls-v1").unwrap();
+        c.set_opt("tls_root_ca_file,/x/ca.pem").unwrap();
+        c.set_opt("tls_insecure_skip_verify,true").unwrap();
+        c.set_opt("tls_server_name,nsqd.local").unwrap();
+        c.set_opt("snappy,1").unwrap();
         c.set_opt("deflate_level,9").unwrap();
-        for opt in ["tls_v1", "snappy", "deflate,true", "tls-v1,1", "tls_root_ca_file,/x", "tls_min_version,tls1.2"] {
+        assert!(c.tls_v1 && c.tls_insecure_skip_verify && c.snappy && !c.deflate);
+        assert_eq!(c.tls_root_ca_file.as_deref(), Some("/x/ca.pem"));
+        assert_eq!(c.tls_server_name.as_deref(), Some("nsqd.local"));
+        assert_eq!(c.deflate_level, 9);
+        c.validate().unwrap();
+        c.set_opt("deflate").unwrap();
+        assert!(c.validate().unwrap_err().0.contains("both deflate and snappy"));
+        c.set_opt("snappy,false").unwrap();
+        c.validate().unwrap();
+        for opt in ["tls_cert,/x", "tls_key,/x", "tls_min_version,tls1.2", "local_addr,1.2.3.4"] {
             let e = c.set_opt(opt).unwrap_err().0;
             assert!(e.contains("not supported"), "{opt}: {e}");
         }
         assert!(c.set_opt("snappy,maybe").unwrap_err().0.contains("ParseBool"));
+        assert_eq!(c.set_opt("deflate_level,10").unwrap_err().0, "invalid deflate_level ! 10 > 9");
     }
 }

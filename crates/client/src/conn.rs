@@ -3,8 +3,10 @@
 //! nsqd asks for it, SUB for consumers. Also the framed reader both tasks use.
 //!
 //! This module speaks the wire through `nsq_protocol` only and holds no
-//! state beyond one socket. It never negotiates TLS, snappy or deflate (it
-//! asks for none of them); a server that enables one anyway is refused.
+//! state beyond one socket. After the IDENTIFY response it upgrades the
+//! stream as nsqd said — TLS, then deflate or snappy — reading one `OK`
+//! through each new layer, as go-nsq does; [`crate::transport`] holds the
+//! layers.
 
 use std::time::Duration;
 
@@ -12,12 +14,12 @@ use bytes::{Bytes, BytesMut};
 use nsq_protocol::command::{encode_body, encode_line};
 use nsq_protocol::frame::{decode_frame, Frame, FrameDecodeError, FrameType, HEARTBEAT, MAGIC_V2, OK};
 use nsq_protocol::identify::{IdentifyRequest, IdentifyResponse};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use nsq_protocol::compress::{Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder};
 use tokio::net::TcpStream;
 
 use crate::config::Config;
 use crate::error::ConnectError;
+use crate::transport::{self, Reader, Stream, Writer};
 
 /// A frame size equal to `"HTTP"` read as a big-endian int32: somebody
 /// pointed us at an HTTP port.
@@ -47,13 +49,13 @@ impl From<ReadError> for ConnectError {
 /// Splits nsqd's byte stream into frames. `next` is cancel-safe: bytes read
 /// before a cancelled call stay in the buffer.
 pub(crate) struct FrameReader {
-    rd: OwnedReadHalf,
+    rd: Reader,
     buf: BytesMut,
     max_size: usize,
 }
 
 impl FrameReader {
-    fn new(rd: OwnedReadHalf, max_msg_size: u32) -> FrameReader {
+    fn new(rd: Reader, max_msg_size: u32) -> FrameReader {
         // A message frame carries 4 (type) + 26 (header) bytes besides the body.
         let max_size = if max_msg_size == 0 { i32::MAX as usize } else { max_msg_size as usize + 30 };
         FrameReader { rd, buf: BytesMut::with_capacity(16 * 1024), max_size }
@@ -79,7 +81,7 @@ impl FrameReader {
 /// A connection that has passed IDENTIFY (and AUTH if required).
 pub(crate) struct Handshake {
     pub reader: FrameReader,
-    pub writer: OwnedWriteHalf,
+    pub writer: Writer,
     /// `None` when nsqd answered IDENTIFY with a plain `OK` (no feature negotiation).
     pub server: Option<IdentifyResponse>,
 }
@@ -101,10 +103,10 @@ pub(crate) fn identify_request(cfg: &Config) -> IdentifyRequest {
         heartbeat_interval: Some(cfg.heartbeat_interval.as_millis() as i64),
         output_buffer_size: Some(cfg.output_buffer_size),
         output_buffer_timeout: Some(cfg.output_buffer_timeout.as_millis() as i64),
-        tls_v1: Some(false),
-        snappy: Some(false),
-        deflate: Some(false),
-        deflate_level: Some(6),
+        tls_v1: Some(cfg.tls_v1),
+        snappy: Some(cfg.snappy),
+        deflate: Some(cfg.deflate),
+        deflate_level: Some(i64::from(cfg.deflate_level)),
         sample_rate: Some(cfg.sample_rate),
         msg_timeout: Some(cfg.msg_timeout.as_millis() as i64),
         topology_region: Some(cfg.topology_region.clone()),
@@ -146,7 +148,7 @@ pub(crate) fn parse_identify_response(data: &[u8]) -> Result<Option<IdentifyResp
 }
 
 /// Writes `bytes` within `timeout`.
-pub(crate) async fn write_all(w: &mut OwnedWriteHalf, bytes: &[u8], timeout: Duration) -> std::io::Result<()> {
+pub(crate) async fn write_all(w: &mut Writer, bytes: &[u8], timeout: Duration) -> std::io::Result<()> {
     match tokio::time::timeout(timeout, w.write_all(bytes)).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "write timed out")),
@@ -174,7 +176,7 @@ pub(crate) async fn connect(addr: &str, cfg: &Config) -> Result<Handshake, Conne
         Ok(Ok(s)) => s,
     };
     stream.set_nodelay(true)?;
-    let (rd, writer) = stream.into_split();
+    let (rd, writer) = transport::split(Stream::Plain(stream));
     let mut h = Handshake { reader: FrameReader::new(rd, cfg.max_msg_size), writer, server: None };
 
     let body = serde_json::to_vec(&identify_request(cfg)).map_err(|e| ConnectError::Identify(e.to_string()))?;
@@ -189,15 +191,31 @@ pub(crate) async fn connect(addr: &str, cfg: &Config) -> Result<Handshake, Conne
         return Err(ConnectError::Identify(String::from_utf8_lossy(&reply.data).into_owned()));
     }
     h.server = parse_identify_response(&reply.data)?;
-    if let Some(s) = &h.server {
+    if let Some(s) = h.server.clone() {
         if s.tls_v1 {
-            return Err(ConnectError::Unsupported("tls_v1"));
+            let Handshake { reader, writer, server } = h;
+            if !reader.buf.is_empty() {
+                return Err(ConnectError::Tls("unexpected data from nsqd before the TLS handshake".into()));
+            }
+            let (rd, writer) = transport::upgrade_tls(reader.rd, writer, addr, cfg).await?;
+            h = Handshake { reader: FrameReader { rd, buf: reader.buf, max_size: reader.max_size }, writer, server };
+            expect_ok(&mut h, cfg, "TLS").await?;
         }
-        if s.snappy {
-            return Err(ConnectError::Unsupported("snappy"));
+        if s.deflate && s.snappy {
+            return Err(ConnectError::Unsupported("deflate and snappy together"));
         }
-        if s.deflate {
-            return Err(ConnectError::Unsupported("deflate"));
+        if s.deflate || s.snappy {
+            let (dec, enc, what) = if s.deflate {
+                let level = u32::try_from(cfg.deflate_level.clamp(1, 9)).unwrap_or(6);
+                (Decoder::Deflate(DeflateDecoder::new()), Encoder::Deflate(DeflateEncoder::new(level)), "deflate")
+            } else {
+                (Decoder::Snappy(SnappyDecoder::new()), Encoder::Snappy(SnappyEncoder::new()), "snappy")
+            };
+            // nsqd may already have sent its compressed OK behind the JSON.
+            let pending = h.reader.buf.split();
+            h.reader.rd.set_decoder(dec, pending);
+            h.writer.set_encoder(enc);
+            expect_ok(&mut h, cfg, what).await?;
         }
         if s.auth_required {
             let secret = cfg.auth_secret.as_deref().ok_or(ConnectError::AuthRequired)?;
@@ -214,6 +232,20 @@ pub(crate) async fn connect(addr: &str, cfg: &Config) -> Result<Handshake, Conne
     }
     tracing::debug!(nsqd = %addr, server = ?h.server, "IDENTIFY done");
     Ok(h)
+}
+
+/// Reads the `OK` nsqd sends through a layer it just put on.
+async fn expect_ok(h: &mut Handshake, cfg: &Config, layer: &str) -> Result<(), ConnectError> {
+    let reply = next_reply(h, cfg).await?;
+    if reply.frame_type == FrameType::Response && reply.data[..] == *OK {
+        tracing::debug!(layer, "connection upgraded");
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&reply.data).into_owned();
+    Err(match layer {
+        "TLS" => ConnectError::Tls(format!("expected OK after the handshake, got {text}")),
+        _ => ConnectError::Unexpected(format!("{layer} upgrade: {text}")),
+    })
 }
 
 /// Sends `SUB topic channel` and waits for `OK`.

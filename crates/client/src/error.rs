@@ -24,9 +24,12 @@ pub enum ConnectError {
     /// nsqd answered IDENTIFY with an error frame or unreadable JSON.
     #[error("IDENTIFY failed: {0}")]
     Identify(String),
-    /// nsqd negotiated a feature (TLS, snappy, deflate) this client never asked for.
+    /// nsqd negotiated something this client cannot do (e.g. snappy and deflate at once).
     #[error("nsqd negotiated unsupported feature {0}")]
     Unsupported(&'static str),
+    /// The TLS upgrade failed (configuration, handshake, certificate).
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("nsqd requires AUTH and no auth_secret is configured")]
     AuthRequired,
     #[error("AUTH failed: {0}")]

@@ -41,6 +41,7 @@ pub mod lookup;
 pub mod message;
 pub mod producer;
 pub mod rdy;
+mod transport;
 
 pub use config::{Config, ConfigError, USER_AGENT};
 pub use consumer::{Consumer, ConsumerStats};

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use nsq_protocol::Message;
 use parking_lot::Mutex;
 
-use crate::compress::Encoder;
+use nsq_protocol::compress::Encoder;
 use crate::transport::Writer;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;

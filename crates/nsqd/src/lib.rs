@@ -9,7 +9,7 @@
 //! takes it out of flight. [`nsqd`] owns the topics, the metadata file and
 //! shutdown; [`stats`] reports on all of it.
 //!
-//! Around that path: [`transport`] and [`compress`] are the bytes under a
+//! Around that path: [`transport`] and [`nsq_protocol::compress`] are the bytes under a
 //! TCP client after IDENTIFY's upgrades, [`tls`] configures TLS for TCP
 //! and HTTPS, [`auth`] asks the auth servers what a client may do, and
 //! [`statsd`] and [`metrics`] push or expose the numbers of [`stats`].
@@ -20,7 +20,6 @@ pub mod auth;
 pub mod backend;
 pub mod channel;
 pub mod client;
-pub mod compress;
 pub mod e2e;
 pub mod guid;
 pub mod http;

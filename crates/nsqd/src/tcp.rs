@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{AuthQuery, AuthState};
 use crate::channel::{Channel, InFlightError, SubError};
 use crate::client::*;
-use crate::compress::{Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder};
+use nsq_protocol::compress::{Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder};
 use crate::nsqd::NsqdInner;
 use crate::options::TLS_NOT_REQUIRED;
 use crate::tls::TlsInfo;

@@ -7,7 +7,7 @@
 //! socket, runs the server handshake on it — first replaying any bytes the
 //! client sent after IDENTIFY that the reader had already buffered — and
 //! splits the TLS stream again. Compression is not a transport change: it is
-//! a codec the tasks apply on top (see [`crate::compress`]).
+//! a codec the tasks apply on top (see [`nsq_protocol::compress`]).
 
 use std::io;
 use std::pin::Pin;

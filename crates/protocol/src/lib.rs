@@ -7,6 +7,7 @@
 //! built by [`frame::encode_frame`] and [`message::Message::encode_frame`].
 
 pub mod command;
+pub mod compress;
 pub mod duration;
 pub mod error;
 pub mod frame;

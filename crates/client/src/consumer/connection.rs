@@ -8,7 +8,6 @@
 
 use bytes::{Bytes, BytesMut};
 use nsq_protocol::frame::{FrameType, CLOSE_WAIT, HEARTBEAT};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 

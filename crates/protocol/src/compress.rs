@@ -2,13 +2,13 @@
 //! framing format and raw DEFLATE, both directions, as byte-in/byte-out
 //! codecs that never touch a socket.
 //!
-//! The connection's writer hands an [`Encoder`] each batch it is about to
-//! flush and writes what comes out, so one server flush is one Snappy chunk
-//! (or one DEFLATE sync flush), as with Go nsqd's buffered writer over its
-//! compressor. The reader feeds a [`Decoder`] whatever the socket gave it and
-//! parses commands from the output. Corrupt input is an error, never a panic:
-//! nsqd then closes the connection without an error frame, as Go does when its
-//! reader fails.
+//! Shared by nsqd and the client. A connection's writer hands an [`Encoder`]
+//! each batch it is about to flush and writes what comes out, so one flush is
+//! one Snappy chunk (or one DEFLATE sync flush), as with Go's buffered writer
+//! over its compressor. The reader feeds a [`Decoder`] whatever the socket
+//! gave it and parses frames or commands from the output. Corrupt input is an
+//! error, never a panic: nsqd then closes the connection without an error
+//! frame, as Go does when its reader fails.
 
 use bytes::{Buf, BufMut, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
@@ -32,7 +32,7 @@ pub enum CodecError {
     Deflate(String),
 }
 
-/// Server → client compression of whole flushed batches.
+/// Compression of whole flushed batches (either direction).
 // One per compressed connection, owned by its writer task (and boxed on
 // its way there), so the size of the Snappy variant costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -60,7 +60,7 @@ impl std::fmt::Debug for Encoder {
     }
 }
 
-/// Client → server decompression.
+/// Decompression of what the peer sent (either direction).
 pub enum Decoder {
     Snappy(SnappyDecoder),
     Deflate(DeflateDecoder),

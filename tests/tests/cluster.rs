@@ -202,3 +202,42 @@ fn new_topic_gets_the_channels_lookupd_knows_before_its_first_message() {
         assert_eq!(int(&ch, "depth"), 1, "first message reached {c}");
     }
 }
+
+/// nsqlookupd's Prometheus `/metrics` (an nsq-rs addition) agrees with
+/// `/nodes`, `/topics`, `/lookup` and `/channels`.
+#[test]
+fn lookupd_metrics_agree_with_its_json() {
+    let l = Lookupd::start(&["--tombstone-lifetime=30s"]);
+    let a = nsqd_for(&[&l], &[]);
+    let b = nsqd_for(&[&l], &[]);
+    a.http_pub("t", b"x");
+    b.http_pub("t", b"x");
+    a.http_pub("u", b"x");
+    assert_eq!(a.post("/channel/create?topic=t&channel=c1", b"").status, 200);
+    discover_n(&[&l], "t", 2);
+    discover_n(&[&l], "u", 1);
+    let node = format!("127.0.0.1:{}", b.http_port);
+    let r = http_request_timeout(&l.http, "POST", &format!("/topic/tombstone?topic=t&node={node}"), &[], None, Duration::from_secs(2)).unwrap();
+    assert_eq!(r.status, 200);
+    let m = http_request_timeout(&l.http, "GET", "/metrics", &[], None, Duration::from_secs(2)).unwrap();
+    assert_eq!(m.status, 200);
+    assert!(m.header("Content-Type").unwrap_or("").starts_with("text/plain; version=0.0.4"), "{:?}", m.headers);
+    let text = m.text();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find(|l| !l.starts_with('#') && l.rsplit_once(' ').map(|(k, _)| k) == Some(series))
+            .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
+            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+    };
+    for l in text.lines().filter(|l| !l.is_empty()) {
+        assert!(l.starts_with("# HELP ") || l.starts_with("# TYPE ") || l.starts_with("nsqlookupd_"), "not Prometheus text: {l}");
+    }
+    assert_eq!(value("nsqlookupd_up"), 1.0);
+    assert_eq!(value("nsqlookupd_producers"), 2.0);
+    assert_eq!(value("nsqlookupd_topics"), 2.0);
+    assert_eq!(value("nsqlookupd_topic_producers{topic=\"t\"}"), discover(&[&l], "t").len() as f64);
+    assert_eq!(value("nsqlookupd_topic_producers{topic=\"t\"}"), 1.0, "the tombstoned one is not counted");
+    assert_eq!(value("nsqlookupd_topic_tombstoned_producers{topic=\"t\"}"), 1.0);
+    assert_eq!(value("nsqlookupd_topic_producers{topic=\"u\"}"), 1.0);
+    assert_eq!(value("nsqlookupd_topic_channels{topic=\"t\"}"), 1.0);
+}

@@ -12,6 +12,10 @@
 //! (FIN/REQ, RDY bookkeeping) to the connection. All wire encoding is
 //! `nsq_protocol`'s; this crate owns sockets, tasks and the client rules.
 //!
+//! TLS (`tls_v1`, rustls) and snappy or deflate compression are negotiated
+//! in IDENTIFY from [`Config`]; the codecs are `nsq_protocol::compress`, the
+//! same ones nsqd uses.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use nsq_client::{handler_fn, Config, Consumer, Message, Producer};

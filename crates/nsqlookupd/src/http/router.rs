@@ -35,6 +35,8 @@ pub enum Endpoint {
     TopicTombstone,
     ChannelCreate,
     ChannelDelete,
+    /// Prometheus text exposition (nsq-rs addition; Go nsqlookupd has none).
+    Metrics,
     /// Go's `net/http/pprof`; the name is the profile (`""` for the index).
     Pprof(&'static str),
 }
@@ -53,6 +55,7 @@ const ROUTES: &[(&str, &str, Endpoint)] = &[
     ("POST", "/channel/create", Endpoint::ChannelCreate),
     ("POST", "/channel/delete", Endpoint::ChannelDelete),
     ("POST", "/topic/tombstone", Endpoint::TopicTombstone),
+    ("GET", "/metrics", Endpoint::Metrics),
     ("GET", "/debug/pprof", Endpoint::Pprof("")),
     ("GET", "/debug/pprof/cmdline", Endpoint::Pprof("cmdline")),
     ("GET", "/debug/pprof/symbol", Endpoint::Pprof("symbol")),

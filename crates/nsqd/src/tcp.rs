@@ -31,12 +31,14 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{AuthQuery, AuthState};
 use crate::channel::{Channel, InFlightError, SubError};
 use crate::client::*;
-use nsq_protocol::compress::{Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder};
 use crate::nsqd::NsqdInner;
 use crate::options::TLS_NOT_REQUIRED;
 use crate::tls::TlsInfo;
 use crate::topic::{PutError, Topic};
 use crate::transport::{self, Prefixed, Reader, Writer};
+use nsq_protocol::compress::{
+    Decoder, DeflateDecoder, DeflateEncoder, Encoder, SnappyDecoder, SnappyEncoder,
+};
 
 /// nsqd's deadline for the TLS handshake after IDENTIFY.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -100,6 +102,8 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         topic: None,
         channel: None,
         topics: HashMap::new(),
+        now: Instant::now(),
+        wants_e2e: !nsqd.opts.e2e_processing_latency_percentiles.is_empty(),
         tls: None,
         compressed: false,
         auth: None,
@@ -107,7 +111,11 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         auth_refreshed: false,
         auth_refresh_failed: false,
     };
-    let mut inbound = Inbound { rd, raw: BytesMut::new(), decoder: None };
+    let mut inbound = Inbound {
+        rd,
+        raw: BytesMut::new(),
+        decoder: None,
+    };
     client.read_loop(&mut inbound).await;
     if let (Some(topic), Some(ch)) = (client.topic.take(), client.channel.take()) {
         let remaining = ch.with(|s| s.remove_client(conn.id));
@@ -129,6 +137,11 @@ struct Client {
     channel: Option<Arc<Channel>>,
     /// Topics this connection published to, so a PUB skips the global map.
     topics: HashMap<String, Arc<Topic>>,
+    /// The time of the latest read: commands of one read batch share it, so
+    /// a pipelined burst of FINs costs one clock read, not one each.
+    now: Instant,
+    /// Whether FIN needs the wall clock (E2E latency percentiles configured).
+    wants_e2e: bool,
     /// Set once the TLS upgrade is done.
     tls: Option<TlsInfo>,
     compressed: bool,
@@ -167,7 +180,8 @@ impl Inbound {
                 if self.rd.read_buf(&mut self.raw).await? == 0 {
                     return Ok(false);
                 }
-                d.decode(&mut self.raw, buf).map_err(std::io::Error::other)?;
+                d.decode(&mut self.raw, buf)
+                    .map_err(std::io::Error::other)?;
                 Ok(true)
             }
         }
@@ -201,7 +215,9 @@ impl Client {
                     self.refresh_auth().await;
                 }
                 let limits = self.nsqd.limits;
-                let r = decode(&mut buf, &limits, |name, params| self.precheck(name, params));
+                let r = decode(&mut buf, &limits, |name, params| {
+                    self.precheck(name, params)
+                });
                 match r {
                     Ok(Some(cmd)) => {
                         let result = match self.exec(cmd) {
@@ -238,7 +254,7 @@ impl Client {
             };
             tokio::select! {
                 r = inbound.fill(&mut buf) => match r {
-                    Ok(true) => {}
+                    Ok(true) => self.now = Instant::now(),
                     Ok(false) => return,
                     Err(e) => {
                         tracing::debug!(addr = %self.conn.remote_addr, error = %e, "failed to read command");
@@ -256,7 +272,8 @@ impl Client {
 
     /// nsqd closes a client that sends nothing for two heartbeat intervals.
     fn read_deadline(&self) -> Option<Instant> {
-        self.heartbeat_ms.map(|h| Instant::now() + Duration::from_millis(2 * h as u64))
+        self.heartbeat_ms
+            .map(|h| self.now + Duration::from_millis(2 * h as u64))
     }
 
     fn send_error(&self, e: &ProtocolError) {
@@ -270,21 +287,32 @@ impl Client {
 
     /// State checks nsqd makes before it parses a command's parameters.
     fn precheck(&mut self, name: &[u8], params: &[&[u8]]) -> Result<Precheck, ProtocolError> {
-        if name != b"IDENTIFY" && self.nsqd.opts.tls_required != TLS_NOT_REQUIRED && self.tls.is_none() {
+        if name != b"IDENTIFY"
+            && self.nsqd.opts.tls_required != TLS_NOT_REQUIRED
+            && self.tls.is_none()
+        {
             let mut desc = b"cannot ".to_vec();
             desc.extend_from_slice(name);
             desc.extend_from_slice(b" in current state (TLS required)");
             return Err(ProtocolError::invalid(desc));
         }
-        let cannot = |cmd: &str| Err(ProtocolError::invalid(format!("cannot {cmd} in current state")));
+        let cannot = |cmd: &str| {
+            Err(ProtocolError::invalid(format!(
+                "cannot {cmd} in current state"
+            )))
+        };
         match name {
             b"IDENTIFY" if self.state != STATE_INIT => cannot("IDENTIFY"),
             b"AUTH" if self.state != STATE_INIT => cannot("AUTH"),
             b"SUB" if self.state != STATE_INIT => cannot("SUB"),
-            b"SUB" if self.heartbeat_ms.is_none() => Err(ProtocolError::invalid("cannot SUB with heartbeats disabled")),
+            b"SUB" if self.heartbeat_ms.is_none() => Err(ProtocolError::invalid(
+                "cannot SUB with heartbeats disabled",
+            )),
             b"RDY" if self.state == STATE_CLOSING => Ok(Precheck::Ignore),
             b"RDY" if self.state != STATE_SUBSCRIBED => cannot("RDY"),
-            b"FIN" | b"REQ" | b"TOUCH" if self.state != STATE_SUBSCRIBED && self.state != STATE_CLOSING => {
+            b"FIN" | b"REQ" | b"TOUCH"
+                if self.state != STATE_SUBSCRIBED && self.state != STATE_CLOSING =>
+            {
                 cannot(std::str::from_utf8(name).unwrap_or("?"))
             }
             b"CLS" if self.state != STATE_SUBSCRIBED => cannot("CLS"),
@@ -329,33 +357,43 @@ impl Client {
             }
             Command::Rdy(n) => {
                 let id = self.conn.id;
-                self.channel()?.with(|s| s.set_rdy(id, n, Instant::now()));
+                let now = self.now;
+                self.channel()?.with(|s| s.set_rdy(id, n, now));
                 Ok(())
             }
             Command::Fin(msg_id) => {
-                let id = self.conn.id;
+                let (id, now) = (self.conn.id, self.now);
+                let wall = if self.wants_e2e {
+                    crate::now_unix_ns()
+                } else {
+                    0
+                };
                 self.channel()?
-                    .with(|s| s.finish(id, &msg_id, Instant::now(), crate::now_unix_ns()))
+                    .with(|s| s.finish(id, &msg_id, now, wall))
                     .map_err(|e| in_flight_error(E_FIN_FAILED, "FIN", &msg_id, e))
             }
-            Command::Req { id: msg_id, timeout_ms } => {
+            Command::Req {
+                id: msg_id,
+                timeout_ms,
+            } => {
                 let max = self.nsqd.opts.max_req_timeout;
                 let delay = Duration::from_millis(timeout_ms.max(0) as u64).min(max);
-                let id = self.conn.id;
+                let (id, now) = (self.conn.id, self.now);
                 self.channel()?
-                    .with(|s| s.requeue(id, &msg_id, delay, Instant::now()))
+                    .with(|s| s.requeue(id, &msg_id, delay, now))
                     .map_err(|e| in_flight_error(E_REQ_FAILED, "REQ", &msg_id, e))
             }
             Command::Touch(msg_id) => {
                 let max = self.nsqd.opts.max_msg_timeout;
-                let id = self.conn.id;
+                let (id, now) = (self.conn.id, self.now);
                 self.channel()?
-                    .with(|s| s.touch(id, &msg_id, Instant::now(), max))
+                    .with(|s| s.touch(id, &msg_id, now, max))
                     .map_err(|e| in_flight_error(E_TOUCH_FAILED, "TOUCH", &msg_id, e))
             }
             Command::Cls => {
                 let id = self.conn.id;
-                self.channel()?.with(|s| s.set_rdy(id, 0, Instant::now()));
+                let now = self.now;
+                self.channel()?.with(|s| s.set_rdy(id, 0, now));
                 self.state = STATE_CLOSING;
                 self.conn.info.lock().state = STATE_CLOSING;
                 self.respond(CLOSE_WAIT);
@@ -365,8 +403,14 @@ impl Client {
                 self.check_auth("PUB", &topic, "")?;
                 self.publish(&topic, vec![body], None, "PUB", E_PUB_FAILED)
             }
-            Command::Mpub { topic, bodies } => self.publish(&topic, bodies, None, "MPUB", E_MPUB_FAILED),
-            Command::Dpub { topic, defer_ms, body } => {
+            Command::Mpub { topic, bodies } => {
+                self.publish(&topic, bodies, None, "MPUB", E_MPUB_FAILED)
+            }
+            Command::Dpub {
+                topic,
+                defer_ms,
+                body,
+            } => {
                 self.check_auth("DPUB", &topic, "")?;
                 let d = Duration::from_millis(defer_ms as u64);
                 self.publish(&topic, vec![body], Some(d), "DPUB", E_DPUB_FAILED)
@@ -376,7 +420,9 @@ impl Client {
 
     fn channel(&self) -> Result<&Arc<Channel>, ProtocolError> {
         // precheck guarantees a subscription for these commands
-        self.channel.as_ref().ok_or_else(|| ProtocolError::invalid("not subscribed"))
+        self.channel
+            .as_ref()
+            .ok_or_else(|| ProtocolError::invalid("not subscribed"))
     }
 
     fn identify(&mut self, body: &[u8]) -> Result<Followup, ProtocolError> {
@@ -404,7 +450,8 @@ impl Client {
             return Ok(Followup::Done);
         }
         let resp = IdentifyResponse::new(&n, &self.nsqd.features);
-        let json = serde_json::to_vec(&resp).map_err(|e| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}")))?;
+        let json = serde_json::to_vec(&resp)
+            .map_err(|e| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}")))?;
         self.conn.send(Outbound::Response(Bytes::from(json)));
         if n.tls_v1 || n.snappy || n.deflate {
             return Ok(Followup::Upgrade(n));
@@ -414,8 +461,15 @@ impl Client {
 
     /// nsqd's upgrade sequence after the IDENTIFY JSON: TLS, then snappy or
     /// deflate, each followed by an `OK` sent through the new layer.
-    async fn upgrade(&mut self, n: &Negotiated, inbound: &mut Inbound, buf: &mut BytesMut) -> Result<(), ProtocolError> {
-        let failed = |e: &dyn std::fmt::Display| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}"));
+    async fn upgrade(
+        &mut self,
+        n: &Negotiated,
+        inbound: &mut Inbound,
+        buf: &mut BytesMut,
+    ) -> Result<(), ProtocolError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}"))
+        };
         // Bytes the client sent right after IDENTIFY already belong to the
         // new layer; they are replayed into it.
         let mut leftover = buf.split().freeze();
@@ -425,18 +479,25 @@ impl Client {
             if self.tls.is_some() || self.compressed {
                 return Err(failed(&"connection already upgraded"));
             }
-            let Some(cfg) = self.nsqd.tls.clone() else { return Err(failed(&"TLS not configured")) };
+            let Some(cfg) = self.nsqd.tls.clone() else {
+                return Err(failed(&"TLS not configured"));
+            };
             tracing::info!(addr = %self.conn.remote_addr, "upgrading connection to TLS");
             let (give_tx, give_rx) = oneshot::channel();
             let (take_tx, take_rx) = oneshot::channel();
-            self.conn.send(Outbound::Detach { give: give_tx, take: take_rx });
+            self.conn.send(Outbound::Detach {
+                give: give_tx,
+                take: take_rx,
+            });
             // The writer first flushes the JSON: the client starts its
             // handshake only after reading it.
             let wr = give_rx.await.map_err(|_| failed(&"connection closed"))?;
             let rd = std::mem::replace(&mut inbound.rd, Reader::Detached);
             let tcp = transport::reunite(rd, wr).map_err(|e| failed(&e))?;
             let io = Prefixed::new(std::mem::take(&mut leftover), tcp);
-            let accept = tokio_rustls::TlsAcceptor::from(cfg).accept(io).into_fallible();
+            let accept = tokio_rustls::TlsAcceptor::from(cfg)
+                .accept(io)
+                .into_fallible();
             let handshake = tokio::select! {
                 r = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept) => r,
                 // nsqd is shutting down: the socket goes with the handshake.
@@ -477,11 +538,17 @@ impl Client {
             let (enc, dec) = if n.snappy {
                 tracing::info!(addr = %self.conn.remote_addr, "upgrading connection to snappy");
                 self.conn.info.lock().snappy = true;
-                (Encoder::Snappy(SnappyEncoder::new()), Decoder::Snappy(SnappyDecoder::new()))
+                (
+                    Encoder::Snappy(SnappyEncoder::new()),
+                    Decoder::Snappy(SnappyDecoder::new()),
+                )
             } else {
                 tracing::info!(addr = %self.conn.remote_addr, level = n.deflate_level, "upgrading connection to deflate");
                 self.conn.info.lock().deflate = true;
-                (Encoder::Deflate(DeflateEncoder::new(n.deflate_level as u32)), Decoder::Deflate(DeflateDecoder::new()))
+                (
+                    Encoder::Deflate(DeflateEncoder::new(n.deflate_level as u32)),
+                    Decoder::Deflate(DeflateDecoder::new()),
+                )
             };
             self.compressed = true;
             self.conn.send(Outbound::Compress(Box::new(enc)));
@@ -495,21 +562,29 @@ impl Client {
     }
 
     fn has_authorizations(&self) -> bool {
-        self.auth.as_ref().is_some_and(|a| !a.authorizations.is_empty())
+        self.auth
+            .as_ref()
+            .is_some_and(|a| !a.authorizations.is_empty())
     }
 
     fn auth_query(&self) -> AuthQuery {
         AuthQuery {
             remote_ip: self.conn.remote_addr.ip().to_string(),
             tls: self.tls.is_some(),
-            common_name: self.tls.as_ref().map(|t| t.common_name.clone()).unwrap_or_default(),
+            common_name: self
+                .tls
+                .as_ref()
+                .map(|t| t.common_name.clone())
+                .unwrap_or_default(),
             secret: self.auth_secret.clone(),
         }
     }
 
     /// AUTH: asks the auth servers; this client's reader waits, no one else.
     async fn auth(&mut self, secret: &[u8]) -> Result<(), ProtocolError> {
-        let Some(cfg) = self.nsqd.auth.clone() else { return Err(ProtocolError::fatal(E_AUTH_DISABLED, "AUTH disabled")) };
+        let Some(cfg) = self.nsqd.auth.clone() else {
+            return Err(ProtocolError::fatal(E_AUTH_DISABLED, "AUTH disabled"));
+        };
         self.auth_secret = String::from_utf8_lossy(secret).into_owned();
         let q = self.auth_query();
         let result = tokio::select! {
@@ -526,10 +601,18 @@ impl Client {
         };
         self.set_auth(state);
         let Some(state) = self.auth.as_ref().filter(|a| !a.authorizations.is_empty()) else {
-            return Err(ProtocolError::fatal(E_UNAUTHORIZED, "AUTH no authorizations found"));
+            return Err(ProtocolError::fatal(
+                E_UNAUTHORIZED,
+                "AUTH no authorizations found",
+            ));
         };
-        let resp = AuthResponse { identity: &state.identity, identity_url: &state.identity_url, permission_count: state.authorizations.len() };
-        let json = serde_json::to_vec(&resp).map_err(|e| ProtocolError::fatal(E_AUTH_ERROR, format!("AUTH error {e}")))?;
+        let resp = AuthResponse {
+            identity: &state.identity,
+            identity_url: &state.identity_url,
+            permission_count: state.authorizations.len(),
+        };
+        let json = serde_json::to_vec(&resp)
+            .map_err(|e| ProtocolError::fatal(E_AUTH_ERROR, format!("AUTH error {e}")))?;
         self.conn.send(Outbound::Response(Bytes::from(json)));
         Ok(())
     }
@@ -551,17 +634,28 @@ impl Client {
         if self.nsqd.auth.is_none() || self.auth_refresh_failed || !self.has_authorizations() {
             return false;
         }
-        if !self.auth.as_ref().is_some_and(|a| a.is_expired(Instant::now())) {
+        if !self
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.is_expired(Instant::now()))
+        {
             return false;
         }
         let scan = &buf[..buf.len().min(nsq_protocol::command::MAX_LINE_LEN)];
-        let Some(nl) = scan.iter().position(|&b| b == b'\n') else { return false };
-        let name = scan[..nl].split(|&b| b == b' ' || b == b'\r').next().unwrap_or(&[]);
+        let Some(nl) = scan.iter().position(|&b| b == b'\n') else {
+            return false;
+        };
+        let name = scan[..nl]
+            .split(|&b| b == b' ' || b == b'\r')
+            .next()
+            .unwrap_or(&[]);
         matches!(name, b"SUB" | b"PUB" | b"MPUB" | b"DPUB")
     }
 
     async fn refresh_auth(&mut self) {
-        let Some(cfg) = self.nsqd.auth.clone() else { return };
+        let Some(cfg) = self.nsqd.auth.clone() else {
+            return;
+        };
         let q = self.auth_query();
         let result = tokio::select! {
             r = crate::auth::query_any(&cfg, &q) => r,
@@ -589,15 +683,26 @@ impl Client {
             return Ok(());
         }
         if !self.has_authorizations() && !self.auth_refreshed {
-            return Err(ProtocolError::fatal(E_AUTH_FIRST, format!("AUTH required before {cmd}")));
+            return Err(ProtocolError::fatal(
+                E_AUTH_FIRST,
+                format!("AUTH required before {cmd}"),
+            ));
         }
         if self.auth_refresh_failed {
             return Err(ProtocolError::fatal(E_AUTH_FAILED, "AUTH failed"));
         }
-        if !self.auth.as_ref().is_some_and(|a| a.is_allowed(topic, channel)) {
+        if !self
+            .auth
+            .as_ref()
+            .is_some_and(|a| a.is_allowed(topic, channel))
+        {
             return Err(ProtocolError::fatal(
                 E_UNAUTHORIZED,
-                format!("AUTH failed for {cmd} on {} {}", nsq_protocol::error::go_quote(topic), nsq_protocol::error::go_quote(channel)),
+                format!(
+                    "AUTH failed for {cmd} on {} {}",
+                    nsq_protocol::error::go_quote(topic),
+                    nsq_protocol::error::go_quote(channel)
+                ),
             ));
         }
         Ok(())
@@ -608,11 +713,19 @@ impl Client {
         // An ephemeral channel may be going away under us as its last client
         // leaves; nsqd retries once before giving up.
         for attempt in 0..2 {
-            let topic = self.nsqd.get_or_create_topic(topic_name).ok_or_else(exiting)?;
+            let topic = self
+                .nsqd
+                .get_or_create_topic(topic_name)
+                .ok_or_else(exiting)?;
             let ch = match topic.get_or_create_channel(channel_name) {
                 Ok(ch) => ch,
                 Err(_) if attempt == 0 => continue,
-                Err(_) => return Err(ProtocolError::fatal(E_SUB_FAILED, "SUB failed to deleted topic/channel")),
+                Err(_) => {
+                    return Err(ProtocolError::fatal(
+                        E_SUB_FAILED,
+                        "SUB failed to deleted topic/channel",
+                    ))
+                }
             };
             let max = self.nsqd.opts.max_channel_consumers;
             let (conn, timeout, rate) = (self.conn.clone(), self.msg_timeout, self.sample_rate);
@@ -638,21 +751,39 @@ impl Client {
         Err(exiting())
     }
 
-    fn publish(&mut self, topic_name: &str, bodies: Vec<Bytes>, defer: Option<Duration>, cmd: &str, code: &'static str) -> Result<(), ProtocolError> {
+    fn publish(
+        &mut self,
+        topic_name: &str,
+        bodies: Vec<Bytes>,
+        defer: Option<Duration>,
+        cmd: &str,
+        code: &'static str,
+    ) -> Result<(), ProtocolError> {
         let n = bodies.len() as u64;
-        let cached = self.topics.get(topic_name).filter(|t| !t.cancel.is_cancelled()).cloned();
+        let cached = self
+            .topics
+            .get(topic_name)
+            .filter(|t| !t.cancel.is_cancelled())
+            .cloned();
         let topic = match cached {
             Some(t) => t,
             None => {
-                let t = self.nsqd.get_or_create_topic(topic_name).ok_or_else(|| ProtocolError::fatal(code, format!("{cmd} failed exiting")))?;
+                let t = self
+                    .nsqd
+                    .get_or_create_topic(topic_name)
+                    .ok_or_else(|| ProtocolError::fatal(code, format!("{cmd} failed exiting")))?;
                 self.topics.insert(topic_name.to_string(), t.clone());
                 t
             }
         };
         match topic.put(bodies, defer) {
             Ok(()) => {}
-            Err(PutError::Exiting) => return Err(ProtocolError::fatal(code, format!("{cmd} failed exiting"))),
-            Err(PutError::Backend(e)) => return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}"))),
+            Err(PutError::Exiting) => {
+                return Err(ProtocolError::fatal(code, format!("{cmd} failed exiting")))
+            }
+            Err(PutError::Backend(e)) => {
+                return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}")))
+            }
         }
         self.conn.record_pub(topic_name, n);
         self.respond(OK);
@@ -660,7 +791,12 @@ impl Client {
     }
 }
 
-fn in_flight_error(code: &'static str, cmd: &str, id: &nsq_protocol::MessageId, e: InFlightError) -> ProtocolError {
+fn in_flight_error(
+    code: &'static str,
+    cmd: &str,
+    id: &nsq_protocol::MessageId,
+    e: InFlightError,
+) -> ProtocolError {
     ProtocolError::non_fatal(code, format!("{cmd} {id} failed {}", e.text()))
 }
 
@@ -668,7 +804,10 @@ fn in_flight_error(code: &'static str, cmd: &str, id: &nsq_protocol::MessageId, 
 enum Step {
     Continue,
     Close,
-    Detach { give: oneshot::Sender<Writer>, take: oneshot::Receiver<Writer> },
+    Detach {
+        give: oneshot::Sender<Writer>,
+        take: oneshot::Receiver<Writer>,
+    },
     Compress(Box<Encoder>),
 }
 
@@ -705,7 +844,10 @@ impl Output {
             wr.flush().await
         };
         let ok = match heartbeat_ms {
-            Some(ms) => matches!(tokio::time::timeout(Duration::from_millis(ms as u64), write).await, Ok(Ok(()))),
+            Some(ms) => matches!(
+                tokio::time::timeout(Duration::from_millis(ms as u64), write).await,
+                Ok(Ok(()))
+            ),
             None => write.await.is_ok(),
         };
         self.buf.clear();
@@ -714,8 +856,17 @@ impl Output {
 }
 
 /// Writes frames for one client; see the module docs for the flush rule.
-async fn write_loop(mut wr: Writer, mut rx: UnboundedReceiver<Outbound>, mut settings: WriterSettings, closer: CancellationToken) {
-    let mut out = Output { buf: BytesMut::with_capacity(settings.output_buffer_size.max(4096)), wire: BytesMut::new(), encoder: None };
+async fn write_loop(
+    mut wr: Writer,
+    mut rx: UnboundedReceiver<Outbound>,
+    mut settings: WriterSettings,
+    closer: CancellationToken,
+) {
+    let mut out = Output {
+        buf: BytesMut::with_capacity(settings.output_buffer_size.max(4096)),
+        wire: BytesMut::new(),
+        encoder: None,
+    };
     let mut heartbeat = new_heartbeat(settings.heartbeat_ms);
     loop {
         let tick = async {
@@ -797,7 +948,12 @@ fn new_heartbeat(ms: Option<i64>) -> Option<tokio::time::Interval> {
 }
 
 /// Appends one item, or says what else it asks for.
-fn encode_outbound(item: Outbound, buf: &mut BytesMut, settings: &mut WriterSettings, heartbeat: &mut Option<tokio::time::Interval>) -> Step {
+fn encode_outbound(
+    item: Outbound,
+    buf: &mut BytesMut,
+    settings: &mut WriterSettings,
+    heartbeat: &mut Option<tokio::time::Interval>,
+) -> Step {
     match item {
         Outbound::Message(m) => m.encode_frame(buf),
         Outbound::Response(d) => encode_frame(buf, FrameType::Response, &d),

@@ -39,6 +39,9 @@ struct TopicState {
     /// carry a deferral to apply when it reaches the channels.
     memory: VecDeque<(Message, Option<Duration>)>,
     backend: Box<dyn Backend>,
+    /// Whether the backend may hold records (only this topic writes to it,
+    /// so this is exact and spares a locked disk check per publish).
+    backend_pending: bool,
     paused: bool,
     /// False until pre-creation of lookupd-known channels (or metadata
     /// load) is done; nothing flows to channels before.
@@ -51,7 +54,7 @@ struct TopicState {
 
 impl TopicState {
     fn has_backlog(&self) -> bool {
-        !self.memory.is_empty() || self.backend.has_data()
+        !self.memory.is_empty() || self.backend_pending
     }
 
     fn can_flow(&self) -> bool {
@@ -64,7 +67,13 @@ impl TopicState {
 
     /// Every channel gets a copy of each message (same body); one lock
     /// acquisition per channel for the whole batch.
-    fn fan_out_batch(&self, msgs: &[Message], defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
+    fn fan_out_batch(
+        &self,
+        msgs: &[Message],
+        defer: Option<Duration>,
+        now: Instant,
+        nsqd: &NsqdInner,
+    ) {
         for ch in self.channels.values() {
             let r = ch.with(|st| match defer {
                 Some(d) if !d.is_zero() => {
@@ -86,12 +95,18 @@ impl TopicState {
         if let Some(m) = self.memory.pop_front() {
             return Some(m);
         }
+        if !self.backend_pending {
+            return None;
+        }
         while let Some(data) = self.backend.read() {
             match Message::decode(data) {
                 Ok(m) => return Some((m, None)),
-                Err(e) => tracing::error!(error = %e, "failed to decode message from topic backend, skipped"),
+                Err(e) => {
+                    tracing::error!(error = %e, "failed to decode message from topic backend, skipped")
+                }
             }
         }
+        self.backend_pending = false;
         None
     }
 }
@@ -111,6 +126,7 @@ impl Topic {
         let state = TopicState {
             channels: BTreeMap::new(),
             memory: VecDeque::new(),
+            backend_pending: backend.has_data(),
             backend,
             paused: false,
             started,
@@ -156,6 +172,7 @@ impl Topic {
             let room = mem_cap.saturating_sub(st.memory.len()).min(msgs.len());
             let overflow = msgs.split_off(room);
             st.memory.extend(msgs.into_iter().map(|m| (m, defer)));
+            st.backend_pending |= !overflow.is_empty();
             if let Err(e) = put_messages(st.backend.as_ref(), overflow.iter()) {
                 // nsqd counts only what it accepted
                 st.message_count -= overflow.len() as u64;
@@ -182,14 +199,18 @@ impl Topic {
                 _ = self.pump.notified() => {}
                 _ = self.cancel.cancelled() => return,
             }
-            let Some(nsqd) = self.nsqd.upgrade() else { return };
+            let Some(nsqd) = self.nsqd.upgrade() else {
+                return;
+            };
             loop {
                 let more = {
                     let mut st = self.state.lock();
                     let now = Instant::now();
                     let mut moved = 0;
                     while st.can_flow() && moved < PUMP_BATCH {
-                        let Some((msg, defer)) = st.next_backlog() else { break };
+                        let Some((msg, defer)) = st.next_backlog() else {
+                            break;
+                        };
                         st.fan_out(msg, defer, now, &nsqd);
                         moved += 1;
                     }
@@ -250,10 +271,14 @@ impl Topic {
     /// Deletes a channel: its clients are disconnected and its data removed.
     /// Returns false if there was no such channel.
     pub fn delete_channel(&self, name: &str) -> bool {
-        let Some(nsqd) = self.nsqd.upgrade() else { return false };
+        let Some(nsqd) = self.nsqd.upgrade() else {
+            return false;
+        };
         let (ch, now_empty) = {
             let mut st = self.state.lock();
-            let Some(ch) = st.channels.remove(name) else { return false };
+            let Some(ch) = st.channels.remove(name) else {
+                return false;
+            };
             (ch, st.channels.is_empty())
         };
         nsqd.emit(Event::ChannelDeleted(self.name.clone(), name.to_string()));
@@ -375,7 +400,11 @@ impl Topic {
         let mut samples = Vec::new();
         let mut count = 0;
         let mut channels = Vec::new();
-        let percentiles = self.nsqd.upgrade().map(|n| n.opts.e2e_processing_latency_percentiles.clone()).unwrap_or_default();
+        let percentiles = self
+            .nsqd
+            .upgrade()
+            .map(|n| n.opts.e2e_processing_latency_percentiles.clone())
+            .unwrap_or_default();
         for (name, ch) in st.channels.iter() {
             if channel_filter.is_some_and(|f| f != name) {
                 continue;
@@ -389,10 +418,16 @@ impl Topic {
             }));
         }
         let e2e = if percentiles.is_empty() || st.channels.is_empty() {
-            E2eLatency { count: 0, percentiles: None }
+            E2eLatency {
+                count: 0,
+                percentiles: None,
+            }
         } else {
             samples.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-            E2eLatency { count, percentiles: Some(quantiles(&percentiles, &samples)) }
+            E2eLatency {
+                count,
+                percentiles: Some(quantiles(&percentiles, &samples)),
+            }
         };
         TopicStats {
             topic_name: self.name.clone(),

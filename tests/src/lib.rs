@@ -1653,3 +1653,187 @@ impl Drop for Lookupd {
         terminate(&mut self.child, Duration::from_secs(5));
     }
 }
+
+// ---------------------------------------------------------------------------
+// Reliability helpers (faults.rs, hostile.rs): fixed-port restarts, RSS,
+// seeded garbage.
+// ---------------------------------------------------------------------------
+
+/// Resident set size of `pid` in KiB (`VmRSS` in `/proc/<pid>/status`); 0 if unreadable.
+pub fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// Unsigned integer from env `name`, else `default` (for longer local runs).
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// A tiny seeded PRNG (xorshift64*): reproducible garbage without a dependency.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+impl Nsqd {
+    /// Restart-style start on fixed ports (e.g. the ports of a previous run on
+    /// the same data path): retried for up to 15 s while the ports free up.
+    pub fn start_on(data_path: &Path, tcp_port: u16, http_port: u16, extra: &[&str]) -> Nsqd {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            match Nsqd::try_start_on(data_path, tcp_port, http_port, extra) {
+                Ok(n) => return n,
+                Err(e) if Instant::now() >= deadline => {
+                    panic!("nsqd did not start on fixed ports {tcp_port}/{http_port}: {e}")
+                }
+                Err(_) => sleep_ms(200),
+            }
+        }
+    }
+
+    fn try_start_on(
+        data_path: &Path,
+        tcp_port: u16,
+        http_port: u16,
+        extra: &[&str],
+    ) -> Result<Nsqd, String> {
+        let https_port = free_port();
+        let tcp_addr = format!("127.0.0.1:{tcp_port}");
+        let http_addr = format!("127.0.0.1:{http_port}");
+        let https_addr = format!("127.0.0.1:{https_port}");
+        let mut args = vec![
+            format!("--tcp-address={tcp_addr}"),
+            format!("--http-address={http_addr}"),
+            format!("--https-address={https_addr}"),
+            format!("--data-path={}", data_path.display()),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let log_dir = tempfile::Builder::new()
+            .prefix("nsqd-log-")
+            .tempdir()
+            .unwrap();
+        let child = Command::new(bin_path("nsqd"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(log_dir.path().join("stdout")).unwrap())
+            .stderr(fs::File::create(log_dir.path().join("stderr")).unwrap())
+            .spawn()
+            .map_err(|e| format!("spawn nsqd: {e}"))?;
+        let pid = child.id();
+        let mut n = Nsqd {
+            child: Some(child),
+            pid,
+            tcp_addr,
+            http_addr,
+            https_addr,
+            tcp_port,
+            http_port,
+            data_path: data_path.to_path_buf(),
+            _data_dir: None,
+            log_dir,
+            args,
+            exit_status: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if !n.is_running() {
+                return Err(format!(
+                    "nsqd exited during startup\nstderr:\n{}",
+                    n.stderr()
+                ));
+            }
+            if let Ok(r) = http_request_timeout(
+                &n.http_addr,
+                "GET",
+                "/ping",
+                &[],
+                None,
+                Duration::from_secs(2),
+            ) {
+                if r.status == 200 && TcpStream::connect(&n.tcp_addr).is_ok() {
+                    return Ok(n);
+                }
+            }
+            if Instant::now() >= deadline {
+                n.kill();
+                return Err(format!(
+                    "nsqd did not answer /ping within 20 s\nstderr:\n{}",
+                    n.stderr()
+                ));
+            }
+            sleep_ms(50);
+        }
+    }
+}
+
+impl Lookupd {
+    /// nsqlookupd on the given addresses (e.g. to restart one on the same
+    /// ports); retried for up to 15 s while the ports free up.
+    pub fn start_on(tcp: &str, http: &str, extra: &[&str]) -> Lookupd {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let mut child = Command::new(bin_path("nsqlookupd"))
+                .arg(format!("--tcp-address={tcp}"))
+                .arg(format!("--http-address={http}"))
+                .arg("--broadcast-address=127.0.0.1")
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn nsqlookupd");
+            let up = (0..60).any(|_| {
+                sleep_ms(50);
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    return false;
+                }
+                http_request_timeout(http, "GET", "/ping", &[], None, Duration::from_secs(1))
+                    .map(|r| r.status == 200)
+                    .unwrap_or(false)
+            });
+            if up {
+                return Lookupd {
+                    child,
+                    tcp: tcp.to_string(),
+                    http: http.to_string(),
+                };
+            }
+            terminate(&mut child, Duration::from_secs(2));
+            if Instant::now() >= deadline {
+                panic!("nsqlookupd did not start on {tcp} / {http}");
+            }
+            sleep_ms(200);
+        }
+    }
+}

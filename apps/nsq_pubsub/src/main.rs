@@ -32,9 +32,18 @@ const PREFIX: &str = "[nsq_pubsub] ";
 struct Cli {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "false", help = "print version string")]
     version: bool,
-    #[arg(long, default_value = "0.0.0.0:8080", help = "<addr>:<port> to listen on for HTTP clients")]
+    #[arg(
+        long,
+        default_value = "0.0.0.0:8080",
+        help = "<addr>:<port> to listen on for HTTP clients"
+    )]
     http_address: String,
-    #[arg(long, default_value_t = 100, allow_negative_numbers = true, help = "max number of messages to allow in flight (per subscriber)")]
+    #[arg(
+        long,
+        default_value_t = 100,
+        allow_negative_numbers = true,
+        help = "max number of messages to allow in flight (per subscriber)"
+    )]
     max_in_flight: i64,
     #[arg(long = "nsqd-tcp-address", action = ArgAction::Append, help = "nsqd TCP address (may be given multiple times)")]
     nsqd_tcp_address: Vec<String>,
@@ -61,8 +70,12 @@ fn options(cli: Cli) -> Result<server::Options, String> {
 }
 
 fn main() {
-    let args = nsq_cli::go_style_args(std::env::args_os());
-    let cli = Cli::command().try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m)).unwrap_or_else(|e| e.exit());
+    let cmd = Cli::command();
+    let args = nsq_cli::go_args(&cmd, std::env::args_os());
+    let cli = cmd
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| e.exit());
     if cli.version {
         println!("nsq_pubsub v{}", nsq_protocol::VERSION);
         return;
@@ -70,14 +83,21 @@ fn main() {
     let http_address = cli.http_address.clone();
     let opts = options(cli).unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e));
     // No runtime log-level changes: the setter is not kept.
-    let _set_level = nsq_cli::init_logging("info", PREFIX).unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e.to_string()));
+    let _set_level =
+        nsq_cli::init_logging("info", PREFIX).unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e.to_string()));
     rt.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(&http_address).await {
             Ok(l) => l,
             Err(e) => nsq_cli::fatal(PREFIX, &format!("listen ({http_address}) failed - {e}")),
         };
-        let local = listener.local_addr().map(|a| a.to_string()).unwrap_or(http_address);
+        let local = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or(http_address);
         tracing::info!("listening on {local}");
         let shutdown = nsq_cli::shutdown_on_signals();
         server::run(listener, opts, shutdown).await;
@@ -92,25 +112,46 @@ mod tests {
     fn cli(args: &[&str]) -> Cli {
         let mut argv = vec!["nsq_pubsub"];
         argv.extend_from_slice(args);
-        let m = Cli::command().try_get_matches_from(nsq_cli::go_style_args(argv.into_iter().map(Into::into))).unwrap();
+        let m = Cli::command()
+            .try_get_matches_from(nsq_cli::go_args(
+                &Cli::command(),
+                argv.into_iter().map(Into::into),
+            ))
+            .unwrap();
         Cli::from_arg_matches(&m).unwrap()
     }
 
     #[test]
     fn defaults_are_nsq_pubsubs() {
         let c = cli(&["-nsqd-tcp-address=127.0.0.1:4150"]);
-        assert_eq!((c.http_address.as_str(), c.max_in_flight, c.version), ("0.0.0.0:8080", 100, false));
+        assert_eq!(
+            (c.http_address.as_str(), c.max_in_flight, c.version),
+            ("0.0.0.0:8080", 100, false)
+        );
         let o = options(c).unwrap();
         assert_eq!(o.nsqd_tcp_addresses, ["127.0.0.1:4150"]);
     }
 
     #[test]
     fn repeatable_addresses_and_nsq_error_texts() {
-        let c = cli(&["--lookupd-http-address=a:4161", "--lookupd-http-address", "b:4161"]);
-        assert_eq!(options(c).unwrap().lookupd_http_addresses, ["a:4161", "b:4161"]);
-        assert_eq!(options(cli(&[])).unwrap_err(), "--nsqd-tcp-address or --lookupd-http-address required");
+        let c = cli(&[
+            "--lookupd-http-address=a:4161",
+            "--lookupd-http-address",
+            "b:4161",
+        ]);
+        assert_eq!(
+            options(c).unwrap().lookupd_http_addresses,
+            ["a:4161", "b:4161"]
+        );
+        assert_eq!(
+            options(cli(&[])).unwrap_err(),
+            "--nsqd-tcp-address or --lookupd-http-address required"
+        );
         let both = cli(&["--lookupd-http-address=a:4161", "--nsqd-tcp-address=b:4150"]);
-        assert_eq!(options(both).unwrap_err(), "use --nsqd-tcp-address or --lookupd-http-address not both");
+        assert_eq!(
+            options(both).unwrap_err(),
+            "use --nsqd-tcp-address or --lookupd-http-address not both"
+        );
         let zero = cli(&["--nsqd-tcp-address=b:4150", "--max-in-flight=0"]);
         assert_eq!(options(zero).unwrap_err(), "--max-in-flight must be > 0");
     }

@@ -5,13 +5,12 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "../../nsq_tail/src/go_app.rs"]
-mod go_app;
 mod stats;
 
 use std::time::Duration;
 
-use go_app::{fatal, FlagSet};
+use nsq_cli::goflag::{go_quote, Flag, FlagSet, Kind};
+use nsq_cli::golog::fatal;
 use stats::{ChannelTotals, Cluster};
 
 const VERSION: &str = "1.3.0";
@@ -59,16 +58,27 @@ fn row(prev: &ChannelTotals, cur: &ChannelTotals, interval: Duration) -> String 
 }
 
 /// Polls and prints until `count` rows are out (forever without a count), then exits 0.
-fn stat_loop(cluster: Cluster, interval: Duration, topic: &str, channel: &str, count: Option<i64>) -> ! {
+fn stat_loop(
+    cluster: Cluster,
+    interval: Duration,
+    topic: &str,
+    channel: &str,
+    count: Option<i64>,
+) -> ! {
     use std::io::Write;
     let mut previous: Option<ChannelTotals> = None;
     let mut i: i64 = 0;
     while !matches!(count, Some(c) if c < i) {
-        let producers = cluster.topic_producers(topic).unwrap_or_else(|e| fatal(&format!("ERROR: failed to get topic producers - {e}")));
-        let channels =
-            cluster.channel_stats(&producers, topic, channel).unwrap_or_else(|e| fatal(&format!("ERROR: failed to get nsqd stats - {e}")));
+        let producers = cluster
+            .topic_producers(topic)
+            .unwrap_or_else(|e| fatal(format!("ERROR: failed to get topic producers - {e}")));
+        let channels = cluster
+            .channel_stats(&producers, topic, channel)
+            .unwrap_or_else(|e| fatal(format!("ERROR: failed to get nsqd stats - {e}")));
         let Some(current) = channels.get(channel).cloned() else {
-            fatal(&format!("ERROR: failed to find channel({channel}) in stats metadata for topic({topic})"));
+            fatal(format!(
+                "ERROR: failed to find channel({channel}) in stats metadata for topic({topic})"
+            ));
         };
         let mut out = String::new();
         if i % 25 == 0 {
@@ -78,7 +88,9 @@ fn stat_loop(cluster: Cluster, interval: Duration, topic: &str, channel: &str, c
             out.push_str(&row(prev, &current, interval));
         }
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(out.as_bytes()).and_then(|_| stdout.flush());
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|_| stdout.flush());
         drop(stdout);
         previous = Some(current);
         std::thread::sleep(interval);
@@ -87,33 +99,67 @@ fn stat_loop(cluster: Cluster, interval: Duration, topic: &str, channel: &str, c
     std::process::exit(0)
 }
 
-fn main() {
-    let args = go_app::args();
-    let mut show_version = false;
-    let mut topic = String::new();
-    let mut channel = String::new();
-    let mut interval_ns: i64 = 2_000_000_000;
-    let mut connect_timeout_ns: i64 = 2_000_000_000;
-    let mut request_timeout_ns: i64 = 5_000_000_000;
-    let mut count: Option<i64> = None;
-    let mut nsqd_http_addrs = Vec::new();
-    let mut lookupd_http_addrs = Vec::new();
-    {
-        let mut fs = FlagSet::new(&args[0]);
-        fs.bool(&mut show_version, "version", "print the version and exit");
-        fs.string(&mut topic, "topic", "topic to report on");
-        fs.string(&mut channel, "channel", "channel to report on");
-        fs.duration(&mut interval_ns, "interval", "time between polls (and rows)");
-        fs.duration(&mut connect_timeout_ns, "http-client-connect-timeout", "HTTP connect timeout");
-        fs.duration(&mut request_timeout_ns, "http-client-request-timeout", "HTTP request timeout");
-        fs.var("count", "print this many rows, then exit", |s| {
-            count = Some(parse_count(s)?);
-            Ok(())
-        });
-        fs.strings(&mut nsqd_http_addrs, "nsqd-http-address", "nsqd HTTP address (repeatable)");
-        fs.strings(&mut lookupd_http_addrs, "lookupd-http-address", "nsqlookupd HTTP address (repeatable)");
-        fs.parse(&args[1..]);
+fn flag_set(program: &str) -> FlagSet {
+    use Kind::*;
+    FlagSet {
+        name: program.to_string(),
+        flags: vec![
+            Flag::new("version", Bool, "false", "print the version and exit"),
+            Flag::new("topic", Str, "", "topic to report on"),
+            Flag::new("channel", Str, "", "channel to report on"),
+            Flag::new(
+                "interval",
+                Kind::Duration,
+                "2s",
+                "time between polls (and rows)",
+            ),
+            Flag::new(
+                "http-client-connect-timeout",
+                Kind::Duration,
+                "2s",
+                "HTTP connect timeout",
+            ),
+            Flag::new(
+                "http-client-request-timeout",
+                Kind::Duration,
+                "5s",
+                "HTTP request timeout",
+            ),
+            Flag::new("count", List, "", "print this many rows, then exit")
+                .checked(|s| parse_count(s).map(drop)),
+            Flag::new(
+                "nsqd-http-address",
+                List,
+                "",
+                "nsqd HTTP address (repeatable)",
+            ),
+            Flag::new(
+                "lookupd-http-address",
+                List,
+                "",
+                "nsqlookupd HTTP address (repeatable)",
+            ),
+        ],
     }
+}
+
+fn main() {
+    let args = nsq_cli::goflag::args();
+    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let show_version = p.bool("version");
+    let topic = p.string("topic");
+    let channel = p.string("channel");
+    // `None` when zero or negative, which the checks below refuse.
+    let interval = p.positive_duration("interval");
+    let connect_timeout = p.positive_duration("http-client-connect-timeout");
+    let request_timeout = p.positive_duration("http-client-request-timeout");
+    // Go's `flag.Var` keeps the last value.
+    let count = p
+        .list("count")
+        .last()
+        .map(|s| parse_count(s).expect("checked while parsing"));
+    let nsqd_http_addrs = p.list("nsqd-http-address");
+    let lookupd_http_addrs = p.list("lookupd-http-address");
 
     if show_version {
         println!("nsq_stat v{VERSION}");
@@ -122,15 +168,15 @@ fn main() {
     if topic.is_empty() || channel.is_empty() {
         fatal("--topic and --channel are required");
     }
-    if interval_ns <= 0 {
-        fatal("--interval should be positive");
-    }
-    if connect_timeout_ns <= 0 {
-        fatal("--http-client-connect-timeout should be positive");
-    }
-    if request_timeout_ns <= 0 {
-        fatal("--http-client-request-timeout should be positive");
-    }
+    let Some(interval) = interval else {
+        fatal("--interval should be positive")
+    };
+    let Some(connect_timeout) = connect_timeout else {
+        fatal("--http-client-connect-timeout should be positive")
+    };
+    let Some(request_timeout) = request_timeout else {
+        fatal("--http-client-request-timeout should be positive")
+    };
     if count.is_some_and(|c| c <= 0) {
         fatal("--count should be positive");
     }
@@ -147,23 +193,26 @@ fn main() {
         fatal("--lookupd-http-address error - address should not contain scheme");
     }
 
-    let nanos = |ns: i64| Duration::from_nanos(ns as u64);
     let cluster = Cluster {
         lookupd_http_addrs,
         nsqd_http_addrs,
-        connect_timeout: nanos(connect_timeout_ns),
-        request_timeout: nanos(request_timeout_ns),
+        connect_timeout,
+        request_timeout,
     };
-    let interval = nanos(interval_ns);
     std::thread::spawn(move || stat_loop(cluster, interval, &topic, &channel, count));
 
     // SIGHUP, SIGINT and SIGTERM end the program quietly, with status 0.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| fatal(&e.to_string()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fatal(e.to_string()));
     rt.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut hup), Ok(mut int), Ok(mut term)) =
-            (signal(SignalKind::hangup()), signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-        else {
+        let (Ok(mut hup), Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
             fatal("cannot install signal handlers");
         };
         tokio::select! {
@@ -179,11 +228,17 @@ fn main() {
 fn parse_count(s: &str) -> Result<i64, String> {
     let body = s.strip_prefix(['+', '-']).unwrap_or(s);
     if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("strconv.ParseInt: parsing {}: invalid syntax", go_app::go_quote(s)));
+        return Err(format!(
+            "strconv.ParseInt: parsing {}: invalid syntax",
+            go_quote(s)
+        ));
     }
     match s.parse::<i32>() {
         Ok(v) => Ok(i64::from(v)),
-        Err(_) => Err(format!("strconv.ParseInt: parsing {}: value out of range", go_app::go_quote(s))),
+        Err(_) => Err(format!(
+            "strconv.ParseInt: parsing {}: value out of range",
+            go_quote(s)
+        )),
     }
 }
 
@@ -199,8 +254,19 @@ mod tests {
             "------rate------+----------------depth----------------+--------------metadata---------------\n\
              ingress  egress |   total     mem    disk inflt   def |     req     t-o         msgs clients\n"
         );
-        let prev = ChannelTotals { message_count: 5, depth: 4, ..Default::default() };
-        let cur = ChannelTotals { message_count: 9, depth: 6, backend_depth: 0, in_flight_count: 2, client_count: 1, ..Default::default() };
+        let prev = ChannelTotals {
+            message_count: 5,
+            depth: 4,
+            ..Default::default()
+        };
+        let cur = ChannelTotals {
+            message_count: 9,
+            depth: 6,
+            backend_depth: 0,
+            in_flight_count: 2,
+            client_count: 1,
+            ..Default::default()
+        };
         assert_eq!(
             row(&prev, &cur, Duration::from_secs(2)),
             "      2       1 |       6       6       0     2     0 |       0       0            9       1\n"
@@ -211,7 +277,13 @@ mod tests {
     fn count_values() {
         assert_eq!(parse_count("3"), Ok(3));
         assert_eq!(parse_count("-1"), Ok(-1));
-        assert_eq!(parse_count("x"), Err("strconv.ParseInt: parsing \"x\": invalid syntax".into()));
-        assert_eq!(parse_count("9999999999"), Err("strconv.ParseInt: parsing \"9999999999\": value out of range".into()));
+        assert_eq!(
+            parse_count("x"),
+            Err("strconv.ParseInt: parsing \"x\": invalid syntax".into())
+        );
+        assert_eq!(
+            parse_count("9999999999"),
+            Err("strconv.ParseInt: parsing \"9999999999\": value out of range".into())
+        );
     }
 }

@@ -75,19 +75,34 @@ impl Cluster {
     /// (deduplicated by HTTP address), or from the given nsqds' `/stats`.
     /// Any failed query is an error, as nsq_stat treats partial answers.
     pub fn topic_producers(&self, topic: &str) -> Result<Vec<Producer>, String> {
-        let q = form_urlencoded::Serializer::new(String::new()).append_pair("topic", topic).finish();
+        let q = form_urlencoded::Serializer::new(String::new())
+            .append_pair("topic", topic)
+            .finish();
         let mut producers: Vec<Producer> = Vec::new();
         let mut errs = Vec::new();
         if !self.lookupd_http_addrs.is_empty() {
             for addr in &self.lookupd_http_addrs {
                 match self.get_json(&format!("http://{addr}/lookup?{q}")) {
                     Ok(v) => {
-                        for p in v.get("producers").and_then(Value::as_array).into_iter().flatten() {
+                        for p in v
+                            .get("producers")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
                             let p = Producer {
-                                broadcast_address: p.get("broadcast_address").and_then(Value::as_str).unwrap_or_default().to_string(),
-                                http_port: p.get("http_port").and_then(Value::as_u64).unwrap_or(0) as u16,
+                                broadcast_address: p
+                                    .get("broadcast_address")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default()
+                                    .to_string(),
+                                http_port: p.get("http_port").and_then(Value::as_u64).unwrap_or(0)
+                                    as u16,
                             };
-                            if !producers.iter().any(|pp| pp.http_address() == p.http_address()) {
+                            if !producers
+                                .iter()
+                                .any(|pp| pp.http_address() == p.http_address())
+                            {
                                 producers.push(p);
                             }
                         }
@@ -109,7 +124,9 @@ impl Cluster {
 
     /// One nsqd, if it has the topic; its `/info` says where it is.
     fn nsqd_producer(&self, addr: &str, topic: &str, q: &str) -> Result<Option<Producer>, String> {
-        let stats = self.get_json(&format!("http://{addr}/stats?format=json&{q}&include_clients=false"))?;
+        let stats = self.get_json(&format!(
+            "http://{addr}/stats?format=json&{q}&include_clients=false"
+        ))?;
         let has_topic = stats
             .get("topics")
             .and_then(Value::as_array)
@@ -121,7 +138,11 @@ impl Cluster {
         }
         let info = self.get_json(&format!("http://{addr}/info"))?;
         let mut p = Producer {
-            broadcast_address: info.get("broadcast_address").and_then(Value::as_str).unwrap_or_default().to_string(),
+            broadcast_address: info
+                .get("broadcast_address")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             http_port: info.get("http_port").and_then(Value::as_u64).unwrap_or(0) as u16,
         };
         // Old nsqds without these fields: use the address we were given.
@@ -135,24 +156,48 @@ impl Cluster {
 
     /// Each producer's stats for `topic`/`channel`, summed per channel name.
     /// With no producers at all this is an error too (nothing answered).
-    pub fn channel_stats(&self, producers: &[Producer], topic: &str, channel: &str) -> Result<HashMap<String, ChannelTotals>, String> {
-        let q = form_urlencoded::Serializer::new(String::new()).append_pair("topic", topic).append_pair("channel", channel).finish();
+    pub fn channel_stats(
+        &self,
+        producers: &[Producer],
+        topic: &str,
+        channel: &str,
+    ) -> Result<HashMap<String, ChannelTotals>, String> {
+        let q = form_urlencoded::Serializer::new(String::new())
+            .append_pair("topic", topic)
+            .append_pair("channel", channel)
+            .finish();
         let mut totals: HashMap<String, ChannelTotals> = HashMap::new();
         let mut errs = Vec::new();
         for p in producers {
-            let stats = match self.get_json(&format!("http://{}/stats?format=json&{q}&include_clients=false", p.http_address())) {
+            let stats = match self.get_json(&format!(
+                "http://{}/stats?format=json&{q}&include_clients=false",
+                p.http_address()
+            )) {
                 Ok(v) => v,
                 Err(e) => {
                     errs.push(e);
                     continue;
                 }
             };
-            for t in stats.get("topics").and_then(Value::as_array).into_iter().flatten() {
+            for t in stats
+                .get("topics")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if t.get("topic_name").and_then(Value::as_str) != Some(topic) {
                     continue;
                 }
-                for c in t.get("channels").and_then(Value::as_array).into_iter().flatten() {
-                    let name = c.get("channel_name").and_then(Value::as_str).unwrap_or_default();
+                for c in t
+                    .get("channels")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let name = c
+                        .get("channel_name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     totals.entry(name.to_string()).or_default().add(c);
                 }
             }
@@ -162,9 +207,14 @@ impl Cluster {
 
     /// GET with NSQ's V1 Accept header; 200 + JSON body, else Go's error text.
     fn get_json(&self, url: &str) -> Result<Value, String> {
-        let (status, body) = self.get(url).map_err(|e| format!("Get {}: {e}", go_app_quote(url)))?;
+        let (status, body) = self
+            .get(url)
+            .map_err(|e| format!("Get {}: {e}", go_app_quote(url)))?;
         if !status.starts_with("200") {
-            return Err(format!("got response {status} {}", go_app_quote(&String::from_utf8_lossy(&body))));
+            return Err(format!(
+                "got response {status} {}",
+                go_app_quote(&String::from_utf8_lossy(&body))
+            ));
         }
         serde_json::from_slice(&body).map_err(|e| e.to_string())
     }
@@ -182,9 +232,15 @@ impl Cluster {
             "GET {path} HTTP/1.1\r\nHost: {host_port}\r\nUser-Agent: nsq_stat/{} nsq-rs\r\nAccept: application/vnd.nsq; version=1.0\r\nConnection: close\r\n\r\n",
             crate::VERSION
         );
-        let timeout_err = || "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".to_string();
-        stream.set_write_timeout(Some(self.request_timeout)).map_err(|e| e.to_string())?;
-        stream.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        let timeout_err = || {
+            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".to_string()
+        };
+        stream
+            .set_write_timeout(Some(self.request_timeout))
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(req.as_bytes())
+            .map_err(|e| e.to_string())?;
         let mut raw = Vec::new();
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -192,31 +248,55 @@ impl Cluster {
             if left.is_zero() {
                 return Err(timeout_err());
             }
-            stream.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+            stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| e.to_string())?;
             match stream.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => raw.extend_from_slice(&buf[..n]),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Err(timeout_err()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(timeout_err())
+                }
                 Err(e) => return Err(e.to_string()),
             }
         }
         let status_line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
-        let status = String::from_utf8_lossy(status_line).trim_end().split_once(' ').map(|(_, s)| s.to_string()).unwrap_or_default();
+        let status = String::from_utf8_lossy(status_line)
+            .trim_end()
+            .split_once(' ')
+            .map(|(_, s)| s.to_string())
+            .unwrap_or_default();
         let (_, body) = nsq_client::lookup::parse_http_response(&raw)?;
         Ok((status, body))
     }
 
     fn dial(&self, host_port: &str) -> Result<TcpStream, String> {
-        let addrs: Vec<_> =
-            host_port.to_socket_addrs().map_err(|_| format!("dial tcp: lookup {}: no such host", split_host_port(host_port).0))?.collect();
+        let addrs: Vec<_> = host_port
+            .to_socket_addrs()
+            .map_err(|_| {
+                format!(
+                    "dial tcp: lookup {}: no such host",
+                    split_host_port(host_port).0
+                )
+            })?
+            .collect();
         let mut last = format!("dial tcp {host_port}: missing address");
         for a in addrs {
             match TcpStream::connect_timeout(&a, self.connect_timeout) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     let why = match e.kind() {
-                        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_string(),
-                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => "i/o timeout".to_string(),
+                        std::io::ErrorKind::ConnectionRefused => {
+                            "connect: connection refused".to_string()
+                        }
+                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                            "i/o timeout".to_string()
+                        }
                         _ => format!("connect: {e}"),
                     };
                     last = format!("dial tcp {a}: {why}");
@@ -228,7 +308,7 @@ impl Cluster {
 }
 
 fn go_app_quote(s: &str) -> String {
-    crate::go_app::go_quote(s)
+    nsq_cli::goflag::go_quote(s)
 }
 
 /// cluster-info's rule: all queries failed (or there were none) → one
@@ -246,7 +326,10 @@ fn combine<T>(value: T, errs: Vec<String>, asked: usize, kind: &str) -> Result<T
 /// `host:port` → (host, port), brackets removed.
 fn split_host_port(addr: &str) -> (String, String) {
     match addr.rsplit_once(':') {
-        Some((h, p)) => (h.trim_start_matches('[').trim_end_matches(']').to_string(), p.to_string()),
+        Some((h, p)) => (
+            h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            p.to_string(),
+        ),
         None => (addr.to_string(), String::new()),
     }
 }
@@ -263,15 +346,35 @@ mod tests {
         t.add(&a);
         assert_eq!(
             t,
-            ChannelTotals { depth: 12, backend_depth: 2, in_flight_count: 4, message_count: 18, client_count: 2, ..Default::default() }
+            ChannelTotals {
+                depth: 12,
+                backend_depth: 2,
+                in_flight_count: 4,
+                message_count: 18,
+                client_count: 2,
+                ..Default::default()
+            }
         );
     }
 
     #[test]
     fn error_combination() {
-        assert_eq!(combine((), vec![], 0, "nsqd"), Err("failed to query any nsqd: ".to_string()));
-        assert_eq!(combine((), vec!["a".into(), "b".into()], 3, "nsqd"), Err("a\nb".to_string()));
+        assert_eq!(
+            combine((), vec![], 0, "nsqd"),
+            Err("failed to query any nsqd: ".to_string())
+        );
+        assert_eq!(
+            combine((), vec!["a".into(), "b".into()], 3, "nsqd"),
+            Err("a\nb".to_string())
+        );
         assert_eq!(combine(1, vec![], 2, "nsqd"), Ok(1));
-        assert_eq!(Producer { broadcast_address: "::1".into(), http_port: 1 }.http_address(), "[::1]:1");
+        assert_eq!(
+            Producer {
+                broadcast_address: "::1".into(),
+                http_port: 1
+            }
+            .http_address(),
+            "[::1]:1"
+        );
     }
 }

@@ -4,12 +4,11 @@
 
 #![forbid(unsafe_code)]
 
-mod go_app;
-
 use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use go_app::{fatal, FlagSet};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
+use nsq_cli::golog::{self, fatal};
 use nsq_client::{Config, Consumer, Handler, HandlerResult, Message};
 
 const VERSION: &str = "1.3.0";
@@ -33,7 +32,7 @@ impl Handler for TailHandler {
         line.push(b'\n');
         let mut out = std::io::stdout().lock();
         if let Err(e) = out.write_all(&line).and_then(|_| out.flush()) {
-            fatal(&format!("ERROR: failed to write to os.Stdout - {e}"));
+            fatal(format!("ERROR: failed to write to os.Stdout - {e}"));
         }
         if self.total_messages > 0 && shown >= self.total_messages {
             // Like the Go tool: leave at once, this message unanswered.
@@ -43,32 +42,45 @@ impl Handler for TailHandler {
     }
 }
 
-fn main() {
-    let args = go_app::args();
-    let mut cfg = Config::default();
-    let mut show_version = false;
-    let mut channel = String::new();
-    let mut max_in_flight: i64 = 200;
-    let mut total_messages: i64 = 0;
-    let mut print_topic = false;
-    let mut nsqd_tcp_addrs = Vec::new();
-    let mut lookupd_http_addrs = Vec::new();
-    let mut topics = Vec::new();
-    {
-        let mut fs = FlagSet::new(&args[0]);
-        fs.bool(&mut show_version, "version", "print the version and exit");
-        fs.string(&mut channel, "channel", "channel to read from; empty picks a random tail<N>#ephemeral channel");
-        fs.int(&mut max_in_flight, "max-in-flight", "most messages held unacknowledged at once");
-        fs.int(&mut total_messages, "n", "exit after printing this many messages of a topic; 0 means never");
-        fs.bool(&mut print_topic, "print-topic", "prefix each line with \"<topic> | \"");
-        fs.strings(&mut nsqd_tcp_addrs, "nsqd-tcp-address", "nsqd TCP address to read from (repeatable)");
-        fs.strings(&mut lookupd_http_addrs, "lookupd-http-address", "nsqlookupd HTTP address used to find nsqds (repeatable)");
-        fs.strings(&mut topics, "topic", "topic to read (repeatable)");
-        fs.var("consumer-opt", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)", |v| {
-            cfg.set_opt(v).map_err(|e| e.0)
-        });
-        fs.parse(&args[1..]);
+/// `--consumer-opt` is a go-nsq `ConfigFlag`: a bad option is a flag error.
+fn check_consumer_opt(opt: &str) -> Result<(), String> {
+    Config::default().set_opt(opt).map_err(|e| e.0)
+}
+
+fn flag_set(program: &str) -> FlagSet {
+    use Kind::*;
+    FlagSet {
+        name: program.to_string(),
+        flags: vec![
+            Flag::new("version", Bool, "false", "print the version and exit"),
+            Flag::new("channel", Str, "", "channel to read from; empty picks a random tail<N>#ephemeral channel"),
+            Flag::new("max-in-flight", Int, "200", "most messages held unacknowledged at once"),
+            Flag::new("n", Int, "0", "exit after printing this many messages of a topic; 0 means never"),
+            Flag::new("print-topic", Bool, "false", "prefix each line with \"<topic> | \""),
+            Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address to read from (repeatable)"),
+            Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address used to find nsqds (repeatable)"),
+            Flag::new("topic", List, "", "topic to read (repeatable)"),
+            Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
+                .checked(check_consumer_opt),
+        ],
     }
+}
+
+fn main() {
+    let args = nsq_cli::goflag::args();
+    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let mut cfg = Config::default();
+    for opt in p.list("consumer-opt") {
+        let _ = cfg.set_opt(&opt); // each was checked while parsing
+    }
+    let show_version = p.bool("version");
+    let mut channel = p.string("channel");
+    let mut max_in_flight = p.int("max-in-flight");
+    let total_messages = p.int("n");
+    let print_topic = p.bool("print-topic");
+    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
+    let lookupd_http_addrs = p.list("lookupd-http-address");
+    let topics = p.list("topic");
 
     if show_version {
         println!("nsq_tail v{VERSION}");
@@ -96,26 +108,38 @@ fn main() {
     if let Err(e) = nsq_cli::init_logging("info", "") {
         fatal(&e);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fatal(&e.to_string()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fatal(e.to_string()));
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let mut consumers = Vec::new();
         for topic in &topics {
-            go_app::log(&format!("Adding consumer for topic: {topic}"));
-            let consumer = Consumer::new(topic, &channel, cfg.clone()).unwrap_or_else(|e| fatal(&e.to_string()));
-            let handler =
-                TailHandler { prefix: print_topic.then(|| format!("{topic} | ")), total_messages, messages_shown: AtomicI64::new(0) };
-            consumer.add_handler(handler).unwrap_or_else(|e| fatal(&e.to_string()));
+            golog::log(format!("Adding consumer for topic: {topic}"));
+            let consumer = Consumer::new(topic, &channel, cfg.clone())
+                .unwrap_or_else(|e| fatal(e.to_string()));
+            let handler = TailHandler {
+                prefix: print_topic.then(|| format!("{topic} | ")),
+                total_messages,
+                messages_shown: AtomicI64::new(0),
+            };
+            consumer
+                .add_handler(handler)
+                .unwrap_or_else(|e| fatal(e.to_string()));
             if let Err(e) = consumer.connect_to_nsqds(&nsqd_tcp_addrs).await {
-                fatal(&e.to_string());
+                fatal(e.to_string());
             }
             if let Err(e) = consumer.connect_to_nsqd_lookupds(&lookupd_http_addrs).await {
-                fatal(&e.to_string());
+                fatal(e.to_string());
             }
             consumers.push(consumer);
         }
         shutdown.cancelled().await;
-        let stops: Vec<_> = consumers.into_iter().map(|c| tokio::spawn(async move { c.stop().await })).collect();
+        let stops: Vec<_> = consumers
+            .into_iter()
+            .map(|c| tokio::spawn(async move { c.stop().await }))
+            .collect();
         for s in stops {
             let _ = s.await;
         }

@@ -35,7 +35,9 @@ pub struct LocalTime {
 
 impl LocalTime {
     pub fn now() -> LocalTime {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         LocalTime::at(now.as_secs() as i64, now.subsec_nanos())
     }
 
@@ -52,8 +54,13 @@ impl LocalTime {
             if libc::localtime_r(&t, &mut tm).is_null() {
                 return LocalTime::utc(secs, nanos);
             }
-            let zone =
-                if tm.tm_zone.is_null() { String::new() } else { std::ffi::CStr::from_ptr(tm.tm_zone).to_string_lossy().into_owned() };
+            let zone = if tm.tm_zone.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(tm.tm_zone)
+                    .to_string_lossy()
+                    .into_owned()
+            };
             (tm, zone)
         };
         LocalTime {
@@ -100,17 +107,6 @@ impl LocalTime {
             zone: "UTC".into(),
         }
     }
-}
-
-/// `2006/01/02 15:04:05` (Go's `log` with `Ldate|Ltime`), plus
-/// `.000000` when `micros` (`Lmicroseconds`).
-pub fn log_timestamp(micros: bool) -> String {
-    let t = LocalTime::now();
-    let mut s = format!("{:04}/{:02}/{:02} {:02}:{:02}:{:02}", t.year, t.month, t.day, t.hour, t.minute, t.second);
-    if micros {
-        s.push_str(&format!(".{:06}", t.nanos / 1000));
-    }
-    s
 }
 
 /// NSQ's `strftime`: each known `%x` becomes a Go layout element, anything
@@ -243,8 +239,14 @@ fn next_std_chunk(layout: &str) -> (&str, Option<Std>, &str) {
             }
             b'0' => {
                 if i + 1 < b.len() && (b'1'..=b'6').contains(&b[i + 1]) {
-                    let std = [Std::ZeroMonth, Std::ZeroDay, Std::ZeroHour12, Std::ZeroMinute, Std::ZeroSecond, Std::Year]
-                        [(b[i + 1] - b'1') as usize];
+                    let std = [
+                        Std::ZeroMonth,
+                        Std::ZeroDay,
+                        Std::ZeroHour12,
+                        Std::ZeroMinute,
+                        Std::ZeroSecond,
+                        Std::Year,
+                    ][(b[i + 1] - b'1') as usize];
                     return (pre, Some(std), after(2));
                 }
                 if has(i, "002") {
@@ -315,7 +317,11 @@ fn next_std_chunk(layout: &str) -> (&str, Option<Std>, &str) {
                 // Only a fractional second if no digit follows.
                 if !(j < b.len() && b[j].is_ascii_digit()) {
                     let n = j - (i + 1);
-                    let std = if ch == b'0' { Std::FracSecond0(n, c as char) } else { Std::FracSecond9(n, c as char) };
+                    let std = if ch == b'0' {
+                        Std::FracSecond0(n, c as char)
+                    } else {
+                        Std::FracSecond9(n, c as char)
+                    };
                     return (pre, Some(std), &layout[j..]);
                 }
             }
@@ -325,9 +331,29 @@ fn next_std_chunk(layout: &str) -> (&str, Option<Std>, &str) {
     (layout, None, "")
 }
 
-const LONG_MONTHS: [&str; 12] =
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November", "December"];
-const LONG_DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+const LONG_MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+const LONG_DAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
 
 /// Go's `Time.Format(layout)`.
 pub fn go_format(layout: &str, t: &LocalTime) -> String {
@@ -376,7 +402,11 @@ pub fn go_format(layout: &str, t: &LocalTime) -> String {
                     out.push_str(&t.zone);
                 } else {
                     // No abbreviation: -0700 form (hours and minutes).
-                    let (sign, z) = if t.offset < 0 { ('-', -t.offset / 60) } else { ('+', t.offset / 60) };
+                    let (sign, z) = if t.offset < 0 {
+                        ('-', -t.offset / 60)
+                    } else {
+                        ('+', t.offset / 60)
+                    };
                     out.push_str(&format!("{sign}{:02}{:02}", z / 60, z % 60));
                 }
             }
@@ -392,24 +422,44 @@ pub fn go_format(layout: &str, t: &LocalTime) -> String {
             | Std::NumColonSecondsTZ => {
                 let iso = matches!(
                     std,
-                    Std::Iso8601TZ | Std::Iso8601SecondsTZ | Std::Iso8601ShortTZ | Std::Iso8601ColonTZ | Std::Iso8601ColonSecondsTZ
+                    Std::Iso8601TZ
+                        | Std::Iso8601SecondsTZ
+                        | Std::Iso8601ShortTZ
+                        | Std::Iso8601ColonTZ
+                        | Std::Iso8601ColonSecondsTZ
                 );
                 if iso && t.offset == 0 {
                     out.push('Z');
                     continue;
                 }
-                let (sign, abs) = if t.offset < 0 { ('-', -t.offset) } else { ('+', t.offset) };
+                let (sign, abs) = if t.offset < 0 {
+                    ('-', -t.offset)
+                } else {
+                    ('+', t.offset)
+                };
                 let (h, m, s) = (abs / 3600, (abs / 60) % 60, abs % 60);
                 out.push(sign);
                 out.push_str(&format!("{h:02}"));
-                let colon = matches!(std, Std::Iso8601ColonTZ | Std::Iso8601ColonSecondsTZ | Std::NumColonTZ | Std::NumColonSecondsTZ);
+                let colon = matches!(
+                    std,
+                    Std::Iso8601ColonTZ
+                        | Std::Iso8601ColonSecondsTZ
+                        | Std::NumColonTZ
+                        | Std::NumColonSecondsTZ
+                );
                 if !matches!(std, Std::Iso8601ShortTZ | Std::NumShortTZ) {
                     if colon {
                         out.push(':');
                     }
                     out.push_str(&format!("{m:02}"));
                 }
-                if matches!(std, Std::Iso8601SecondsTZ | Std::NumSecondsTz | Std::Iso8601ColonSecondsTZ | Std::NumColonSecondsTZ) {
+                if matches!(
+                    std,
+                    Std::Iso8601SecondsTZ
+                        | Std::NumSecondsTz
+                        | Std::Iso8601ColonSecondsTZ
+                        | Std::NumColonSecondsTZ
+                ) {
                     if colon {
                         out.push(':');
                     }
@@ -476,12 +526,18 @@ mod tests {
         assert_eq!(strftime("v1_%H", &t()), "v3_14");
         assert_eq!(strftime("x.000", &t()), "x.123");
         assert_eq!(strftime("Jane", &t()), "Jane");
-        assert_eq!(go_format("Z07:00 -07 _2 __2 002 3 4 5 pm", &t()), "+01:00 +01  5  65 065 2 7 9 pm");
+        assert_eq!(
+            go_format("Z07:00 -07 _2 __2 002 3 4 5 pm", &t()),
+            "+01:00 +01  5  65 065 2 7 9 pm"
+        );
     }
 
     #[test]
     fn utc_fallback_calendar() {
         let u = LocalTime::utc(1_709_647_629, 0); // 2024-03-05T14:07:09Z
-        assert_eq!((u.year, u.month, u.day, u.hour, u.minute, u.second, u.weekday, u.yearday), (2024, 3, 5, 14, 7, 9, 2, 65));
+        assert_eq!(
+            (u.year, u.month, u.day, u.hour, u.minute, u.second, u.weekday, u.yearday),
+            (2024, 3, 5, 14, 7, 9, 2, 65)
+        );
     }
 }

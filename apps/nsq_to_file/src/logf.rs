@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-use crate::clock::log_timestamp;
+use nsq_cli::golog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -57,7 +57,7 @@ pub fn logf(level: Level, msg: impl std::fmt::Display) {
         return;
     }
     let prefix = PREFIX.get().map(String::as_str).unwrap_or("");
-    eprintln!("{prefix}{} {}: {msg}", log_timestamp(true), level.name());
+    eprintln!("{prefix}{} {}: {msg}", golog::timestamp(true), level.name());
 }
 
 pub fn info(msg: impl std::fmt::Display) {
@@ -79,10 +79,7 @@ pub fn fatal(msg: impl std::fmt::Display) -> ! {
 }
 
 /// Go's `log.Fatal`: standard logger format, exit 1.
-pub fn go_log_fatal(msg: impl std::fmt::Display) -> ! {
-    eprintln!("{} {msg}", log_timestamp(false));
-    std::process::exit(1)
-}
+pub use golog::fatal as go_log_fatal;
 
 /// An I/O error worded like Go's `*PathError` (`open /x: permission denied`).
 pub fn path_err(op: &str, path: &str, e: &std::io::Error) -> String {

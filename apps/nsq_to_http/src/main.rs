@@ -10,7 +10,6 @@
 mod connect;
 mod hostpool;
 mod http;
-mod logts;
 mod publish;
 mod timer_metrics;
 
@@ -19,7 +18,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use nsq_cli::goflag::{Flag, FlagSet, Kind};
-use logts::go_log_fatal;
+use nsq_cli::golog::fatal as go_log_fatal;
 use nsq_client::{Consumer, ConsumerError};
 use parking_lot::Mutex;
 
@@ -37,8 +36,12 @@ fn check_consumer_opt(opt: &str) -> Result<(), String> {
 
 fn flag_set(program: &str) -> FlagSet {
     use Kind::*;
-    let mut consumer_opt =
-        Flag::new("consumer-opt", List, "", "consumer option as key,value, e.g. max_attempts,10 (may be given multiple times)");
+    let mut consumer_opt = Flag::new(
+        "consumer-opt",
+        List,
+        "",
+        "consumer option as key,value, e.g. max_attempts,10 (may be given multiple times)",
+    );
     consumer_opt.check = Some(check_consumer_opt);
     FlagSet {
         name: program.to_string(),
@@ -69,7 +72,9 @@ fn flag_set(program: &str) -> FlagSet {
 fn parse_custom_headers(raw: &[String]) -> Result<Vec<(String, String)>, String> {
     raw.iter()
         .map(|s| {
-            let (k, v) = s.split_once(':').ok_or_else(|| format!("invalid header: {s:?}"))?;
+            let (k, v) = s
+                .split_once(':')
+                .ok_or_else(|| format!("invalid header: {s:?}"))?;
             let (k, v) = (k.trim(), v.trim());
             if k.is_empty() || v.is_empty() {
                 return Err(format!("invalid header: {s:?}"));
@@ -100,7 +105,8 @@ fn main() {
     }
 
     let raw_headers = p.list("header");
-    let headers = parse_custom_headers(&raw_headers).unwrap_or_else(|_| go_log_fatal("--header value format should be 'key=value'"));
+    let headers = parse_custom_headers(&raw_headers)
+        .unwrap_or_else(|_| go_log_fatal("--header value format should be 'key=value'"));
     let topic = p.string("topic");
     let channel = p.string("channel");
     if topic.is_empty() || channel.is_empty() {
@@ -143,7 +149,11 @@ fn main() {
         go_log_fatal("ERROR: --sample must be between 0.0 and 1.0");
     }
 
-    let (verb, addresses) = if post_addrs.is_empty() { (Verb::Get, get_addrs) } else { (Verb::Post, post_addrs) };
+    let (verb, addresses) = if post_addrs.is_empty() {
+        (Verb::Get, get_addrs)
+    } else {
+        (Verb::Post, post_addrs)
+    };
     let mut cfg = nsq_client::Config::default();
     for opt in p.list("consumer-opt") {
         let _ = cfg.set_opt(&opt); // each was checked while parsing
@@ -153,31 +163,49 @@ fn main() {
     // Durations given as zero or negative behave as "no timeout" in Go's
     // transport; a very long timeout is the nearest equivalent.
     let forever = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
-    let connect_timeout = p.positive_duration("http-client-connect-timeout").unwrap_or(forever);
-    let request_timeout = p.positive_duration("http-client-request-timeout").unwrap_or(forever);
+    let connect_timeout = p
+        .positive_duration("http-client-connect-timeout")
+        .unwrap_or(forever);
+    let request_timeout = p
+        .positive_duration("http-client-request-timeout")
+        .unwrap_or(forever);
     let status_every = p.int("status-every");
     let concurrency = usize::try_from(p.int("n")).unwrap_or(0);
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| go_log_fatal(e));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| go_log_fatal(e));
     rt.block_on(async move {
         let _ = nsq_cli::init_logging("info", "");
         let term = nsq_cli::shutdown_on_signals();
-        let consumer = Consumer::new(&topic, &channel, cfg).unwrap_or_else(|e| go_log_fatal(consumer_error_text(&e)));
+        let consumer = Consumer::new(&topic, &channel, cfg)
+            .unwrap_or_else(|e| go_log_fatal(consumer_error_text(&e)));
 
         let mut per_address = HashMap::new();
         if addresses.len() == 1 {
             per_address.insert(addresses[0].clone(), TimerMetrics::new(0, ""));
         } else {
             for a in &addresses {
-                per_address.insert(a.clone(), TimerMetrics::new(status_every, &format!("[{a}]:")));
+                per_address.insert(
+                    a.clone(),
+                    TimerMetrics::new(status_every, &format!("[{a}]:")),
+                );
             }
         }
-        let pool = if mode_flag == "epsilon-greedy" { HostPool::epsilon_greedy(&addresses) } else { HostPool::standard(&addresses) };
+        let pool = if mode_flag == "epsilon-greedy" {
+            HostPool::epsilon_greedy(&addresses)
+        } else {
+            HostPool::standard(&addresses)
+        };
         let pool = Arc::new(Mutex::new(pool));
         if pool.lock().is_epsilon_greedy() {
             let pool = pool.clone();
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + hostpool::DECAY_TICK, hostpool::DECAY_TICK);
+                let mut tick = tokio::time::interval_at(
+                    tokio::time::Instant::now() + hostpool::DECAY_TICK,
+                    hostpool::DECAY_TICK,
+                );
                 loop {
                     tick.tick().await;
                     pool.lock().decay();
@@ -216,7 +244,13 @@ mod tests {
     #[test]
     fn custom_headers() {
         let h = parse_custom_headers(&["X-A: 1".into(), " b :c:d ".into()]).unwrap();
-        assert_eq!(h, vec![("X-A".to_string(), "1".to_string()), ("b".to_string(), "c:d".to_string())]);
+        assert_eq!(
+            h,
+            vec![
+                ("X-A".to_string(), "1".to_string()),
+                ("b".to_string(), "c:d".to_string())
+            ]
+        );
         assert!(parse_custom_headers(&["nocolon".into()]).is_err());
         assert!(parse_custom_headers(&["k: ".into()]).is_err());
         assert!(parse_custom_headers(&[": v".into()]).is_err());

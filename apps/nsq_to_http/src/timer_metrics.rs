@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::logts::go_log;
+use nsq_cli::golog::log as go_log;
 
 pub struct TimerMetrics {
     prefix: String,
@@ -36,7 +36,14 @@ impl TimerMetrics {
         if status_every > 0 && status_every < 100 {
             go_log(format!("Warning: use more than 100 status values for accurate percentiles (configured with {status_every})"));
         }
-        TimerMetrics { prefix: prefix.to_string(), status_every, state: Mutex::new(State { timings: Vec::new(), position: 0 }) }
+        TimerMetrics {
+            prefix: prefix.to_string(),
+            status_every,
+            state: Mutex::new(State {
+                timings: Vec::new(),
+                position: 0,
+            }),
+        }
     }
 
     /// Records the time since `start`.
@@ -89,8 +96,17 @@ fn stats(timings: &[Duration]) -> Stats {
     let total: Duration = timings.iter().sum();
     let mut sorted = timings.to_vec();
     sorted.sort();
-    let avg = if sorted.is_empty() { Duration::ZERO } else { total / sorted.len() as u32 };
-    Stats { count: timings.len(), avg, p95: percentile(95.0, &sorted), p99: percentile(99.0, &sorted) }
+    let avg = if sorted.is_empty() {
+        Duration::ZERO
+    } else {
+        total / sorted.len() as u32
+    };
+    Stats {
+        count: timings.len(),
+        avg,
+        p95: percentile(95.0, &sorted),
+        p99: percentile(99.0, &sorted),
+    }
 }
 
 fn percentile(perc: f64, sorted: &[Duration]) -> Duration {
@@ -108,7 +124,10 @@ mod tests {
     #[test]
     fn window_and_percentiles_match_timer_metrics() {
         // timer_metrics' own test: 11 timings into a window of 5.
-        let timings: Vec<Duration> = [7, 8, 9, 10, 11].iter().map(|s| Duration::from_secs(*s)).collect();
+        let timings: Vec<Duration> = [7, 8, 9, 10, 11]
+            .iter()
+            .map(|s| Duration::from_secs(*s))
+            .collect();
         let s = stats(&timings);
         assert_eq!(s.avg, Duration::from_secs(9));
         assert_eq!(s.p99, Duration::from_secs(11));

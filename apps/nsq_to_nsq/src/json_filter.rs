@@ -50,7 +50,10 @@ impl JsonFilter {
             // Go decodes `null` into an empty (nil) map without error.
             Ok(Value::Null) => Map::new(),
             _ => {
-                crate::go_app::log(&format!("ERROR: Unable to decode json: {}", String::from_utf8_lossy(body)));
+                nsq_cli::golog::log(format!(
+                    "ERROR: Unable to decode json: {}",
+                    String::from_utf8_lossy(body)
+                ));
                 return Verdict::Drop;
             }
         };
@@ -96,7 +99,7 @@ impl JsonFilter {
             if self.require_value.is_empty() {
                 return Verdict::Drop;
             }
-            crate::go_app::log("ERROR: missing field to check required value");
+            nsq_cli::golog::log("ERROR: missing field to check required value");
             return Verdict::Backoff;
         };
         if self.require_value.is_empty() {
@@ -132,10 +135,16 @@ fn encode(v: &Value) -> String {
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => encode_float(n.as_f64().unwrap_or(0.0)),
         Value::String(s) => encode_string(s),
-        Value::Array(items) => format!("[{}]", items.iter().map(encode).collect::<Vec<_>>().join(",")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(encode).collect::<Vec<_>>().join(",")
+        ),
         Value::Object(m) => {
             // serde_json's map iterates in key order, which is Go's order.
-            let fields: Vec<String> = m.iter().map(|(k, v)| format!("{}:{}", encode_string(k), encode(v))).collect();
+            let fields: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}:{}", encode_string(k), encode(v)))
+                .collect();
             format!("{{{}}}", fields.join(","))
         }
     }
@@ -168,7 +177,9 @@ fn encode_string(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
             c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -198,7 +209,10 @@ mod tests {
     #[test]
     fn required_field_and_value() {
         let f = JsonFilter::new("kind", "", vec![]);
-        assert_eq!(run(&f, r#"{"kind":1, "x": 2}"#), pass(r#"{"kind":1, "x": 2}"#));
+        assert_eq!(
+            run(&f, r#"{"kind":1, "x": 2}"#),
+            pass(r#"{"kind":1, "x": 2}"#)
+        );
         assert_eq!(run(&f, r#"{"x":2}"#), Verdict::Drop);
         assert_eq!(run(&f, "[1]"), Verdict::Drop);
         let f = JsonFilter::new("kind", "click", vec![]);
@@ -214,9 +228,25 @@ mod tests {
 
     #[test]
     fn whitelist_reencodes_like_go() {
-        let f = JsonFilter::new("", "", vec!["b".into(), "a".into(), "z".into(), "f".into(), "o".into(), "s".into()]);
+        let f = JsonFilter::new(
+            "",
+            "",
+            vec![
+                "b".into(),
+                "a".into(),
+                "z".into(),
+                "f".into(),
+                "o".into(),
+                "s".into(),
+            ],
+        );
         let body = r#"{"a":3.0,"b":{"y":2,"x":[1.5,1e21,1e-7]},"c":1,"f":0.25,"o":1e300,"s":"<&>\u0001é"}"#;
-        assert_eq!(run(&f, body), pass(r#"{"a":3,"b":{"x":[1.5,1e+21,1e-7],"y":2},"f":0.25,"o":1e+300,"s":"\u003c\u0026\u003e\u0001é"}"#));
+        assert_eq!(
+            run(&f, body),
+            pass(
+                r#"{"a":3,"b":{"x":[1.5,1e+21,1e-7],"y":2},"f":0.25,"o":1e+300,"s":"\u003c\u0026\u003e\u0001é"}"#
+            )
+        );
         assert_eq!(run(&f, "null"), pass("{}"));
     }
 }

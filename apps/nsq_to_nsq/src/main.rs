@@ -5,16 +5,15 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "../../nsq_tail/src/go_app.rs"]
-mod go_app;
 mod json_filter;
 mod route;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use go_app::{fatal, FlagSet};
 use json_filter::{JsonFilter, Verdict};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
+use nsq_cli::golog::fatal;
 use nsq_client::{Config, Consumer, Handler, HandlerResult, Message, Producer};
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use route::{Router, TimerMetrics};
@@ -69,46 +68,60 @@ impl Handler for TopicHandler {
     }
 }
 
-fn main() {
-    let args = go_app::args();
-    let mut c_cfg = Config::default();
-    let mut p_cfg = Config::default();
-    let mut show_version = false;
-    let mut channel = String::from("nsq_to_nsq");
-    let mut dest_topic = String::new();
-    let mut max_in_flight: i64 = 200;
-    let mut status_every: i64 = 250;
-    let mut mode = String::from("hostpool");
-    let mut nsqd_tcp_addrs = Vec::new();
-    let mut lookupd_http_addrs = Vec::new();
-    let mut dest_nsqd_tcp_addrs = Vec::new();
-    let mut whitelist_json_fields = Vec::new();
-    let mut topics = Vec::new();
-    let mut require_json_field = String::new();
-    let mut require_json_value = String::new();
-    {
-        let mut fs = FlagSet::new(&args[0]);
-        fs.bool(&mut show_version, "version", "print the version and exit");
-        fs.string(&mut channel, "channel", "channel to consume the source topics on");
-        fs.string(&mut dest_topic, "destination-topic", "publish everything to this topic (empty: the topic each message came from)");
-        fs.int(&mut max_in_flight, "max-in-flight", "most messages held unacknowledged at once");
-        fs.int(&mut status_every, "status-every", "log publish timings every this many messages (per destination); 0 turns it off");
-        fs.string(&mut mode, "mode", "how to pick a destination: round-robin, hostpool or epsilon-greedy");
-        fs.strings(&mut nsqd_tcp_addrs, "nsqd-tcp-address", "source nsqd TCP address (repeatable)");
-        fs.strings(&mut dest_nsqd_tcp_addrs, "destination-nsqd-tcp-address", "destination nsqd TCP address (repeatable)");
-        fs.strings(&mut lookupd_http_addrs, "lookupd-http-address", "nsqlookupd HTTP address used to find source nsqds (repeatable)");
-        fs.strings(&mut topics, "topic", "source topic (repeatable)");
-        fs.strings(&mut whitelist_json_fields, "whitelist-json-field", "JSON messages: keep only this top-level field (repeatable)");
-        fs.string(&mut require_json_field, "require-json-field", "JSON messages: pass only those with this top-level field");
-        fs.string(&mut require_json_value, "require-json-value", "JSON messages: pass only those whose required field equals this value");
-        fs.var("consumer-opt", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)", |v| {
-            c_cfg.set_opt(v).map_err(|e| e.0)
-        });
-        fs.var("producer-opt", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)", |v| {
-            p_cfg.set_opt(v).map_err(|e| e.0)
-        });
-        fs.parse(&args[1..]);
+/// `--consumer-opt`/`--producer-opt` are go-nsq `ConfigFlag`s: a bad option is a flag error.
+fn check_opt(opt: &str) -> Result<(), String> {
+    Config::default().set_opt(opt).map_err(|e| e.0)
+}
+
+fn flag_set(program: &str) -> FlagSet {
+    use Kind::*;
+    FlagSet {
+        name: program.to_string(),
+        flags: vec![
+            Flag::new("version", Bool, "false", "print the version and exit"),
+            Flag::new("channel", Str, "nsq_to_nsq", "channel to consume the source topics on"),
+            Flag::new("destination-topic", Str, "", "publish everything to this topic (empty: the topic each message came from)"),
+            Flag::new("max-in-flight", Int, "200", "most messages held unacknowledged at once"),
+            Flag::new("status-every", Int, "250", "log publish timings every this many messages (per destination); 0 turns it off"),
+            Flag::new("mode", Str, "hostpool", "how to pick a destination: round-robin, hostpool or epsilon-greedy"),
+            Flag::new("nsqd-tcp-address", List, "", "source nsqd TCP address (repeatable)"),
+            Flag::new("destination-nsqd-tcp-address", List, "", "destination nsqd TCP address (repeatable)"),
+            Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address used to find source nsqds (repeatable)"),
+            Flag::new("topic", List, "", "source topic (repeatable)"),
+            Flag::new("whitelist-json-field", List, "", "JSON messages: keep only this top-level field (repeatable)"),
+            Flag::new("require-json-field", Str, "", "JSON messages: pass only those with this top-level field"),
+            Flag::new("require-json-value", Str, "", "JSON messages: pass only those whose required field equals this value"),
+            Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
+                .checked(check_opt),
+            Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
+                .checked(check_opt),
+        ],
     }
+}
+
+fn main() {
+    let args = nsq_cli::goflag::args();
+    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let (mut c_cfg, mut p_cfg) = (Config::default(), Config::default());
+    for opt in p.list("consumer-opt") {
+        let _ = c_cfg.set_opt(&opt); // each was checked while parsing
+    }
+    for opt in p.list("producer-opt") {
+        let _ = p_cfg.set_opt(&opt);
+    }
+    let show_version = p.bool("version");
+    let channel = p.string("channel");
+    let dest_topic = p.string("destination-topic");
+    let max_in_flight = p.int("max-in-flight");
+    let status_every = p.int("status-every");
+    let mode = p.string("mode");
+    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
+    let lookupd_http_addrs = p.list("lookupd-http-address");
+    let dest_nsqd_tcp_addrs = p.list("destination-nsqd-tcp-address");
+    let whitelist_json_fields = p.list("whitelist-json-field");
+    let topics = p.list("topic");
+    let require_json_field = p.string("require-json-field");
+    let require_json_value = p.string("require-json-value");
 
     if show_version {
         println!("nsq_to_nsq v{VERSION}");
@@ -146,47 +159,73 @@ fn main() {
     if let Err(e) = nsq_cli::init_logging("info", "") {
         fatal(&e);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fatal(&e.to_string()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fatal(e.to_string()));
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let producers: Vec<Producer> = dest_nsqd_tcp_addrs
             .iter()
-            .map(|a| Producer::new(a.as_str(), p_cfg.clone()).unwrap_or_else(|e| fatal(&format!("failed creating producer {}", e.0))))
+            .map(|a| {
+                Producer::new(a.as_str(), p_cfg.clone())
+                    .unwrap_or_else(|e| fatal(format!("failed creating producer {}", e.0)))
+            })
             .collect();
         let per_address = if dest_nsqd_tcp_addrs.len() == 1 {
             // One destination: its numbers are the aggregate's.
             vec![TimerMetrics::new(0, "")]
         } else {
-            dest_nsqd_tcp_addrs.iter().map(|a| TimerMetrics::new(status_every, &format!("[{a}]:"))).collect()
+            dest_nsqd_tcp_addrs
+                .iter()
+                .map(|a| TimerMetrics::new(status_every, &format!("[{a}]:")))
+                .collect()
         };
         let publisher = Arc::new(Publisher {
             producers,
             router: Router::new(dest_nsqd_tcp_addrs.len(), hostpool),
-            filter: JsonFilter::new(&require_json_field, &require_json_value, whitelist_json_fields),
+            filter: JsonFilter::new(
+                &require_json_field,
+                &require_json_value,
+                whitelist_json_fields,
+            ),
             per_address,
             aggregate: TimerMetrics::new(status_every, "[aggregate]:"),
         });
 
         let mut consumers = Vec::new();
         for topic in &topics {
-            let consumer = Consumer::new(topic, &channel, c_cfg.clone()).unwrap_or_else(|e| fatal(&e.to_string()));
-            let destination_topic = if dest_topic.is_empty() { topic.clone() } else { dest_topic.clone() };
-            let handler = TopicHandler { publisher: publisher.clone(), destination_topic };
-            consumer.add_concurrent_handlers(handler, dest_nsqd_tcp_addrs.len()).unwrap_or_else(|e| fatal(&e.to_string()));
+            let consumer = Consumer::new(topic, &channel, c_cfg.clone())
+                .unwrap_or_else(|e| fatal(e.to_string()));
+            let destination_topic = if dest_topic.is_empty() {
+                topic.clone()
+            } else {
+                dest_topic.clone()
+            };
+            let handler = TopicHandler {
+                publisher: publisher.clone(),
+                destination_topic,
+            };
+            consumer
+                .add_concurrent_handlers(handler, dest_nsqd_tcp_addrs.len())
+                .unwrap_or_else(|e| fatal(e.to_string()));
             consumers.push(consumer);
         }
         for c in &consumers {
             if let Err(e) = c.connect_to_nsqds(&nsqd_tcp_addrs).await {
-                fatal(&e.to_string());
+                fatal(e.to_string());
             }
         }
         for c in &consumers {
             if let Err(e) = c.connect_to_nsqd_lookupds(&lookupd_http_addrs).await {
-                fatal(&e.to_string());
+                fatal(e.to_string());
             }
         }
         shutdown.cancelled().await;
-        let stops: Vec<_> = consumers.into_iter().map(|c| tokio::spawn(async move { c.stop().await })).collect();
+        let stops: Vec<_> = consumers
+            .into_iter()
+            .map(|c| tokio::spawn(async move { c.stop().await }))
+            .collect();
         for s in stops {
             let _ = s.await;
         }

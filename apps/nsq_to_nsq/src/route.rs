@@ -78,24 +78,41 @@ impl Router {
     pub fn new(len: usize, hostpool: bool) -> Router {
         if hostpool {
             let now = Instant::now();
-            let entry = HostEntry { dead: false, next_retry: now, retry_delay: INITIAL_RETRY_DELAY };
-            Router::HostPool(Mutex::new(HostPool { hosts: vec![entry; len], next_host_index: 0 }))
+            let entry = HostEntry {
+                dead: false,
+                next_retry: now,
+                retry_delay: INITIAL_RETRY_DELAY,
+            };
+            Router::HostPool(Mutex::new(HostPool {
+                hosts: vec![entry; len],
+                next_host_index: 0,
+            }))
         } else {
-            Router::RoundRobin { counter: AtomicU64::new(0), len: len as u64 }
+            Router::RoundRobin {
+                counter: AtomicU64::new(0),
+                len: len as u64,
+            }
         }
     }
 
     pub fn pick(&self) -> usize {
         match self {
-            Router::RoundRobin { counter, len } => ((counter.fetch_add(1, Ordering::SeqCst) + 1) % len) as usize,
-            Router::HostPool(p) => p.lock().unwrap_or_else(|e| e.into_inner()).get(Instant::now()),
+            Router::RoundRobin { counter, len } => {
+                ((counter.fetch_add(1, Ordering::SeqCst) + 1) % len) as usize
+            }
+            Router::HostPool(p) => p
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(Instant::now()),
         }
     }
 
     /// Reports how the publish to `idx` went (the host pool learns from it).
     pub fn mark(&self, idx: usize, ok: bool) {
         if let Router::HostPool(p) = self {
-            p.lock().unwrap_or_else(|e| e.into_inner()).mark(idx, ok, Instant::now());
+            p.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .mark(idx, ok, Instant::now());
         }
     }
 }
@@ -118,17 +135,21 @@ struct Window {
 impl TimerMetrics {
     pub fn new(status_every: i64, prefix: &str) -> TimerMetrics {
         if status_every > 0 && status_every < 100 {
-            crate::go_app::log(&format!(
+            nsq_cli::golog::log(format!(
                 "Warning: use more than 100 status values for accurate percentiles (configured with {status_every})"
             ));
         }
-        TimerMetrics { prefix: prefix.to_string(), status_every, inner: Mutex::new(Window::default()) }
+        TimerMetrics {
+            prefix: prefix.to_string(),
+            status_every,
+            inner: Mutex::new(Window::default()),
+        }
     }
 
     /// Records one publish; logs the summary when the window wraps.
     pub fn status(&self, took: Duration) {
         if let Some(line) = self.record(took) {
-            crate::go_app::log(&line);
+            nsq_cli::golog::log(&line);
         }
     }
 
@@ -157,7 +178,11 @@ fn summary(prefix: &str, timings: &[Duration]) -> String {
     let mut sorted = timings.to_vec();
     sorted.sort();
     let total: Duration = timings.iter().sum();
-    let avg = if timings.is_empty() { Duration::ZERO } else { total / timings.len() as u32 };
+    let avg = if timings.is_empty() {
+        Duration::ZERO
+    } else {
+        total / timings.len() as u32
+    };
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     format!(
         "{prefix} finished {} - 99th: {:.2}ms - 95th: {:.2}ms - avg: {:.2}ms",
@@ -190,8 +215,15 @@ mod tests {
     #[test]
     fn host_pool_skips_failed_hosts_until_retry() {
         let t0 = Instant::now();
-        let entry = HostEntry { dead: false, next_retry: t0, retry_delay: INITIAL_RETRY_DELAY };
-        let mut p = HostPool { hosts: vec![entry; 2], next_host_index: 0 };
+        let entry = HostEntry {
+            dead: false,
+            next_retry: t0,
+            retry_delay: INITIAL_RETRY_DELAY,
+        };
+        let mut p = HostPool {
+            hosts: vec![entry; 2],
+            next_host_index: 0,
+        };
         assert_eq!(p.get(t0), 0);
         assert_eq!(p.get(t0), 1);
         p.mark(0, false, t0);
@@ -213,14 +245,22 @@ mod tests {
 
     #[test]
     fn timer_metrics_logs_when_the_window_wraps() {
-        let m = TimerMetrics { prefix: "[aggregate]:".into(), status_every: 2, inner: Mutex::new(Window::default()) };
+        let m = TimerMetrics {
+            prefix: "[aggregate]:".into(),
+            status_every: 2,
+            inner: Mutex::new(Window::default()),
+        };
         assert_eq!(m.record(Duration::from_millis(1)), None);
         assert_eq!(m.record(Duration::from_millis(3)), None);
         assert_eq!(
             m.record(Duration::from_millis(5)).as_deref(),
             Some("[aggregate]: finished 2 - 99th: 5.00ms - 95th: 5.00ms - avg: 4.00ms")
         );
-        let off = TimerMetrics { prefix: String::new(), status_every: 0, inner: Mutex::new(Window::default()) };
+        let off = TimerMetrics {
+            prefix: String::new(),
+            status_every: 0,
+            inner: Mutex::new(Window::default()),
+        };
         assert_eq!(off.record(Duration::from_millis(1)), None);
     }
 }

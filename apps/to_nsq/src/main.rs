@@ -4,14 +4,12 @@
 
 #![forbid(unsafe_code)]
 
-#[path = "../../nsq_tail/src/go_app.rs"]
-mod go_app;
-
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use go_app::{fatal, FlagSet};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
+use nsq_cli::golog::{self, fatal};
 use nsq_client::{Config, Producer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -30,9 +28,10 @@ impl Throttle {
         let interval = Duration::from_nanos((1_000_000_000 / rate).max(1) as u64);
         let balance = Arc::new(AtomicI64::new(1));
         let b = balance.clone();
-        go_app::log(&format!("Throttling messages rate to max:{rate}/second"));
+        golog::log(format!("Throttling messages rate to max:{rate}/second"));
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+            let mut tick =
+                tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
             loop {
                 tick.tick().await;
                 if b.fetch_add(1, Ordering::SeqCst) + 1 > rate {
@@ -62,7 +61,10 @@ async fn read_and_publish<R: tokio::io::AsyncBufRead + Unpin>(
     producers: &[Producer],
 ) -> Result<bool, String> {
     let mut line = Vec::new();
-    let n = input.read_until(delim, &mut line).await.map_err(|e| e.to_string())?;
+    let n = input
+        .read_until(delim, &mut line)
+        .await
+        .map_err(|e| e.to_string())?;
     // The original always drops the last byte: the delimiter, or at end of
     // input without one, the last byte of the data.
     line.pop();
@@ -74,24 +76,37 @@ async fn read_and_publish<R: tokio::io::AsyncBufRead + Unpin>(
     Ok(n > 0)
 }
 
-fn main() {
-    let args = go_app::args();
-    let mut cfg = Config::default();
-    let mut topic = String::new();
-    let mut delimiter = String::from("\n");
-    let mut rate: i64 = 0;
-    let mut nsqd_tcp_addrs = Vec::new();
-    {
-        let mut fs = FlagSet::new(&args[0]);
-        fs.string(&mut topic, "topic", "topic to publish to");
-        fs.string(&mut delimiter, "delimiter", "single byte that separates messages on stdin");
-        fs.strings(&mut nsqd_tcp_addrs, "nsqd-tcp-address", "nsqd TCP address to publish to; every message goes to each (repeatable)");
-        fs.var("producer-opt", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)", |v| {
-            cfg.set_opt(v).map_err(|e| e.0)
-        });
-        fs.int(&mut rate, "rate", "publish at most this many messages per second; 0 means unlimited");
-        fs.parse(&args[1..]);
+/// `--producer-opt` is a go-nsq `ConfigFlag`: a bad option is a flag error.
+fn check_producer_opt(opt: &str) -> Result<(), String> {
+    Config::default().set_opt(opt).map_err(|e| e.0)
+}
+
+fn flag_set(program: &str) -> FlagSet {
+    use Kind::*;
+    FlagSet {
+        name: program.to_string(),
+        flags: vec![
+            Flag::new("topic", Str, "", "topic to publish to"),
+            Flag::new("delimiter", Str, "\n", "single byte that separates messages on stdin"),
+            Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address to publish to; every message goes to each (repeatable)"),
+            Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
+                .checked(check_producer_opt),
+            Flag::new("rate", Int, "0", "publish at most this many messages per second; 0 means unlimited"),
+        ],
     }
+}
+
+fn main() {
+    let args = nsq_cli::goflag::args();
+    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let mut cfg = Config::default();
+    for opt in p.list("producer-opt") {
+        let _ = cfg.set_opt(&opt); // each was checked while parsing
+    }
+    let topic = p.string("topic");
+    let delimiter = p.string("delimiter");
+    let rate = p.int("rate");
+    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
 
     if topic.is_empty() {
         fatal("--topic required");
@@ -105,7 +120,10 @@ fn main() {
     if let Err(e) = nsq_cli::init_logging("info", "") {
         fatal(&e);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fatal(&e.to_string()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fatal(e.to_string()));
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let mut producers = Vec::new();
@@ -114,8 +132,8 @@ fn main() {
             if producers.iter().any(|p: &Producer| p.addr() == addr) {
                 continue;
             }
-            let p =
-                Producer::new(addr.as_str(), cfg.clone()).unwrap_or_else(|e| fatal(&format!("failed to create nsq.Producer - {}", e.0)));
+            let p = Producer::new(addr.as_str(), cfg.clone())
+                .unwrap_or_else(|e| fatal(format!("failed to create nsq.Producer - {}", e.0)));
             producers.push(p);
         }
         if producers.is_empty() {

@@ -3,7 +3,7 @@
 //! * Go `flag` syntax: `-name` and `--name`, `=value` or a separate value
 //!   (taken verbatim even if it starts with `-`); booleans only as `-name` or
 //!   `-name=<bool>`; parsing stops at the first non-flag argument or `--`.
-//!   [`go_style_args`] rewrites that into a form clap parses unambiguously.
+//!   [`nsq_cli::go_flag_args`] rewrites that into a form clap parses unambiguously.
 //! * `--config <file>`: TOML whose keys are the flag names with `-` → `_`.
 //!   Precedence: flag given on the command line > config file > default
 //!   (NSQ's go-options `Resolve`), including its value coercions (an integer
@@ -15,18 +15,6 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 
 use crate::duration::{self, GoDuration};
-
-/// Flags that take a value (everything else is boolean or unknown).
-const VALUE_FLAGS: &[&str] = &[
-    "config",
-    "log-level",
-    "log-prefix",
-    "tcp-address",
-    "http-address",
-    "broadcast-address",
-    "inactive-producer-timeout",
-    "tombstone-lifetime",
-];
 
 /// nsqlookupd's flags, names and defaults exactly as NSQ 1.3.0's.
 #[derive(Parser, Debug)]
@@ -116,62 +104,20 @@ fn parse_log_level(s: &str) -> Result<LogLevel, String> {
 
 /// Go's `strconv.ParseBool`.
 fn parse_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err("parse error".into()),
-    }
+    nsq_cli::bool_arg(s).map_err(|_| "parse error".into())
 }
 
 fn parse_duration(s: &str) -> Result<GoDuration, String> {
     duration::parse(s).map_err(|_| "parse error".to_string())
 }
 
-/// Rewrites Go-style arguments (after the program name) into clap's form:
-/// `-name` → `--name`, value flags always as `--name=value`, and everything
-/// from the first non-flag argument on passed after `--`.
-pub fn go_style_args(args: impl IntoIterator<Item = OsString>) -> Vec<String> {
-    let mut it = args.into_iter().map(|a| a.to_string_lossy().into_owned());
-    let mut out = Vec::new();
-    while let Some(arg) = it.next() {
-        if arg == "--" {
-            out.push(arg);
-            out.extend(it.by_ref());
-            break;
-        }
-        if !arg.starts_with('-') || arg == "-" {
-            out.push("--".into());
-            out.push(arg);
-            out.extend(it.by_ref());
-            break;
-        }
-        let body = arg.strip_prefix("--").unwrap_or(&arg[1..]);
-        let (name, value) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (body, None),
-        };
-        if value.is_none() && (name == "h" || name == "help") {
-            out.push("--help".into());
-        } else if VALUE_FLAGS.contains(&name) {
-            match value.map(str::to_owned).or_else(|| it.next()) {
-                Some(v) => out.push(format!("--{name}={v}")),
-                None => out.push(format!("--{name}")), // clap reports the missing value
-            }
-        } else {
-            out.push(format!("--{body}"));
-        }
-    }
-    out
-}
-
 /// Parses the process arguments; clap's error (exit 2, or 0 for help) on
 /// failure.
 pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<(Flags, ArgMatches), clap::Error> {
-    let mut argv = argv.into_iter();
-    let program = argv.next().unwrap_or_else(|| "nsqlookupd".into());
-    let mut args = vec![program.to_string_lossy().into_owned()];
-    args.extend(go_style_args(argv));
-    let matches = Flags::command().try_get_matches_from(args)?;
+    let cmd = Flags::command();
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(nsq_cli::go_args(&cmd, argv))?;
     let flags = Flags::from_arg_matches(&matches)?;
     Ok((flags, matches))
 }

@@ -4,7 +4,6 @@
 //! Timestamps are UTC (Go uses the local zone; containers usually run UTC).
 
 use std::fmt;
-use std::time::SystemTime;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::LevelFilter;
@@ -14,21 +13,9 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::flags::LogLevel;
 
-/// `YYYY/MM/DD HH:MM:SS.micro` (Go's `log.Ldate|log.Ltime|log.Lmicroseconds`).
-pub fn timestamp(t: SystemTime) -> String {
-    // "2018-02-14T00:28:07.123456Z"
-    let rfc = humantime::format_rfc3339_micros(t).to_string();
-    rfc.trim_end_matches('Z')
-        .replacen('-', "/", 2)
-        .replacen('T', " ", 1)
-}
-
 /// A line as NSQ's `lg.Logf` writes it.
 pub fn line(prefix: &str, level: &str, message: &str) -> String {
-    format!(
-        "{prefix}{} {level}: {message}",
-        timestamp(SystemTime::now())
-    )
+    format!("{prefix}{} {level}: {message}", nsq_cli::timestamp())
 }
 
 struct GoFormat {
@@ -52,12 +39,7 @@ where
             Level::INFO => "INFO",
             Level::DEBUG | Level::TRACE => "DEBUG",
         };
-        write!(
-            writer,
-            "{}{} {level}: ",
-            self.prefix,
-            timestamp(SystemTime::now())
-        )?;
+        write!(writer, "{}{} {level}: ", self.prefix, nsq_cli::timestamp())?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
     }
@@ -81,16 +63,4 @@ pub fn init(level: LogLevel, prefix: &str) {
             prefix: prefix.to_owned(),
         })
         .init();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn go_timestamp() {
-        let t = UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456);
-        assert_eq!(timestamp(t), "2023/11/14 22:13:20.123456");
-    }
 }

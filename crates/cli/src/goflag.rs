@@ -10,7 +10,8 @@
 //! validate meaning (`log.Fatal` errors) themselves.
 //!
 //! Used by the apps that reproduce Go's command line to the letter
-//! (nsq_to_file, nsq_to_http).
+//! (nsq_tail, to_nsq, nsq_to_nsq, nsq_stat, nsq_to_file, nsq_to_http);
+//! their `log.Fatal` checks use [`crate::golog`].
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -43,8 +44,27 @@ pub struct Flag {
 }
 
 impl Flag {
-    pub const fn new(name: &'static str, kind: Kind, default: &'static str, usage: &'static str) -> Flag {
-        Flag { name, kind, default, usage, check: None }
+    pub const fn new(
+        name: &'static str,
+        kind: Kind,
+        default: &'static str,
+        usage: &'static str,
+    ) -> Flag {
+        Flag {
+            name,
+            kind,
+            default,
+            usage,
+            check: None,
+        }
+    }
+
+    /// The same flag with a `Set` check (for `List` flags).
+    pub const fn checked(self, check: Check) -> Flag {
+        Flag {
+            check: Some(check),
+            ..self
+        }
     }
 }
 
@@ -61,6 +81,13 @@ pub enum Value {
         value: Duration,
     },
     List(Vec<String>),
+}
+
+/// argv as strings (lossy for non-UTF-8), as the Go apps see them.
+pub fn args() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The result of a successful parse.
@@ -104,7 +131,11 @@ pub struct FlagSet {
 impl FlagSet {
     /// Go's `PrintDefaults` output under `Usage of <name>:`.
     pub fn usage(&self) -> String {
-        let mut out = if self.name.is_empty() { "Usage:\n".to_string() } else { format!("Usage of {}:\n", self.name) };
+        let mut out = if self.name.is_empty() {
+            "Usage:\n".to_string()
+        } else {
+            format!("Usage of {}:\n", self.name)
+        };
         let mut flags: Vec<&Flag> = self.flags.iter().collect();
         flags.sort_by_key(|f| f.name);
         for f in flags {
@@ -134,12 +165,25 @@ impl FlagSet {
         out
     }
 
+    /// [`FlagSet::parse`], printing and exiting as Go's `ExitOnError` does on failure.
+    pub fn parse_or_exit(&self, args: &[String]) -> Parsed {
+        self.parse(args).unwrap_or_else(|e| e.exit())
+    }
+
     /// Parses `args` (without the program name).
     pub fn parse(&self, args: &[String]) -> Result<Parsed, Exit> {
         let mut values: HashMap<&'static str, Value> = HashMap::new();
         for f in &self.flags {
-            let v = parse_value(f.kind, f.default).unwrap_or_else(|_| panic!("bad default for -{}", f.name));
-            values.insert(f.name, if f.kind == Kind::List { Value::List(Vec::new()) } else { v });
+            let v = parse_value(f.kind, f.default)
+                .unwrap_or_else(|_| panic!("bad default for -{}", f.name));
+            values.insert(
+                f.name,
+                if f.kind == Kind::List {
+                    Value::List(Vec::new())
+                } else {
+                    v
+                },
+            );
         }
         let fail = |msg: String| Exit::Error(format!("{msg}\n{}", self.usage()));
         let mut i = 0;
@@ -177,7 +221,12 @@ impl FlagSet {
                     Some(b) => {
                         values.insert(flag.name, Value::Bool(b));
                     }
-                    None => return Err(fail(format!("invalid boolean value {} for -{name}: parse error", go_quote(&v)))),
+                    None => {
+                        return Err(fail(format!(
+                            "invalid boolean value {} for -{name}: parse error",
+                            go_quote(&v)
+                        )))
+                    }
                 }
                 continue;
             }
@@ -189,7 +238,12 @@ impl FlagSet {
                 }
                 None => return Err(fail(format!("flag needs an argument: -{name}"))),
             };
-            let invalid = |e: String| fail(format!("invalid value {} for flag -{name}: {e}", go_quote(&v)));
+            let invalid = |e: String| {
+                fail(format!(
+                    "invalid value {} for flag -{name}: {e}",
+                    go_quote(&v)
+                ))
+            };
             if flag.kind == Kind::List {
                 if let Some(check) = flag.check {
                     check(&v).map_err(invalid)?;
@@ -202,13 +256,18 @@ impl FlagSet {
             let parsed = parse_value(flag.kind, &v).map_err(invalid)?;
             values.insert(flag.name, parsed);
         }
-        Ok(Parsed { values, args: args[i..].to_vec() })
+        Ok(Parsed {
+            values,
+            args: args[i..].to_vec(),
+        })
     }
 }
 
 impl Parsed {
     fn get(&self, name: &str) -> &Value {
-        self.values.get(name).unwrap_or_else(|| panic!("flag -{name} is not defined"))
+        self.values
+            .get(name)
+            .unwrap_or_else(|| panic!("flag -{name} is not defined"))
     }
 
     pub fn bool(&self, name: &str) -> bool {
@@ -240,7 +299,10 @@ impl Parsed {
     /// ever asks `> 0` / `<= 0` of these).
     pub fn positive_duration(&self, name: &str) -> Option<Duration> {
         match self.get(name) {
-            Value::Duration { negative: false, value } if !value.is_zero() => Some(*value),
+            Value::Duration {
+                negative: false,
+                value,
+            } if !value.is_zero() => Some(*value),
             Value::Duration { .. } => None,
             v => panic!("-{name} is not a duration: {v:?}"),
         }
@@ -268,10 +330,18 @@ fn parse_value(kind: Kind, s: &str) -> Result<Value, String> {
             if body.starts_with(['-', '+']) {
                 return Err("parse error".into());
             }
-            let value = nsq_protocol::duration::parse(body).map_err(|_| "parse error".to_string())?;
-            Value::Duration { negative: negative && !value.is_zero(), value }
+            let value =
+                nsq_protocol::duration::parse(body).map_err(|_| "parse error".to_string())?;
+            Value::Duration {
+                negative: negative && !value.is_zero(),
+                value,
+            }
         }
-        Kind::List => Value::List(if s.is_empty() { Vec::new() } else { vec![s.to_string()] }),
+        Kind::List => Value::List(if s.is_empty() {
+            Vec::new()
+        } else {
+            vec![s.to_string()]
+        }),
     })
 }
 
@@ -280,35 +350,40 @@ pub fn parse_bool(s: &str) -> Option<bool> {
     crate::bool_arg(s).ok()
 }
 
-/// `strconv.ParseInt(s, 0, 64)`: sign, `0x`/`0o`/`0b`/`0` prefixes,
-/// underscores between digits when a prefix is used.
+/// `strconv.ParseInt(s, 0, 64)` as the flag package reports it (`parse
+/// error` or `value out of range`): sign, `0x`/`0o`/`0b`/`0` prefixes, and
+/// `_` only between digits or after a base prefix, as Go allows with base 0.
 fn parse_go_int(s: &str) -> Result<i64, String> {
-    let (neg, body) = match s.as_bytes().first() {
+    let (neg, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    let lower = body.to_ascii_lowercase();
-    let (radix, digits, prefixed) = if let Some(d) = lower.strip_prefix("0x") {
-        (16, d.to_string(), true)
-    } else if let Some(d) = lower.strip_prefix("0o") {
-        (8, d.to_string(), true)
-    } else if let Some(d) = lower.strip_prefix("0b") {
-        (2, d.to_string(), true)
+    let lower = digits.to_ascii_lowercase();
+    let (radix, body, prefixed) = if let Some(r) = lower.strip_prefix("0x") {
+        (16, r, true)
+    } else if let Some(r) = lower.strip_prefix("0b") {
+        (2, r, true)
+    } else if let Some(r) = lower.strip_prefix("0o") {
+        (8, r, true)
     } else if lower.len() > 1 && lower.starts_with('0') {
-        (8, lower[1..].to_string(), true)
+        (8, &lower[1..], true)
     } else {
-        (10, lower.clone(), false)
+        (10, lower.as_str(), false)
     };
-    let digits = if prefixed { digits.trim_start_matches('_').replace('_', "") } else { digits };
-    if digits.is_empty() || digits.starts_with(['+', '-']) {
+    let bad_underscores =
+        body.contains("__") || body.ends_with('_') || (body.starts_with('_') && !prefixed);
+    let clean: String = body.chars().filter(|&c| c != '_').collect();
+    if clean.is_empty() || bad_underscores || !clean.chars().all(|c| c.is_digit(radix)) {
         return Err("parse error".into());
     }
-    let magnitude = u128::from_str_radix(&digits, radix).map_err(|e| match e.kind() {
-        std::num::IntErrorKind::PosOverflow => "value out of range".to_string(),
-        _ => "parse error".to_string(),
-    })?;
-    let v = if neg { -(magnitude as i128) } else { magnitude as i128 };
+    let magnitude =
+        u128::from_str_radix(&clean, radix).map_err(|_| "value out of range".to_string())?;
+    let v: i128 = if neg {
+        -(magnitude as i128)
+    } else {
+        magnitude as i128
+    };
     i64::try_from(v).map_err(|_| "value out of range".to_string())
 }
 
@@ -317,7 +392,9 @@ fn parse_go_float(s: &str) -> Result<f64, String> {
     let t = s.replace('_', "");
     match t.to_ascii_lowercase().trim_start_matches(['+', '-']) {
         "inf" | "infinity" | "nan" => {}
-        other if other.chars().any(|c| c.is_ascii_alphabetic() && c != 'e') => return Err("parse error".into()),
+        other if other.chars().any(|c| c.is_ascii_alphabetic() && c != 'e') => {
+            return Err("parse error".into())
+        }
         _ => {}
     }
     let v: f64 = t.parse().map_err(|_| "parse error".to_string())?;
@@ -374,7 +451,9 @@ pub fn go_quote(s: &str) -> String {
             '\x08' => out.push_str("\\b"),
             '\x0c' => out.push_str("\\f"),
             '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -392,10 +471,20 @@ mod tests {
             flags: vec![
                 Flag::new("gzip", Kind::Bool, "false", "gzip output"),
                 Flag::new("n", Kind::Int, "100", "number"),
-                Flag::new("topic", Kind::List, "", "topic (may be given multiple times)"),
+                Flag::new(
+                    "topic",
+                    Kind::List,
+                    "",
+                    "topic (may be given multiple times)",
+                ),
                 Flag::new("channel", Kind::Str, "nsq_to_file", "channel"),
                 Flag::new("sync-interval", Kind::Duration, "30s", "sync every"),
-                Flag::new("rotate-size", Kind::Int, "0", "rotate above `rotate-size` bytes"),
+                Flag::new(
+                    "rotate-size",
+                    Kind::Int,
+                    "0",
+                    "rotate above `rotate-size` bytes",
+                ),
                 Flag::new("sample", Kind::Float, "1", "fraction"),
             ],
         }
@@ -407,7 +496,19 @@ mod tests {
 
     #[test]
     fn go_parsing_rules() {
-        let p = set().parse(&args(&["-gzip", "--topic=a", "-topic", "b", "-n", "5", "--n=0x10", "x", "--channel=c"])).unwrap();
+        let p = set()
+            .parse(&args(&[
+                "-gzip",
+                "--topic=a",
+                "-topic",
+                "b",
+                "-n",
+                "5",
+                "--n=0x10",
+                "x",
+                "--channel=c",
+            ]))
+            .unwrap();
         assert!(p.bool("gzip"));
         assert_eq!(p.list("topic"), ["a", "b"]);
         assert_eq!(p.int("n"), 16);
@@ -418,7 +519,10 @@ mod tests {
         assert_eq!(p.args, ["false"]);
         let p = set().parse(&args(&["--", "-gzip"])).unwrap();
         assert!(!p.bool("gzip"));
-        assert_eq!(p.positive_duration("sync-interval"), Some(Duration::from_secs(30)));
+        assert_eq!(
+            p.positive_duration("sync-interval"),
+            Some(Duration::from_secs(30))
+        );
         let p = set().parse(&args(&["-sync-interval=-1s"])).unwrap();
         assert_eq!(p.positive_duration("sync-interval"), None);
     }
@@ -431,12 +535,41 @@ mod tests {
         };
         assert_eq!(err(&["-nope"]), "flag provided but not defined: -nope");
         assert_eq!(err(&["-n"]), "flag needs an argument: -n");
-        assert_eq!(err(&["-n=x"]), "invalid value \"x\" for flag -n: parse error");
-        assert_eq!(err(&["-n=99999999999999999999"]), "invalid value \"99999999999999999999\" for flag -n: value out of range");
-        assert_eq!(err(&["-gzip=yes"]), "invalid boolean value \"yes\" for -gzip: parse error");
-        assert_eq!(err(&["-sync-interval=5"]), "invalid value \"5\" for flag -sync-interval: parse error");
+        assert_eq!(
+            err(&["-n=x"]),
+            "invalid value \"x\" for flag -n: parse error"
+        );
+        assert_eq!(
+            err(&["-n=99999999999999999999"]),
+            "invalid value \"99999999999999999999\" for flag -n: value out of range"
+        );
+        assert_eq!(
+            err(&["-gzip=yes"]),
+            "invalid boolean value \"yes\" for -gzip: parse error"
+        );
+        assert_eq!(
+            err(&["-sync-interval=5"]),
+            "invalid value \"5\" for flag -sync-interval: parse error"
+        );
         assert_eq!(err(&["---x"]), "bad flag syntax: ---x");
         assert!(matches!(set().parse(&args(&["-h"])), Err(Exit::Help(_))));
+    }
+
+    #[test]
+    fn go_ints() {
+        assert_eq!(parse_go_int("010"), Ok(8));
+        assert_eq!(parse_go_int("1_000"), Ok(1000));
+        assert_eq!(parse_go_int("-0b11"), Ok(-3));
+        assert_eq!(parse_go_int("0x_1f"), Ok(31));
+        assert!(parse_go_int("1__0").is_err());
+        assert!(parse_go_int("0x1__0").is_err());
+        assert!(parse_go_int("").is_err());
+        assert!(parse_go_int("09").is_err());
+        assert!(parse_go_int("--1").is_err());
+        assert_eq!(
+            parse_go_int("99999999999999999999"),
+            Err("value out of range".into())
+        );
     }
 
     #[test]

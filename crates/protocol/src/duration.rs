@@ -5,43 +5,135 @@ use std::time::Duration;
 
 /// Parses a Go duration string; negative durations are refused.
 pub fn parse(s: &str) -> Result<Duration, String> {
-    let orig = s;
-    let bad = || format!("time: invalid duration \"{orig}\"");
-    let s = s.strip_prefix('+').unwrap_or(s);
-    if s.starts_with('-') {
-        return Err(bad());
+    if s.strip_prefix('+').unwrap_or(s).starts_with('-') {
+        return Err(format!("time: invalid duration {}", quote(s)));
+    }
+    parse_signed(s).map(|ns| Duration::from_nanos(ns.unsigned_abs()))
+}
+
+const LIMIT: u64 = 1 << 63;
+
+fn quote(s: &str) -> String {
+    format!("\"{s}\"")
+}
+
+fn unit_nanos(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ns" => 1,
+        "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Go's `time.ParseDuration` exactly, in signed nanoseconds: `45s`, `5m0s`,
+/// `1.5h`, `-1s`, `+2s`, `.5s`, `1h2m3.5s`, units `ns us µs μs ms s m h`, a
+/// bare `0`, with Go's overflow limits and error texts.
+pub fn parse_signed(orig: &str) -> Result<i64, String> {
+    let invalid = || format!("time: invalid duration {}", quote(orig));
+    let mut s = orig;
+    let mut neg = false;
+    if let Some(c) = s.chars().next() {
+        if c == '-' || c == '+' {
+            neg = c == '-';
+            s = &s[1..];
+        }
     }
     if s == "0" {
-        return Ok(Duration::ZERO);
+        return Ok(0);
     }
     if s.is_empty() {
-        return Err(bad());
+        return Err(invalid());
     }
-    let mut total: f64 = 0.0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(|| format!("time: missing unit in duration \"{orig}\""))?;
-        if num_end == 0 {
-            return Err(bad());
+    let mut total: u64 = 0;
+    while !s.is_empty() {
+        let b = s.as_bytes();
+        if !(b[0] == b'.' || b[0].is_ascii_digit()) {
+            return Err(invalid());
         }
-        let value: f64 = rest[..num_end].parse().map_err(|_| bad())?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let unit = &rest[..unit_end];
-        rest = &rest[unit_end..];
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => return Err(format!("time: missing unit in duration \"{orig}\"")),
-            _ => return Err(format!("time: unknown unit \"{unit}\" in duration \"{orig}\"")),
-        };
-        total += value * scale;
+        // [0-9]*
+        let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+        let mut v: u64 = 0;
+        for &c in &b[..digits] {
+            if v > LIMIT / 10 {
+                return Err(invalid());
+            }
+            v = v * 10 + u64::from(c - b'0');
+            if v > LIMIT {
+                return Err(invalid());
+            }
+        }
+        let pre = digits > 0;
+        s = &s[digits..];
+        // (\.[0-9]*)?
+        let (mut f, mut scale, mut post) = (0u64, 1f64, false);
+        if let Some(rest) = s.strip_prefix('.') {
+            let fb = rest.as_bytes();
+            let fdigits = fb.iter().take_while(|c| c.is_ascii_digit()).count();
+            let mut overflow = false;
+            for &c in &fb[..fdigits] {
+                if overflow {
+                    continue;
+                }
+                if f > (LIMIT - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                let y = f * 10 + u64::from(c - b'0');
+                if y > LIMIT {
+                    overflow = true;
+                    continue;
+                }
+                f = y;
+                scale *= 10.0;
+            }
+            post = fdigits > 0;
+            s = &rest[fdigits..];
+        }
+        if !pre && !post {
+            return Err(invalid());
+        }
+        // unit: everything up to the next '.' or digit
+        let ulen = s
+            .bytes()
+            .take_while(|c| !(*c == b'.' || c.is_ascii_digit()))
+            .count();
+        if ulen == 0 {
+            return Err(format!("time: missing unit in duration {}", quote(orig)));
+        }
+        let (u, rest) = s.split_at(ulen);
+        s = rest;
+        let unit = unit_nanos(u).ok_or_else(|| {
+            format!(
+                "time: unknown unit {} in duration {}",
+                quote(u),
+                quote(orig)
+            )
+        })?;
+        if v > LIMIT / unit {
+            return Err(invalid());
+        }
+        v *= unit;
+        if f > 0 {
+            // Go computes the fraction in float64 the same way.
+            v += (f as f64 * (unit as f64 / scale)) as u64;
+            if v > LIMIT {
+                return Err(invalid());
+            }
+        }
+        total += v;
+        if total > LIMIT {
+            return Err(invalid());
+        }
     }
-    Ok(Duration::from_nanos((total * 1e9).round() as u64))
+    if neg {
+        // total ≤ 2^63, so the negation fits (2^63 → i64::MIN).
+        return Ok((total as i128).wrapping_neg() as i64);
+    }
+    i64::try_from(total).map_err(|_| invalid())
 }
 
 /// Formats like Go's `Duration.String()`: `1h0m0s`, `250ms`, `1.5s`.
@@ -73,7 +165,10 @@ pub fn format(d: Duration) -> String {
     if frac == 0 {
         out.push_str(&format!("{whole}s"));
     } else {
-        out.push_str(&format!("{whole}.{}s", format!("{frac:09}").trim_end_matches('0')));
+        out.push_str(&format!(
+            "{whole}.{}s",
+            format!("{frac:09}").trim_end_matches('0')
+        ));
     }
     out
 }
@@ -103,7 +198,9 @@ mod tests {
 
     #[test]
     fn formats_like_go() {
-        for s in ["1h0m0s", "15m0s", "1m0s", "250ms", "2s", "45s", "5m0s", "10m0s", "1.5s", "25ms", "30s"] {
+        for s in [
+            "1h0m0s", "15m0s", "1m0s", "250ms", "2s", "45s", "5m0s", "10m0s", "1.5s", "25ms", "30s",
+        ] {
             assert_eq!(format(parse(s).unwrap()), s);
         }
     }
@@ -125,7 +222,14 @@ pub fn civil_utc(unix_secs: i64) -> (i64, u32, u32, u32, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d, (secs / 3600) as u32, (secs % 3600 / 60) as u32, (secs % 60) as u32)
+    (
+        y,
+        m,
+        d,
+        (secs / 3600) as u32,
+        (secs % 3600 / 60) as u32,
+        (secs % 60) as u32,
+    )
 }
 
 /// RFC 3339 in UTC, as Go's `time.RFC3339` prints a UTC time.

@@ -1,0 +1,509 @@
+//! Faults between daemons and processes (issue 9, parts 3, 4 and 6), black-box:
+//! nsqlookupd restarted under a running nsqd, nsqd restarted (SIGTERM) under a
+//! reconnecting consumer, a consumer that stops reading, and SIGKILL cycles
+//! under publish load with `--mem-queue-size=0 --sync-every=1`.
+//!
+//! Every test is bounded (deadlines on every wait) and uses 127.0.0.1 only.
+//! `NSQ_CRASH_CYCLES` (default 3) sets the number of SIGKILL cycles; see
+//! `scripts/crash.sh` for longer runs.
+
+use nsq_tests::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
+    let r = n.post(&format!("/topic/create?topic={topic}"), b"");
+    assert_eq!(r.status, 200, "topic create: {}", r.text());
+    let r = n.post(
+        &format!("/channel/create?topic={topic}&channel={channel}"),
+        b"",
+    );
+    assert_eq!(r.status, 200, "channel create: {}", r.text());
+}
+
+/// Producer ports nsqlookupd lists for `topic` (empty if none or on error).
+fn producer_tcp_ports(l: &Lookupd, topic: &str) -> Vec<i64> {
+    l.lookup(topic)
+        .and_then(|v| v["producers"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p["tcp_port"].as_i64())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// nsqlookupd restarted while nsqd runs
+// ---------------------------------------------------------------------------
+
+/// nsqd pings its lookupd every 15 s; a failed ping makes it reconnect and
+/// send IDENTIFY plus every REGISTER again. So a lookupd restarted on the same
+/// ports knows the nsqd's topics and channels again within one ping interval
+/// (asserted with slack: 20 s).
+#[test]
+fn lookupd_restarted_on_same_ports_nsqd_reregisters_within_one_ping_interval() {
+    let mut l = Lookupd::start(&[]);
+    let (ltcp, lhttp) = (l.tcp.clone(), l.http.clone());
+    let n = Nsqd::start(&[
+        &format!("--lookupd-tcp-address={ltcp}"),
+        "--broadcast-address=127.0.0.1",
+    ]);
+    create_channel(&n, "reg", "c");
+    wait_for(secs(10), "nsqd registers topic reg", || {
+        producer_tcp_ports(&l, "reg")
+            .contains(&(n.tcp_port as i64))
+            .then_some(())
+    });
+
+    l.stop();
+    let l = Lookupd::start_on(&ltcp, &lhttp, &[]);
+    let t0 = Instant::now();
+    assert!(
+        producer_tcp_ports(&l, "reg").is_empty(),
+        "fresh lookupd has no registrations"
+    );
+    wait_for(
+        secs(20),
+        "nsqd re-registers with the restarted lookupd",
+        || {
+            producer_tcp_ports(&l, "reg")
+                .contains(&(n.tcp_port as i64))
+                .then_some(())
+        },
+    );
+    let took = t0.elapsed();
+    // Channels come back too.
+    let chans = wait_for(secs(5), "channel c re-registered", || {
+        let r = http_get(&l.http, "/channels?topic=reg");
+        let v = r.json();
+        let cs: Vec<String> = v["channels"]
+            .as_array()?
+            .iter()
+            .filter_map(|c| c.as_str().map(String::from))
+            .collect();
+        cs.contains(&"c".to_string()).then_some(cs)
+    });
+    eprintln!("re-registered after {took:?}; channels {chans:?}");
+    n.assert_alive();
+}
+
+// ---------------------------------------------------------------------------
+// nsqd restarted (SIGTERM) under a reconnecting consumer
+// ---------------------------------------------------------------------------
+
+/// One consumer session: connect, SUB, RDY, FIN everything, record bodies.
+/// Returns when the connection closes or `stop` is set. Panics (caught by the
+/// caller) on protocol surprises during the shutdown race.
+fn consume_session(
+    addr: &str,
+    topic: &str,
+    channel: &str,
+    got: &Mutex<Vec<Vec<u8>>>,
+    stop: &AtomicBool,
+) {
+    let mut c = Conn::connect(addr);
+    c.sub(topic, channel);
+    c.rdy(20);
+    while !stop.load(Ordering::SeqCst) {
+        match c.try_read_frame(ms(200)) {
+            ReadOutcome::Frame(f) if f.is_heartbeat() => {
+                let _ = c.try_send(b"NOP\n");
+            }
+            ReadOutcome::Frame(f) if f.ftype == FRAME_MESSAGE => {
+                let m = f.msg();
+                // A slow consumer: leaves a few messages in flight at any time.
+                sleep_ms(2);
+                if c.try_send(format!("FIN {}\n", m.id).as_bytes()).is_err() {
+                    return;
+                }
+                got.lock().unwrap().push(m.body);
+            }
+            ReadOutcome::Frame(_) => {}
+            ReadOutcome::Timeout => {}
+            ReadOutcome::Closed(_) => return,
+        }
+    }
+}
+
+#[test]
+fn nsqd_sigterm_restart_under_consumer_delivers_everything_published_before_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Nsqd::start_in(dir.path(), &["--mem-queue-size=100"]);
+    let (tcp_port, http_port, addr) = (n.tcp_port, n.http_port, n.tcp_addr.clone());
+    create_channel(&n, "restart", "c");
+
+    let got = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sessions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let consumer = {
+        let (got, stop, sessions, addr) =
+            (got.clone(), stop.clone(), sessions.clone(), addr.clone());
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + secs(60);
+            while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+                if std::net::TcpStream::connect(&addr).is_err() {
+                    sleep_ms(100); // nsqd is down: the client retries
+                    continue;
+                }
+                sessions.fetch_add(1, Ordering::SeqCst);
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    consume_session(&addr, "restart", "c", &got, &stop)
+                }));
+                sleep_ms(100);
+            }
+        })
+    };
+
+    // 2000 messages: some go to memory, some overflow to disk, some are in
+    // flight at the moment of SIGTERM.
+    let bodies: Vec<Vec<u8>> = (0..2000)
+        .map(|i| format!("restart-{i:05}").into_bytes())
+        .collect();
+    let mut p = n.connect();
+    for chunk in bodies.chunks(100) {
+        let refs: Vec<&[u8]> = chunk.iter().map(|b| b.as_slice()).collect();
+        p.mpublish("restart", &refs);
+    }
+    // Let the consumer get part of the way.
+    wait_for(secs(20), "consumer received some messages", || {
+        (got.lock().unwrap().len() >= 100).then_some(())
+    });
+    let before = got.lock().unwrap().len();
+    let st = n.sigterm_and_wait(secs(15));
+    assert!(st.success(), "nsqd exit status {st}\n{}", n.stderr());
+    drop(p);
+
+    let n = Nsqd::start_on(dir.path(), tcp_port, http_port, &["--mem-queue-size=100"]);
+    let want: BTreeSet<Vec<u8>> = bodies.iter().cloned().collect();
+    let res = catch_unwind(AssertUnwindSafe(|| {
+        wait_for(
+            secs(40),
+            "every message published before the stop delivered",
+            || {
+                let g = got.lock().unwrap();
+                let have: BTreeSet<&Vec<u8>> = g.iter().collect();
+                want.iter().all(|b| have.contains(b)).then_some(())
+            },
+        )
+    }));
+    stop.store(true, Ordering::SeqCst);
+    consumer.join().unwrap();
+    let g = got.lock().unwrap();
+    let have: BTreeSet<&Vec<u8>> = g.iter().collect();
+    let missing: Vec<String> = want
+        .iter()
+        .filter(|b| !have.contains(b))
+        .take(20)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    eprintln!(
+        "restart under consumer: {} published, {before} delivered before SIGTERM, {} deliveries in all ({} sessions)",
+        bodies.len(),
+        g.len(),
+        sessions.load(Ordering::SeqCst)
+    );
+    assert!(
+        res.is_ok() && missing.is_empty(),
+        "lost across a clean restart (first 20): {missing:?}"
+    );
+    assert!(
+        sessions.load(Ordering::SeqCst) >= 2,
+        "the consumer reconnected"
+    );
+    n.assert_alive();
+}
+
+// ---------------------------------------------------------------------------
+// A consumer that stops reading
+// ---------------------------------------------------------------------------
+
+/// Shrink the socket receive buffer so the stuck consumer's socket fills fast.
+fn small_rcvbuf(c: &Conn) {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = 4096;
+    unsafe {
+        libc::setsockopt(
+            c.stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+fn channel_clients(n: &Nsqd, topic: &str, channel: &str) -> usize {
+    n.channel_stats(topic, channel)
+        .and_then(|c| c["clients"].as_array().map(|a| a.len()))
+        .unwrap_or(0)
+}
+
+#[test]
+fn stuck_consumer_stalls_no_one_and_is_disconnected_by_heartbeat_rules() {
+    stuck_consumer_scenario(false);
+}
+
+/// Repro of a daemon bug found by this suite (see docs/reliability.md): the
+/// stuck client disappears from `/stats` but its socket is never closed; once
+/// the client reads again it gets a 64 KiB message every ~1.6 s, no EOF.
+#[test]
+#[ignore = "daemon bug: nsqd drops a stuck client from the channel but never closes its socket"]
+fn stuck_consumer_socket_is_closed_after_disconnect() {
+    stuck_consumer_scenario(true);
+}
+
+fn stuck_consumer_scenario(check_socket_closed: bool) {
+    // msg-timeout 5 s: the dropped consumer's in-flight messages come back soon.
+    let n = Nsqd::start(&["--msg-timeout=5s"]);
+    create_channel(&n, "stuck", "stuck");
+    create_channel(&n, "stuck", "live");
+
+    // The stuck consumer: heartbeat 1 s, RDY 2500, then never reads or writes again.
+    let mut s = n.connect();
+    small_rcvbuf(&s);
+    s.identify(r#"{"heartbeat_interval":1000}"#);
+    s.sub("stuck", "stuck");
+    s.rdy(2500);
+
+    // The live consumer on another channel of the same topic.
+    let mut live = n.connect();
+    live.sub("stuck", "live");
+    live.rdy(200);
+
+    // 400 × 64 KiB = 25 MiB: far more than the stuck socket can hold.
+    let body = vec![b'x'; 64 * 1024];
+    let mut p = n.connect();
+    let total = 400usize;
+    let t0 = Instant::now();
+    let mut live_got = 0usize;
+    for batch in 0..(total / 40) {
+        let bodies: Vec<Vec<u8>> = (0..40)
+            .map(|i| {
+                let mut b = body.clone();
+                b[..12].copy_from_slice(format!("{:012}", batch * 40 + i).as_bytes());
+                b
+            })
+            .collect();
+        let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
+        p.send(&mpub_cmd("stuck", &refs));
+        // The publisher is never stalled by the stuck consumer.
+        match p.recv_timeout(secs(5)) {
+            Some(f) => assert_eq!(
+                f.bytes(),
+                frame(FRAME_RESPONSE, b"OK"),
+                "MPUB {batch}: {f:?}"
+            ),
+            None => {
+                panic!("MPUB batch {batch} not acknowledged within 5 s: the publisher is stalled")
+            }
+        }
+        // Drain what the live consumer has so far.
+        while let Some(f) = live.recv_timeout(ms(1)) {
+            assert_eq!(f.ftype, FRAME_MESSAGE);
+            live.fin(&f.msg().id);
+            live_got += 1;
+        }
+    }
+    let live_rest = recv_msgs(&mut live, total - live_got, secs(30), true);
+    live_got += live_rest.len();
+    let live_took = t0.elapsed();
+    assert_eq!(live_got, total, "the live channel got every message");
+
+    // Another topic is served normally meanwhile.
+    let mut o = n.connect();
+    o.publish("other", b"ping");
+    o.sub("other", "c");
+    o.rdy(1);
+    assert_eq!(o.expect_msg_within(secs(5)).body, b"ping");
+
+    // nsqd disconnects the stuck consumer: it missed heartbeats (no NOP for 2 ×
+    // 1 s) and its writes cannot complete within the heartbeat interval.
+    let t1 = Instant::now();
+    wait_for(secs(15), "stuck consumer disconnected by nsqd", || {
+        (channel_clients(&n, "stuck", "stuck") == 0).then_some(())
+    });
+    let gone_after = t1.elapsed();
+    // Its in-flight messages went back to the channel: nothing lost.
+    let st = n.channel_stats("stuck", "stuck").unwrap();
+    let depth = int(&st, "depth") + int(&st, "in_flight_count") + int(&st, "deferred_count");
+    eprintln!(
+        "stuck consumer: live channel got {live_got} in {live_took:?}; stuck one closed {gone_after:?} after publishing ended; stuck channel holds {depth} + delivered-before-stall"
+    );
+    // Reading the stuck socket now ends in EOF/reset once its buffer is drained.
+    // BUG (reported): nsq-rs drops the client from the channel but leaves its
+    // socket open: reading it yields data and then no EOF. Diagnose, then assert.
+    if !check_socket_closed {
+        drop(s);
+    } else {
+        let mut received = 0usize;
+        let mut frames = 0usize;
+        let t2 = Instant::now();
+        let closed = loop {
+            match s.try_read_frame(secs(3)) {
+                ReadOutcome::Frame(f) => {
+                    frames += 1;
+                    received += f.data.len() + 8;
+                }
+                ReadOutcome::Closed(_) => break true,
+                ReadOutcome::Timeout => break false,
+            }
+            if t2.elapsed() > secs(30) {
+                break false;
+            }
+        };
+        eprintln!("stuck socket: {frames} frames / {received} bytes readable after the drop; closed={closed} after {:?}", t2.elapsed());
+        assert!(closed, "nsqd removed the stuck client from the channel but never closed its socket ({frames} frames readable)");
+    }
+
+    // Drain the stuck channel with a fresh consumer: all 400 are there (a
+    // message may be delivered twice: once into the dead socket, once now).
+    let mut again = n.connect();
+    again.sub("stuck", "stuck");
+    again.rdy(200);
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + secs(60);
+    while seen.len() < total && Instant::now() < deadline {
+        if let Some(f) = again.recv_timeout(secs(10)) {
+            let m = f.msg();
+            again.fin(&m.id);
+            seen.insert(m.body[..12].to_vec());
+        } else {
+            break;
+        }
+    }
+    // Messages written into the stuck socket before it closed count as
+    // delivered (at-least-once is about redelivery of unFINed ones: they all
+    // come back here, since the stuck client never FINed anything).
+    assert_eq!(
+        seen.len(),
+        total,
+        "every message of the stuck channel is redelivered after its consumer was dropped"
+    );
+    n.assert_alive();
+}
+
+// ---------------------------------------------------------------------------
+// SIGKILL cycles under publish load
+// ---------------------------------------------------------------------------
+
+/// Publishes `crash-<cycle>-<i>` bodies one PUB at a time until the connection
+/// breaks; returns the bodies that got `OK`, and the ones sent without an answer.
+fn publish_until_broken(
+    addr: &str,
+    cycle: usize,
+    stop: &AtomicBool,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut ok = Vec::new();
+    let mut unknown = Vec::new();
+    let mut c = Conn::connect(addr);
+    for i in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let body = format!("crash-{cycle:03}-{i:06}").into_bytes();
+        if c.try_send(&pub_cmd("crash", &body)).is_err() {
+            unknown.push(body);
+            break;
+        }
+        match c.try_read_frame(secs(5)) {
+            ReadOutcome::Frame(f) if f.bytes() == frame(FRAME_RESPONSE, b"OK") => ok.push(body),
+            ReadOutcome::Frame(f) => panic!("PUB answered {f:?}"),
+            ReadOutcome::Timeout | ReadOutcome::Closed(_) => {
+                unknown.push(body);
+                break;
+            }
+        }
+    }
+    (ok, unknown)
+}
+
+#[test]
+fn sigkill_cycles_under_publish_load_lose_no_acknowledged_message() {
+    let cycles = env_usize("NSQ_CRASH_CYCLES", 3);
+    let args = ["--mem-queue-size=0", "--sync-every=1"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(0x5eed_c0de);
+    let mut n = Nsqd::start_in(dir.path(), &args);
+    create_channel(&n, "crash", "c");
+    let (mut acked_total, mut delivered_total, mut dup_total, mut unacked_delivered) =
+        (0usize, 0usize, 0usize, 0usize);
+    for cycle in 0..cycles {
+        let stop = Arc::new(AtomicBool::new(false));
+        let publisher = {
+            let (addr, stop) = (n.tcp_addr.clone(), stop.clone());
+            std::thread::spawn(move || publish_until_broken(&addr, cycle, &stop))
+        };
+        // SIGKILL mid-stream, after a random 300–1300 ms of publishing.
+        sleep_ms(300 + rng.below(1000));
+        n.kill9();
+        let (acked, unknown) = publisher.join().expect("publisher thread");
+        assert!(
+            !acked.is_empty(),
+            "cycle {cycle}: some PUBs were acknowledged before the kill"
+        );
+
+        n = Nsqd::start_in(dir.path(), &args);
+        let mut c = n.connect();
+        c.sub("crash", "c");
+        c.rdy(500);
+        let mut counts: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        while let Some(f) = c.recv_timeout(secs(3)) {
+            assert_eq!(f.ftype, FRAME_MESSAGE, "cycle {cycle}: {f:?}");
+            let m = f.msg();
+            c.fin(&m.id);
+            *counts.entry(m.body).or_default() += 1;
+        }
+        c.cmd("CLS");
+        drop(c);
+        // Next cycle's publishing starts only when no consumer is left: a
+        // message handed to a closing consumer is in flight (memory only) and
+        // a SIGKILL may legitimately lose it.
+        wait_for(secs(10), "consumer gone from the channel", || {
+            (channel_clients(&n, "crash", "c") == 0).then_some(())
+        });
+        let missing: Vec<String> = acked
+            .iter()
+            .filter(|b| !counts.contains_key(*b))
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "cycle {cycle}: {} of {} acknowledged messages lost after SIGKILL with --sync-every=1: {:?}",
+            missing.len(),
+            acked.len(),
+            &missing[..missing.len().min(20)]
+        );
+        let prefix = format!("crash-{cycle:03}-").into_bytes();
+        let foreign: Vec<String> = counts
+            .keys()
+            .filter(|b| !b.starts_with(&prefix))
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        // Earlier cycles' messages may come back (FIN is not durable across a
+        // crash): at-least-once allows that, so just count them.
+        dup_total += foreign.len() + counts.values().filter(|&&k| k > 1).count();
+        unacked_delivered += unknown.iter().filter(|b| counts.contains_key(*b)).count();
+        acked_total += acked.len();
+        delivered_total += counts.len();
+        eprintln!(
+            "cycle {cycle}: {} acked, {} delivered after restart, {} redelivered from earlier cycles",
+            acked.len(),
+            counts.len(),
+            foreign.len()
+        );
+    }
+    eprintln!(
+        "SIGKILL cycles: {cycles}; acknowledged {acked_total}; delivered {delivered_total}; duplicates {dup_total}; unacknowledged-but-delivered {unacked_delivered}"
+    );
+    n.assert_alive();
+}

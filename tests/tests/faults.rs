@@ -257,7 +257,7 @@ fn stuck_consumer_stalls_no_one_and_is_disconnected_by_heartbeat_rules() {
 /// stuck client disappears from `/stats` but its socket is never closed; once
 /// the client reads again it gets a 64 KiB message every ~1.6 s, no EOF.
 #[test]
-#[ignore = "daemon bug: nsqd drops a stuck client from the channel but never closes its socket"]
+#[ignore = "nsqd closes the socket, but (as in Go nsqd) without SO_LINGER 0 the kernel keeps sending its buffered bytes; see docs/reliability.md"]
 fn stuck_consumer_socket_is_closed_after_disconnect() {
     stuck_consumer_scenario(true);
 }

@@ -1,0 +1,146 @@
+//! `nsqd::channel::ChannelState` bookkeeping with a `NullBackend` (memory
+//! only) and one subscribed client whose outbound queue is drained.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use nsq_benches::*;
+use nsq_protocol::MessageId;
+use nsqd::backend::NullBackend;
+use nsqd::channel::ChannelState;
+use nsqd::client::{ClientConn, ClientId, Outbound};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const MSG_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Fixture {
+    ch: ChannelState,
+    cid: ClientId,
+    rx: UnboundedReceiver<Outbound>,
+    now: Instant,
+}
+
+impl Fixture {
+    /// A channel with one client at RDY `rdy`.
+    fn new(mem_cap: usize, rdy: i64) -> Fixture {
+        let mut ch = ChannelState::new(mem_cap, Box::new(NullBackend), None);
+        let addr: SocketAddr = "127.0.0.1:4150".parse().unwrap();
+        let (conn, rx) = ClientConn::new(addr, 0);
+        let conn = Arc::new(conn);
+        let cid = conn.id;
+        ch.add_client(conn, MSG_TIMEOUT, 0, 0).unwrap();
+        let now = Instant::now();
+        ch.set_rdy(cid, rdy, now);
+        Fixture { ch, cid, rx, now }
+    }
+
+    fn drain(&mut self) -> usize {
+        let mut n = 0;
+        while self.rx.try_recv().is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    /// Puts ids `first..first+n` (all delivered while credit lasts).
+    fn fill(&mut self, first: u64, n: u64) -> Vec<MessageId> {
+        let body = body(BODY_LEN);
+        let ids: Vec<MessageId> = (first..first + n).map(MessageId::from_guid).collect();
+        for i in first..first + n {
+            self.ch.put(message(i, &body), self.now).unwrap();
+        }
+        self.drain();
+        ids
+    }
+}
+
+/// One message through the whole path: put → delivered to the client
+/// (in-flight insert, outbound send) → FIN.
+fn bench_put_deliver_finish(c: &mut Criterion) {
+    let mut g = c.benchmark_group("channel");
+    g.throughput(Throughput::Elements(1));
+    let body = body(BODY_LEN);
+    let mut f = Fixture::new(10_000, 2500);
+    let mut n = 1u64;
+    g.bench_function("put_deliver_fin", |b| {
+        b.iter(|| {
+            let msg = message(n, &body);
+            let id = msg.id;
+            n += 1;
+            f.ch.put(msg, f.now).unwrap();
+            f.ch.finish(f.cid, &id, f.now, 0).unwrap();
+            black_box(f.rx.try_recv().is_ok())
+        })
+    });
+    assert_eq!(f.ch.in_flight_count(), 0);
+
+    // Steady state with 2500 in flight: FIN a random one, put a new one
+    // (which is delivered into the freed credit).
+    let mut f = Fixture::new(10_000, 2500);
+    let mut live = f.fill(1, 2500);
+    let mut next = 2501u64;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
+    g.bench_function("steady_2500_in_flight_fin_random_put", |b| {
+        b.iter(|| {
+            let k = rand::Rng::gen_range(&mut rng, 0..live.len());
+            f.ch.finish(f.cid, &live[k], f.now, 0).unwrap();
+            let msg = message(next, &body);
+            live[k] = msg.id;
+            next += 1;
+            f.ch.put(msg, f.now).unwrap();
+            black_box(f.rx.try_recv().is_ok())
+        })
+    });
+    assert_eq!(f.ch.in_flight_count(), 2500);
+    g.finish();
+}
+
+/// 2500 in flight, FIN all of them in random order (per-FIN cost).
+fn bench_in_flight(c: &mut Criterion) {
+    let mut g = c.benchmark_group("in_flight");
+    g.throughput(Throughput::Elements(2500));
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(42);
+    g.bench_function("fin_2500_random_order", |b| {
+        b.iter_batched(
+            || {
+                let mut f = Fixture::new(10_000, 2500);
+                let mut ids = f.fill(1, 2500);
+                ids.shuffle(&mut rng);
+                (f, ids)
+            },
+            |(mut f, ids)| {
+                for id in &ids {
+                    f.ch.finish(f.cid, id, f.now, 0).unwrap();
+                }
+                debug_assert_eq!(f.ch.in_flight_count(), 0);
+                f // dropped outside the timing
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+/// The timer pass with 10k in flight and nothing due: what every wake of an
+/// idle-but-busy channel costs.
+fn bench_process_timers_idle(c: &mut Criterion) {
+    let mut g = c.benchmark_group("process_timers");
+    let mut f = Fixture::new(20_000, 10_000);
+    f.fill(1, 10_000);
+    assert_eq!(f.ch.in_flight_count(), 10_000);
+    let now = f.now + Duration::from_secs(1);
+    g.bench_function("10k_in_flight_none_due", |b| b.iter(|| f.ch.process_timers(black_box(now))));
+    assert_eq!(f.ch.in_flight_count(), 10_000);
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(WARM_UP).measurement_time(MEASURE);
+    targets = bench_put_deliver_finish, bench_in_flight, bench_process_timers_idle
+}
+criterion_main!(benches);

@@ -216,6 +216,11 @@ fn lookupd_metrics_agree_with_its_json() {
     assert_eq!(a.post("/channel/create?topic=t&channel=c1", b"").status, 200);
     discover_n(&[&l], "t", 2);
     discover_n(&[&l], "u", 1);
+    // REGISTER of the channel reaches the lookupd asynchronously
+    wait_for(Duration::from_secs(5), "c1 registered", || {
+        let v = http_request_timeout(&l.http, "GET", "/channels?topic=t", &[], None, Duration::from_secs(1)).ok()?.json();
+        v["channels"].as_array()?.iter().any(|c| c == "c1").then_some(())
+    });
     let node = format!("127.0.0.1:{}", b.http_port);
     let r = http_request_timeout(&l.http, "POST", &format!("/topic/tombstone?topic=t&node={node}"), &[], None, Duration::from_secs(2)).unwrap();
     assert_eq!(r.status, 200);

@@ -245,11 +245,13 @@ impl ChannelState {
 
     /// A batch from the topic (an MPUB): whatever overflows memory goes to
     /// the backend in one write.
+    /// `Ok(true)` when the backend was written (a disk write that worked
+    /// means the disk is healthy again, as nsqd reports on `/ping`).
     pub fn put_many(
         &mut self,
         msgs: impl IntoIterator<Item = Message>,
         now: Instant,
-    ) -> Result<(), crate::backend::BackendError> {
+    ) -> Result<bool, crate::backend::BackendError> {
         let mut overflow = Vec::new();
         for msg in msgs {
             self.message_count += 1;
@@ -261,7 +263,7 @@ impl ChannelState {
             }
         }
         self.backend_pending |= !overflow.is_empty();
-        let r = put_messages(self.backend.as_ref(), overflow.iter());
+        let r = put_messages(self.backend.as_ref(), overflow.iter()).map(|()| !overflow.is_empty());
         self.pump(now);
         r
     }

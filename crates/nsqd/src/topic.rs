@@ -80,13 +80,18 @@ impl TopicState {
                     for m in msgs {
                         st.put_deferred(m.clone(), d, now);
                     }
-                    Ok(())
+                    Ok(false)
                 }
                 _ => st.put_many(msgs.iter().cloned(), now),
             });
-            if let Err(e) = r {
-                tracing::error!(topic = %ch.topic_name, channel = %ch.name, error = %e, "channel put failed");
-                nsqd.set_health(Some(e.to_string()));
+            match r {
+                // a disk write worked: the disk is healthy (again), as nsqd's channel.put reports
+                Ok(true) => nsqd.set_health(None),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(topic = %ch.topic_name, channel = %ch.name, error = %e, "channel put failed");
+                    nsqd.set_health(Some(e.to_string()));
+                }
             }
         }
     }

@@ -489,6 +489,23 @@ impl Inner {
                 error!(queue = %self.name, "DISKQUEUE({}) failed to retrieveMetaData - {}: {e}", self.name, path.display());
             }
         }
+        if self.read_file_num < 0 || self.read_pos < 0 || self.write_file_num < 0 || self.write_pos < 0 {
+            // Corrupt metadata: positions can never be negative. Start from
+            // segment 0; the stale-file recovery below counts what is there,
+            // so records already on disk are read rather than lost behind a
+            // position the reader refuses (found by fuzzing).
+            error!(
+                queue = %self.name,
+                "DISKQUEUE({}) negative position in metadata ({},{} / {},{}), recovering from file 0",
+                self.name, self.read_file_num, self.read_pos, self.write_file_num, self.write_pos
+            );
+            self.read_file_num = 0;
+            self.read_pos = 0;
+            self.write_file_num = 0;
+            self.write_pos = 0;
+            self.depth = 0;
+            self.mark_changed();
+        }
         if self.depth < 0 {
             warn!(queue = %self.name, "DISKQUEUE({}) negative depth {} in metadata, using 0", self.name, self.depth);
             self.depth = 0;
@@ -587,6 +604,13 @@ impl Inner {
                     let pos = u64::try_from(self.write_pos).unwrap_or(0);
                     file.seek(SeekFrom::Start(pos))
                         .map_err(|e| Error::io("seek", &path, e))?;
+                } else {
+                    // Starting a segment: whatever a file of that name holds is
+                    // stale (the metadata knows of nothing written there). Left
+                    // in place, its tail would be read back as phantom records
+                    // after the new ones (found by fuzzing; go-diskqueue has
+                    // the same hazard).
+                    file.set_len(0).map_err(|e| Error::io("truncate", &path, e))?;
                 }
                 debug!(queue = %self.name, "DISKQUEUE({}): writeOne() opened {}", self.name, path.display());
                 self.writer_file_num = self.write_file_num;

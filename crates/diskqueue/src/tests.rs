@@ -849,3 +849,41 @@ fn reader_past_writer_in_metadata_skips_to_fresh_segment() {
     q.put(b"new").unwrap();
     assert_eq!(q.read().unwrap().unwrap(), Bytes::from_static(b"new"));
 }
+
+/// Fuzzing found this: recovery moved the writer onto a segment file that
+/// already existed with stale records, the new record overwrote only its
+/// start, and the stale tail came back as a phantom record. Starting a
+/// segment now truncates it.
+#[test]
+fn writer_starting_over_an_existing_segment_leaves_no_phantom_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "phantom";
+    std::fs::write(meta_path(dir.path(), name), "0\n0,0\n0,0\n").unwrap();
+    // segment 0: one record the metadata does not know about (recovered, read first)
+    std::fs::write(seg(dir.path(), name, 0), frame(b"old0")).unwrap();
+    // segment 1: stale bytes from an earlier life
+    let mut stale = frame(b"zzzz");
+    stale.extend(frame(b"yyyy"));
+    std::fs::write(seg(dir.path(), name, 1), &stale).unwrap();
+    let q = DiskQueue::open(name, dir.path(), opts(1, 1024, 1 << 20)).unwrap();
+    q.put(b"new!").unwrap();
+    q.close().unwrap();
+    let q = DiskQueue::open(name, dir.path(), opts(1, 1024, 1 << 20)).unwrap();
+    let got: Vec<Vec<u8>> = read_all(&q).into_iter().map(|b| b.to_vec()).collect();
+    assert_eq!(got, vec![b"old0".to_vec(), b"new!".to_vec()]);
+    assert_eq!(q.depth(), 0);
+}
+
+/// Fuzzing found this: negative positions in the metadata made the reader
+/// refuse to read while put still wrote, losing an acknowledged record.
+#[test]
+fn negative_positions_in_metadata_do_not_lose_puts() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "negpos";
+    std::fs::write(meta_path(dir.path(), name), "55\n6,-55\n6,-55\n").unwrap();
+    let q = DiskQueue::open(name, dir.path(), opts(1, 1024, 1 << 20)).unwrap();
+    q.put(b"acked").unwrap();
+    assert_eq!(q.read().unwrap().map(|b| b.to_vec()), Some(b"acked".to_vec()));
+    assert_eq!(q.read().unwrap(), None);
+    assert_eq!(q.depth(), 0);
+}

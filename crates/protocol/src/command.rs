@@ -302,7 +302,8 @@ pub fn parse_mpub_body(body: Bytes, limits: &Limits) -> Result<Vec<Bytes>, Proto
     if count <= 0 || count > max_count {
         return Err(ProtocolError::fatal(E_BAD_BODY, format!("MPUB invalid message count {count}")));
     }
-    let mut out = Vec::with_capacity(count as usize);
+    // each message needs at least 5 bytes: do not let a claimed count allocate more
+    let mut out = Vec::with_capacity((count as usize).min(body.len() / 5));
     let mut pos = 4usize;
     for i in 0..count {
         if body.len() < pos + 4 {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 60), one at
+# a time on one core. Installs cargo-fuzz if missing; needs a nightly
+# toolchain (rustup toolchain install nightly). Exits non-zero as soon as a
+# target crashes; the crashing input is left in fuzz/artifacts/<target>/.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+
+SECONDS_EACH="${1:-60}"
+shift || true
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT/fuzz"
+
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    echo "fuzz.sh: installing cargo-fuzz" >&2
+    cargo install --locked cargo-fuzz
+fi
+TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
+
+if [ "$#" -gt 0 ]; then
+    TARGETS=("$@")
+else
+    mapfile -t TARGETS < <(cargo "+$TOOLCHAIN" fuzz list)
+fi
+
+cargo "+$TOOLCHAIN" fuzz build -a
+
+status=0
+for t in "${TARGETS[@]}"; do
+    echo "=== $t: ${SECONDS_EACH}s ==="
+    mkdir -p "corpus/$t"
+    log="${TMPDIR:-/tmp}/fuzz-$t.log"
+    rc=0
+    cargo "+$TOOLCHAIN" fuzz run -a "$t" "corpus/$t" -- \
+        -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 \
+        -print_final_stats=1 >"$log" 2>&1 || rc=$?
+    grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)' "$log" || true
+    if [ "$rc" -ne 0 ]; then
+        tail -n 40 "$log" >&2
+        echo "fuzz.sh: $t CRASHED (exit $rc); input in fuzz/artifacts/$t/, log $log" >&2
+        status=1
+        break
+    fi
+done
+exit "$status"

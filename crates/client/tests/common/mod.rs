@@ -102,6 +102,9 @@ pub fn start_nsqd(extra: &[String]) -> Daemon {
         let mut a = vec![
             format!("--tcp-address={tcp}"),
             format!("--http-address={http}"),
+            // the HTTPS listener opens whenever a test passes --tls-cert:
+            // never the default 0.0.0.0:4152, which parallel tests share
+            format!("--https-address=127.0.0.1:{}", free_port()),
             format!("--data-path={}", dir.display()),
             "--broadcast-address=127.0.0.1".to_string(),
         ];

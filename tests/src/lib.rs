@@ -201,6 +201,18 @@ pub struct Ports {
     pub data_path: PathBuf,
 }
 
+/// The listener and data-path flags every started nsqd gets, then `extra`.
+fn default_args(p: &Ports, extra: &[String]) -> Vec<String> {
+    let mut args = vec![
+        format!("--tcp-address={}", p.tcp),
+        format!("--http-address={}", p.http),
+        format!("--https-address={}", p.https),
+        format!("--data-path={}", p.data_path.display()),
+    ];
+    args.extend(extra.iter().cloned());
+    args
+}
+
 /// A running nsqd. Killed (SIGTERM, then SIGKILL after a grace) and reaped on drop.
 pub struct Nsqd {
     child: Option<Child>,
@@ -233,14 +245,7 @@ impl Nsqd {
     pub fn start_in(data_path: &Path, extra: &[&str]) -> Nsqd {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         Nsqd::start_with(data_path, move |p: &Ports| {
-            let mut args = vec![
-                format!("--tcp-address={}", p.tcp),
-                format!("--http-address={}", p.http),
-                format!("--https-address={}", p.https),
-                format!("--data-path={}", p.data_path.display()),
-            ];
-            args.extend(extra.iter().cloned());
-            args
+            default_args(p, &extra)
         })
     }
 
@@ -267,14 +272,7 @@ impl Nsqd {
     pub fn try_start_in(data_path: &Path, extra: &[&str]) -> Result<Nsqd, String> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         Nsqd::try_start_with(data_path, &move |p: &Ports| {
-            let mut args = vec![
-                format!("--tcp-address={}", p.tcp),
-                format!("--http-address={}", p.http),
-                format!("--https-address={}", p.https),
-                format!("--data-path={}", p.data_path.display()),
-            ];
-            args.extend(extra.iter().cloned());
-            args
+            default_args(p, &extra)
         })
     }
 
@@ -289,6 +287,18 @@ impl Nsqd {
         while https_port == tcp_port || https_port == http_port {
             https_port = free_port();
         }
+        Nsqd::spawn_on(data_path, tcp_port, http_port, https_port, build)
+    }
+
+    /// Spawns nsqd on the given loopback ports and waits up to 20 s for
+    /// `GET /ping` → `OK` and the TCP listener.
+    fn spawn_on(
+        data_path: &Path,
+        tcp_port: u16,
+        http_port: u16,
+        https_port: u16,
+        build: &dyn Fn(&Ports) -> Vec<String>,
+    ) -> Result<Nsqd, String> {
         let tcp_addr = format!("127.0.0.1:{tcp_port}");
         let http_addr = format!("127.0.0.1:{http_port}");
         let https_addr = format!("127.0.0.1:{https_port}");
@@ -1723,78 +1733,9 @@ impl Nsqd {
         }
     }
 
-    fn try_start_on(
-        data_path: &Path,
-        tcp_port: u16,
-        http_port: u16,
-        extra: &[&str],
-    ) -> Result<Nsqd, String> {
-        let https_port = free_port();
-        let tcp_addr = format!("127.0.0.1:{tcp_port}");
-        let http_addr = format!("127.0.0.1:{http_port}");
-        let https_addr = format!("127.0.0.1:{https_port}");
-        let mut args = vec![
-            format!("--tcp-address={tcp_addr}"),
-            format!("--http-address={http_addr}"),
-            format!("--https-address={https_addr}"),
-            format!("--data-path={}", data_path.display()),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let log_dir = tempfile::Builder::new()
-            .prefix("nsqd-log-")
-            .tempdir()
-            .unwrap();
-        let child = Command::new(bin_path("nsqd"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(log_dir.path().join("stdout")).unwrap())
-            .stderr(fs::File::create(log_dir.path().join("stderr")).unwrap())
-            .spawn()
-            .map_err(|e| format!("spawn nsqd: {e}"))?;
-        let pid = child.id();
-        let mut n = Nsqd {
-            child: Some(child),
-            pid,
-            tcp_addr,
-            http_addr,
-            https_addr,
-            tcp_port,
-            http_port,
-            data_path: data_path.to_path_buf(),
-            _data_dir: None,
-            log_dir,
-            args,
-            exit_status: None,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if !n.is_running() {
-                return Err(format!(
-                    "nsqd exited during startup\nstderr:\n{}",
-                    n.stderr()
-                ));
-            }
-            if let Ok(r) = http_request_timeout(
-                &n.http_addr,
-                "GET",
-                "/ping",
-                &[],
-                None,
-                Duration::from_secs(2),
-            ) {
-                if r.status == 200 && TcpStream::connect(&n.tcp_addr).is_ok() {
-                    return Ok(n);
-                }
-            }
-            if Instant::now() >= deadline {
-                n.kill();
-                return Err(format!(
-                    "nsqd did not answer /ping within 20 s\nstderr:\n{}",
-                    n.stderr()
-                ));
-            }
-            sleep_ms(50);
-        }
+    fn try_start_on(data_path: &Path, tcp_port: u16, http_port: u16, extra: &[&str]) -> Result<Nsqd, String> {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        Nsqd::spawn_on(data_path, tcp_port, http_port, free_port(), &|p: &Ports| default_args(p, &extra))
     }
 }
 

@@ -58,6 +58,16 @@
 //!   failure or depth correction, after `empty`, on `close`, and whenever the
 //!   owner calls [`DiskQueue::sync`] (its timer, every `sync_timeout`, when
 //!   [`DiskQueue::needs_sync`] says so). The queue runs no timer itself.
+//! * The fsync itself runs without the queue's lock: `sync` flushes and
+//!   snapshots the metadata under the lock, then fsyncs a duplicate of the
+//!   segment's descriptor and writes the snapshot while puts and reads go
+//!   on. Metadata files are written in snapshot order (an older snapshot
+//!   finishing late is dropped), and never after `close`/`delete`.
+//! * With [`Options::defer_sync`], `put`/`read` never sync themselves: they
+//!   only raise [`DiskQueue::sync_due`] and the owner runs `sync` off its
+//!   hot path (nsqd does it on a blocking thread). Like go-diskqueue, whose
+//!   writer answers before its loop gets to the sync, a put may then be
+//!   acknowledged before the fsync that covers it.
 //! * Between syncs the metadata lags behind memory. A crash therefore leaves
 //!   a metadata file whose read position is older (records read since the
 //!   last sync are delivered again — at-least-once, never lost) and whose
@@ -126,9 +136,9 @@ mod tests;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -138,6 +148,10 @@ use crate::meta::Meta;
 
 /// Size of a record's length prefix on disk.
 const LEN_PREFIX: i64 = 4;
+
+/// Read-ahead of the segment reader: one syscall per this many bytes of
+/// records rather than per 8 KiB.
+const READ_BUFFER: usize = 64 * 1024;
 
 /// Above this many segment numbers, scanning the directory is cheaper than
 /// probing each number (only reachable with damaged metadata).
@@ -157,6 +171,10 @@ pub struct Options {
     /// How often the owner is expected to call [`DiskQueue::sync`] when
     /// [`DiskQueue::needs_sync`] is true. Informational for this crate.
     pub sync_timeout: Duration,
+    /// Leave the syncs that `sync_every` and the segment changes call for
+    /// to the owner ([`DiskQueue::sync_due`] says when) instead of running
+    /// them inside `put`/`read`. Rollover and `close` still sync inline.
+    pub defer_sync: bool,
 }
 
 impl Default for Options {
@@ -169,6 +187,7 @@ impl Default for Options {
             max_msg_size: 1024 * 1024 + 26,
             sync_every: 2500,
             sync_timeout: Duration::from_secs(2),
+            defer_sync: false,
         }
     }
 }
@@ -251,6 +270,8 @@ impl DiskQueue {
             dirty: false,
             sync_pending: false,
             closed: false,
+            meta_gen: 0,
+            meta_state: Arc::new(Mutex::new(MetaState::default())),
         };
         inner.recover();
         inner.sync_if_due();
@@ -274,7 +295,9 @@ impl DiskQueue {
         let mut q = self.lock();
         q.check_open()?;
         let res = q.put_batch(records);
-        q.sync_if_due();
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
         res
     }
 
@@ -284,8 +307,30 @@ impl DiskQueue {
         let mut q = self.lock();
         q.check_open()?;
         let rec = q.read();
-        q.sync_if_due();
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
         Ok(rec)
+    }
+
+    /// Up to `max` records appended to `out`, under one lock. With
+    /// `buffered_only`, only the records the reader already holds in its
+    /// read-ahead buffer: no I/O at all, so an async task may call it
+    /// directly and save the blocking path for when the buffer runs dry.
+    pub fn read_batch(&self, max: usize, out: &mut Vec<Bytes>, buffered_only: bool) -> Result<(), Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        for _ in 0..max {
+            let rec = if buffered_only { q.read_buffered() } else { q.read() };
+            match rec {
+                Some(r) => out.push(r),
+                None => break,
+            }
+        }
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
+        Ok(())
     }
 
     /// Records written but not yet read. Still answers after close.
@@ -306,11 +351,28 @@ impl DiskQueue {
         !q.closed && q.dirty
     }
 
-    /// Fsyncs the segment being written and persists the metadata.
+    /// True when the sync policy asks for a sync now (`sync_every`
+    /// operations, or a segment change); see [`Options::defer_sync`].
+    pub fn sync_due(&self) -> bool {
+        self.lock().sync_due()
+    }
+
+    /// Fsyncs the segment being written and persists the metadata. Only
+    /// the flush and the snapshot hold the queue's lock; see module docs.
     pub fn sync(&self) -> Result<(), Error> {
-        let mut q = self.lock();
-        q.check_open()?;
-        q.sync()
+        let job = {
+            let mut q = self.lock();
+            q.check_open()?;
+            q.prepare_sync()?
+        };
+        let res = job.run();
+        if res.is_err() {
+            let mut q = self.lock();
+            // retried by the owner's timer or the next due sync
+            q.dirty = true;
+            q.sync_pending = true;
+        }
+        res
     }
 
     /// Discards every record: deletes the segments from the reader's to the
@@ -336,6 +398,7 @@ impl DiskQueue {
         info!(queue = %q.name, "DISKQUEUE({}): closing", q.name);
         q.closed = true;
         let res = q.sync();
+        q.meta_state.lock().unwrap_or_else(PoisonError::into_inner).retired = true;
         q.reader = None;
         q.drop_writer();
         res
@@ -353,6 +416,7 @@ impl DiskQueue {
         q.dirty = false;
         q.sync_pending = false;
         let meta = q.remove_meta_file();
+        q.meta_state.lock().unwrap_or_else(PoisonError::into_inner).retired = true;
         meta.and(files)
     }
 
@@ -424,6 +488,44 @@ struct Inner {
     /// A step that go-diskqueue follows with a sync has happened.
     sync_pending: bool,
     closed: bool,
+    /// Numbers metadata snapshots, so a late writer cannot go back in time.
+    meta_gen: u64,
+    meta_state: Arc<Mutex<MetaState>>,
+}
+
+/// What is on disk as the metadata file; every change to that file
+/// happens under this lock (taken after the queue's, never before it).
+#[derive(Default)]
+struct MetaState {
+    /// Snapshot number of the file on disk.
+    persisted_gen: u64,
+    /// Closed or deleted: no more metadata writes.
+    retired: bool,
+}
+
+/// The part of a sync that runs without the queue's lock.
+struct SyncJob {
+    segment: Option<(File, PathBuf)>,
+    meta: Meta,
+    gen: u64,
+    meta_path: PathBuf,
+    data_path: PathBuf,
+    meta_state: Arc<Mutex<MetaState>>,
+}
+
+impl SyncJob {
+    fn run(self) -> Result<(), Error> {
+        if let Some((f, path)) = &self.segment {
+            f.sync_all().map_err(|e| Error::io("fsync", path.clone(), e))?;
+        }
+        let mut st = self.meta_state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.retired || self.gen <= st.persisted_gen {
+            return Ok(());
+        }
+        write_meta_file(&self.meta_path, &self.data_path, &self.meta)?;
+        st.persisted_gen = self.gen;
+        Ok(())
+    }
 }
 
 impl Inner {
@@ -684,6 +786,38 @@ impl Inner {
         None
     }
 
+    /// The next record if it is whole in the reader's read-ahead buffer
+    /// (no syscall); `None` means "ask `read`", which also handles every
+    /// doubtful case (bad length, overrun, segment ends).
+    fn read_buffered(&mut self) -> Option<Bytes> {
+        if !self.has_unread() {
+            return None;
+        }
+        let complete = self.read_file_num < self.write_file_num;
+        let limit = if complete { self.read_file_end } else { self.write_pos };
+        let reader = self.reader.as_mut()?;
+        let buf = reader.buffer();
+        let len = i32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
+        if len < self.opts.min_msg_size || len > self.opts.max_msg_size {
+            return None;
+        }
+        let end = self.read_pos.checked_add(LEN_PREFIX + i64::from(len))?;
+        if end > limit {
+            return None;
+        }
+        let used = 4 + len.unsigned_abs() as usize;
+        let data = Bytes::copy_from_slice(buf.get(4..used)?);
+        reader.consume(used);
+        let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
+        if complete && next_pos >= self.read_file_end {
+            next_file_num += 1;
+            next_pos = 0;
+            self.reader = None;
+        }
+        self.move_forward(next_file_num, next_pos);
+        Some(data)
+    }
+
     /// Reads the record at the read position without consuming it. The read
     /// segment stays open for the next call unless the reader is done with
     /// it; on failure it is closed.
@@ -717,7 +851,7 @@ impl Inner {
                     self.opts.max_bytes_per_file
                 };
                 debug!(queue = %self.name, "DISKQUEUE({}): readOne() opened {}", self.name, path.display());
-                BufReader::new(file)
+                BufReader::with_capacity(READ_BUFFER, file)
             }
         };
 
@@ -745,10 +879,17 @@ impl Inner {
         if end > limit {
             return Err(ReadFailure::Overrun { end, limit });
         }
-        let mut buf = vec![0u8; len.unsigned_abs() as usize];
-        reader
-            .read_exact(&mut buf)
-            .map_err(|e| ReadFailure::Io("read record", e))?;
+        let len = len.unsigned_abs() as usize;
+        let mut buf = Vec::with_capacity(len);
+        // `take` + `read_to_end` fills without zeroing the buffer first
+        match reader.by_ref().take(len as u64).read_to_end(&mut buf) {
+            Ok(n) if n == len => {}
+            Ok(_) => {
+                let eof = io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer");
+                return Err(ReadFailure::Io("read record", eof));
+            }
+            Err(e) => return Err(ReadFailure::Io("read record", e)),
+        }
 
         let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
         if complete && next_pos >= self.read_file_end {
@@ -947,7 +1088,11 @@ impl Inner {
         Ok(nums)
     }
 
-    fn remove_meta_file(&self) -> Result<(), Error> {
+    /// Removes the metadata file; snapshots taken before this never land.
+    fn remove_meta_file(&mut self) -> Result<(), Error> {
+        self.meta_gen += 1;
+        let mut st = self.meta_state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.persisted_gen = self.meta_gen;
         let path = self.meta_path();
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
@@ -959,9 +1104,13 @@ impl Inner {
         }
     }
 
-    fn sync_if_due(&mut self) {
+    fn sync_due(&self) -> bool {
         let count_due = self.ops_since_sync > 0 && self.ops_since_sync >= self.opts.sync_every;
-        if self.closed || !(self.sync_pending || count_due) {
+        !self.closed && (self.sync_pending || count_due)
+    }
+
+    fn sync_if_due(&mut self) {
+        if !self.sync_due() {
             return;
         }
         if let Err(e) = self.sync() {
@@ -970,55 +1119,76 @@ impl Inner {
         }
     }
 
+    /// Inline sync: flush, fsync and metadata, all under the queue's lock
+    /// (rollover, close, recovery, and queues without `defer_sync`).
     fn sync(&mut self) -> Result<(), Error> {
-        if self.writer.is_some() {
-            let path = self.file_path(self.writer_file_num);
-            let res = match self.writer.as_mut() {
-                Some(w) => w.flush().and_then(|()| w.get_ref().sync_all()),
-                None => Ok(()),
-            };
-            if let Err(e) = res {
-                self.drop_writer();
-                return Err(Error::io("fsync", path, e));
+        let job = self.prepare_sync()?;
+        let res = job.run();
+        if res.is_err() {
+            self.dirty = true;
+            self.sync_pending = true;
+        }
+        res
+    }
+
+    /// Flushes the writer and snapshots what the sync will persist; resets
+    /// the sync counters as if it had already succeeded (a failed run puts
+    /// the flags back).
+    fn prepare_sync(&mut self) -> Result<SyncJob, Error> {
+        let mut segment = None;
+        let path = self.file_path(self.writer_file_num);
+        if let Some(w) = self.writer.as_mut() {
+            match w.flush().and_then(|()| w.get_ref().try_clone()) {
+                Ok(f) => segment = Some((f, path)),
+                Err(e) => {
+                    self.drop_writer();
+                    return Err(Error::io("fsync", path, e));
+                }
             }
         }
-        self.persist_meta()?;
+        self.meta_gen += 1;
         self.dirty = false;
         self.sync_pending = false;
         self.ops_since_sync = 0;
-        Ok(())
-    }
-
-    fn persist_meta(&self) -> Result<(), Error> {
-        let path = self.meta_path();
-        let mut tmp = OsString::from(path.as_os_str());
-        tmp.push(format!(".{}.tmp", random_suffix()));
-        let tmp = PathBuf::from(tmp);
-
-        let written = data_file_options()
-            .truncate(true)
-            .open(&tmp)
-            .and_then(|mut f| {
-                f.write_all(self.meta().encode().as_bytes())?;
-                // Like go-diskqueue, a failed fsync of the temp file is not fatal:
-                // the rename below still gives readers a whole file.
-                let _ = f.sync_all();
-                Ok(())
-            });
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io("write", tmp, e));
-        }
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io("rename", path, e));
-        }
-        sync_dir(&self.data_path);
-        Ok(())
+        Ok(SyncJob {
+            segment,
+            meta: self.meta(),
+            gen: self.meta_gen,
+            meta_path: self.meta_path(),
+            data_path: self.data_path.clone(),
+            meta_state: self.meta_state.clone(),
+        })
     }
 }
 
-/// Options for files the queue creates: read-write, created 0600.
+/// Replaces the metadata file: temp file, fsync, rename, fsync the directory.
+fn write_meta_file(path: &Path, data_path: &Path, meta: &Meta) -> Result<(), Error> {
+    let mut tmp = OsString::from(path.as_os_str());
+    tmp.push(format!(".{}.tmp", random_suffix()));
+    let tmp = PathBuf::from(tmp);
+
+    let written = data_file_options()
+        .truncate(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(meta.encode().as_bytes())?;
+            // Like go-diskqueue, a failed fsync of the temp file is not fatal:
+            // the rename below still gives readers a whole file.
+            let _ = f.sync_all();
+            Ok(())
+        });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("write", tmp, e));
+    }
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io("rename", path, e));
+    }
+    sync_dir(data_path);
+    Ok(())
+}
+
 fn data_file_options() -> OpenOptions {
     let mut o = OpenOptions::new();
     o.read(true).write(true).create(true);

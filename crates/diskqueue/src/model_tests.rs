@@ -20,6 +20,8 @@ use tempfile::TempDir;
 enum Op {
     Put(usize),
     Read,
+    /// `read_batch(n, buffered_only)`
+    ReadBatch(usize, bool),
     Empty,
     Sync,
     Restart,
@@ -30,6 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (0usize..=40).prop_map(Op::Put),
         7 => Just(Op::Read),
+        4 => (1usize..=6, any::<bool>()).prop_map(|(n, b)| Op::ReadBatch(n, b)),
         1 => Just(Op::Empty),
         1 => Just(Op::Sync),
         1 => Just(Op::Restart),
@@ -62,6 +65,7 @@ fn options(sync_every: i64, max_bytes: i64) -> Options {
         max_msg_size: 48,
         sync_every,
         sync_timeout: Duration::from_secs(2),
+        defer_sync: false,
     }
 }
 
@@ -131,6 +135,19 @@ fn run(ops: Vec<Op>, sync_every: i64, max_bytes: i64) -> Result<(), TestCaseErro
             Op::Read => {
                 let got = dq.read().unwrap();
                 check_read(&mut model, got)?;
+            }
+            Op::ReadBatch(n, buffered_only) => {
+                let mut got = Vec::new();
+                dq.read_batch(n, &mut got, buffered_only).unwrap();
+                prop_assert!(got.len() <= n);
+                let short = got.len() < n;
+                for r in got {
+                    check_read(&mut model, Some(r))?;
+                }
+                if short && !buffered_only {
+                    // a full read stops early only when nothing is left
+                    check_read(&mut model, None)?;
+                }
             }
             Op::Empty => {
                 dq.empty().unwrap();

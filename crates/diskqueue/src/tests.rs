@@ -12,6 +12,7 @@ fn opts(min: i32, max: i32, max_bytes: i64) -> Options {
         max_msg_size: max,
         sync_every: 2500,
         sync_timeout: Duration::from_secs(2),
+        defer_sync: false,
     }
 }
 
@@ -886,4 +887,92 @@ fn negative_positions_in_metadata_do_not_lose_puts() {
     assert_eq!(q.read().unwrap().map(|b| b.to_vec()), Some(b"acked".to_vec()));
     assert_eq!(q.read().unwrap(), None);
     assert_eq!(q.depth(), 0);
+}
+
+/// `defer_sync`: puts and reads leave the sync to the owner, who runs it on
+/// another thread while puts go on (as nsqd does). Metadata must only move
+/// forward, nothing may be lost across a crash, and close/delete must win
+/// over a sync that finishes late.
+#[test]
+fn deferred_syncs_run_beside_puts_and_never_move_metadata_back() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let o = Options { sync_every: 50, defer_sync: true, ..opts(8, 64, 16 * 1024) };
+    let q = std::sync::Arc::new(DiskQueue::open("d", dir.path(), o.clone()).unwrap());
+
+    q.put(&payload(0, 16)).unwrap();
+    assert!(!q.sync_due(), "one put is not due");
+    assert!(!meta_path(dir.path(), "d").exists(), "a deferred put does not sync itself");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let syncer = {
+        let (q, stop, dir) = (q.clone(), stop.clone(), dir.path().to_owned());
+        std::thread::spawn(move || {
+            let mut last = (0i64, 0i64);
+            let mut syncs = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if q.sync_due() {
+                    q.sync().unwrap();
+                    syncs += 1;
+                    if let Ok(text) = fs::read_to_string(meta_path(&dir, "d")) {
+                        let (m, parsed) = crate::meta::parse(text.as_bytes());
+                        parsed.unwrap();
+                        let w = (m.write_file_num, m.write_pos);
+                        assert!(w >= last, "metadata went back from {last:?} to {w:?}");
+                        last = w;
+                    }
+                }
+                std::thread::yield_now();
+            }
+            syncs
+        })
+    };
+    for i in 1..2000u64 {
+        q.put(&payload(i, 16 + (i % 40) as usize)).unwrap();
+        if i % 25 == 0 {
+            // let the syncer in, mid-stream and across rollovers
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let syncs = syncer.join().unwrap();
+    assert!(syncs > 0, "the owner saw syncs due");
+
+    // crash: no close; every put is still there, in order
+    drop(q);
+    let q = DiskQueue::open("d", dir.path(), o.clone()).unwrap();
+    let got = read_all(&q);
+    assert_eq!(got.len(), 2000);
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(&r[..8], &(i as u64).to_be_bytes());
+    }
+    q.close().unwrap();
+    // a sync after close is refused and leaves the closed queue's metadata alone
+    let closed_meta = meta_text(dir.path(), "d");
+    assert!(matches!(q.sync(), Err(Error::Closed)));
+    assert_eq!(meta_text(dir.path(), "d"), closed_meta);
+}
+
+/// `read_batch(.., buffered_only)` serves what the reader read ahead, in
+/// order, and nothing before the reader has touched the disk.
+#[test]
+fn buffered_reads_serve_the_read_ahead_only() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let q = DiskQueue::open("b", dir.path(), opts(8, 64, 1 << 20)).unwrap();
+    for i in 0..100u64 {
+        q.put(&payload(i, 20)).unwrap();
+    }
+    let mut got = Vec::new();
+    q.read_batch(10, &mut got, true).unwrap();
+    assert!(got.is_empty(), "no segment open yet: nothing is buffered");
+    q.read_batch(1, &mut got, false).unwrap();
+    q.read_batch(200, &mut got, true).unwrap();
+    assert_eq!(got.len(), 100, "one read fetched the whole 2.4 KB segment ahead");
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!(&r[..8], &(i as u64).to_be_bytes());
+    }
+    assert_eq!(q.depth(), 0);
+    q.put(&payload(100, 20)).unwrap();
+    got.clear();
+    q.read_batch(5, &mut got, false).unwrap();
+    assert_eq!(got.len(), 1, "appended after the read-ahead: found by a full read");
 }

@@ -4,6 +4,9 @@
 //! Records are nsqd's message encoding (`nsq_protocol::Message::encode`), so
 //! a data directory is interchangeable with Go nsqd's.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
 use nsq_protocol::Message;
 
@@ -22,6 +25,17 @@ pub trait Backend: Send + Sync {
     }
     /// The next record, if any is ready now.
     fn read(&self) -> Option<Bytes>;
+    /// Up to `max` records at once, appended to `out` (a channel refilling
+    /// its memory queue for the credit its clients have): one trip to the
+    /// blocking side for the lot.
+    fn read_batch(&self, max: usize, out: &mut Vec<Bytes>) {
+        for _ in 0..max {
+            match self.read() {
+                Some(r) => out.push(r),
+                None => break,
+            }
+        }
+    }
     fn depth(&self) -> i64;
     /// Whether a read may return a record. Not `depth() > 0`: a disk queue
     /// restored from a crash can under-count, and its records must still flow.
@@ -94,14 +108,46 @@ impl Backend for NullBackend {
 }
 
 /// A topic's or channel's disk queue (go-diskqueue's format).
+///
+/// The queue is opened with `defer_sync`: puts and reads, made under the
+/// channel's or topic's lock, never wait for an fsync. When the sync policy
+/// calls for one, it runs on a blocking thread; puts arriving meanwhile
+/// are covered by the next one (one sync in flight per queue).
 pub struct DiskBackend {
-    queue: nsq_diskqueue::DiskQueue,
+    queue: Arc<nsq_diskqueue::DiskQueue>,
+    syncing: Arc<AtomicBool>,
 }
 
 impl DiskBackend {
     pub fn open(name: &str, data_path: &std::path::Path, opts: nsq_diskqueue::Options) -> Result<DiskBackend, BackendError> {
         let queue = nsq_diskqueue::DiskQueue::open(name, data_path, opts).map_err(|e| BackendError::Disk(e.to_string()))?;
-        Ok(DiskBackend { queue })
+        Ok(DiskBackend { queue: Arc::new(queue), syncing: Arc::new(AtomicBool::new(false)) })
+    }
+
+    /// Starts a sync on a blocking thread if one is due and none is running.
+    fn kick_sync(&self) {
+        if !self.queue.sync_due() || self.syncing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (queue, syncing) = (self.queue.clone(), self.syncing.clone());
+        let job = move || loop {
+            if let Err(e) = queue.sync() {
+                if !matches!(e, nsq_diskqueue::Error::Closed) {
+                    tracing::error!(error = %e, "disk queue sync failed");
+                }
+            }
+            syncing.store(false, Ordering::Release);
+            // a put may have found the flag still set just before we cleared it
+            if !queue.sync_due() || syncing.swap(true, Ordering::AcqRel) {
+                return;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn_blocking(job);
+            }
+            Err(_) => job(),
+        }
     }
 }
 
@@ -122,22 +168,35 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
 
 impl Backend for DiskBackend {
     fn put(&self, data: &[u8]) -> Result<(), BackendError> {
-        blocking(|| self.queue.put(data)).map_err(disk)
+        let r = blocking(|| self.queue.put(data)).map_err(disk);
+        self.kick_sync();
+        r
     }
     fn put_batch(&self, records: &[&[u8]]) -> Result<(), BackendError> {
-        blocking(|| self.queue.put_batch(records)).map_err(disk)
+        let r = blocking(|| self.queue.put_batch(records)).map_err(disk);
+        self.kick_sync();
+        r
     }
     fn read(&self) -> Option<Bytes> {
+        let mut out = Vec::with_capacity(1);
+        self.read_batch(1, &mut out);
+        out.pop()
+    }
+    fn read_batch(&self, max: usize, out: &mut Vec<Bytes>) {
         if !self.queue.has_unread() {
-            return None;
+            return;
         }
-        match blocking(|| self.queue.read()) {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "disk queue read failed");
-                None
-            }
+        // What the reader has read ahead costs no syscall; only a refill of
+        // its buffer (one per 64 KiB of records) goes to the blocking side.
+        let mut res = self.queue.read_batch(max, out, true);
+        if res.is_ok() && out.len() < max && self.queue.has_unread() {
+            let more = max - out.len();
+            res = blocking(|| self.queue.read_batch(more, out, false));
         }
+        if let Err(e) = res {
+            tracing::error!(error = %e, "disk queue read failed");
+        }
+        self.kick_sync();
     }
     fn depth(&self) -> i64 {
         self.queue.depth()

@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::{put_message, put_messages, Backend};
-use crate::client::{ClientConn, ClientId, Outbound};
+use crate::client::{ClientConn, ClientId};
 use crate::e2e::QuantileStream;
 
 /// Message ids are hex of a unique 64-bit id, so a cheap fold of their two
@@ -59,6 +59,9 @@ impl std::hash::Hasher for IdHasher {
 }
 
 type IdMap<V> = HashMap<MessageId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// Most backend records a channel moves into memory at once.
+const REFILL_MAX: usize = 256;
 
 /// Why FIN/REQ/TOUCH failed (non-fatal for the client).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +145,9 @@ pub struct ChannelState {
     /// its backend, so this is exact, and it spares a (locked) disk queue
     /// check on every delivery attempt.
     backend_pending: bool,
+    /// How many messages at the front of `memory` were refilled from the
+    /// backend (they do not count as memory deliveries).
+    from_backend: usize,
     in_flight: IdMap<InFlight>,
     /// Deadlines by time; entries go stale on FIN/REQ/TOUCH and are skipped
     /// (and compacted away) rather than searched for.
@@ -174,6 +180,7 @@ impl ChannelState {
             mem_cap,
             backend_pending: backend.has_data(),
             backend,
+            from_backend: 0,
             in_flight: IdMap::default(),
             in_flight_pq: BinaryHeap::new(),
             deferred: BinaryHeap::new(),
@@ -298,23 +305,50 @@ impl ChannelState {
     }
 
     fn next_message(&mut self) -> Option<Message> {
-        if let Some(m) = self.memory.pop_front() {
-            self.global_msg_count += 1;
-            return Some(m);
+        loop {
+            if let Some(m) = self.memory.pop_front() {
+                if self.from_backend > 0 {
+                    self.from_backend -= 1;
+                } else {
+                    self.global_msg_count += 1;
+                }
+                return Some(m);
+            }
+            if !self.backend_pending {
+                return None;
+            }
+            self.refill();
         }
-        if !self.backend_pending {
-            return None;
+    }
+
+    /// Moves as many backend records into memory as the clients in the
+    /// ring can take right now (bounded), in one trip to the disk queue:
+    /// per-record trips cost a blocking-thread hand-off each.
+    fn refill(&mut self) {
+        let credit: i64 = self
+            .ring
+            .iter()
+            .filter_map(|c| self.clients.get(c))
+            .map(|s| (s.rdy - s.in_flight).max(0))
+            .sum();
+        let want = (credit as usize).clamp(1, REFILL_MAX);
+        let mut records = Vec::with_capacity(want);
+        self.backend.read_batch(want, &mut records);
+        if records.is_empty() {
+            self.backend_pending = false;
+            return;
         }
-        while let Some(data) = self.backend.read() {
+        for data in records {
             match Message::decode(data) {
-                Ok(m) => return Some(m),
+                Ok(m) => {
+                    self.memory.push_back(m);
+                    self.from_backend += 1;
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "failed to decode message from backend, skipped")
                 }
             }
         }
-        self.backend_pending = false;
-        None
     }
 
     /// Hands messages to clients with credit, round robin, until either runs out.
@@ -348,7 +382,7 @@ impl ChannelState {
             slot.in_flight += 1;
             slot.message_count += 1;
             let deadline = now + slot.msg_timeout;
-            slot.conn.send(Outbound::Message(msg.clone()));
+            slot.conn.send_message(&msg);
             if slot.has_credit() {
                 self.ring.push_back(cid);
             } else {
@@ -563,6 +597,7 @@ impl ChannelState {
     /// Drops everything queued, in flight and deferred (`/channel/empty`).
     pub fn empty(&mut self) -> Result<(), crate::backend::BackendError> {
         self.memory.clear();
+        self.from_backend = 0;
         self.in_flight.clear();
         self.in_flight_pq.clear();
         self.deferred.clear();
@@ -581,6 +616,7 @@ impl ChannelState {
     pub fn persist_and_close(&mut self) -> Result<(), crate::backend::BackendError> {
         self.exiting = true;
         let mut msgs: Vec<Message> = self.memory.drain(..).collect();
+        self.from_backend = 0;
         let mut in_flight: Vec<InFlight> = self.in_flight.drain().map(|(_, f)| f).collect();
         in_flight.sort_by_key(|f| f.delivered);
         msgs.extend(in_flight.into_iter().map(|f| f.msg));
@@ -596,6 +632,7 @@ impl ChannelState {
     pub fn delete(&mut self) -> Result<(), crate::backend::BackendError> {
         self.exiting = true;
         self.memory.clear();
+        self.from_backend = 0;
         self.in_flight.clear();
         self.in_flight_pq.clear();
         self.deferred.clear();
@@ -769,22 +806,30 @@ mod tests {
     use super::*;
     use crate::backend::NullBackend;
     use bytes::Bytes;
-    use tokio::sync::mpsc::UnboundedReceiver;
 
     fn msg(n: u64) -> Message {
         Message::new(MessageId::from_guid(n), 1_000, Bytes::from(format!("m{n}")))
     }
 
-    fn client() -> (Arc<ClientConn>, UnboundedReceiver<Outbound>) {
-        let (c, rx) = ClientConn::new("127.0.0.1:1".parse().unwrap(), 0);
-        (Arc::new(c), rx)
+    /// What a client's writer would get: the frames queued in its outbox.
+    struct Rx(Arc<ClientConn>);
+
+    fn client() -> (Arc<ClientConn>, Rx) {
+        let (c, _outbox) = ClientConn::new("127.0.0.1:1".parse().unwrap(), 0);
+        let c = Arc::new(c);
+        (c.clone(), Rx(c))
     }
 
-    fn received(rx: &mut UnboundedReceiver<Outbound>) -> Vec<Message> {
+    fn received(rx: &mut Rx) -> Vec<Message> {
+        let mut frames = rx.0.queued_frames().freeze();
         let mut v = vec![];
-        while let Ok(o) = rx.try_recv() {
-            if let Outbound::Message(m) = o {
-                v.push(m);
+        while frames.len() >= 8 {
+            let size = u32::from_be_bytes(frames[..4].try_into().unwrap()) as usize;
+            let kind = u32::from_be_bytes(frames[4..8].try_into().unwrap());
+            let data = frames.slice(8..4 + size);
+            frames = frames.slice(4 + size..);
+            if kind == 2 {
+                v.push(Message::decode(data).unwrap());
             }
         }
         v

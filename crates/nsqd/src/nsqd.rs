@@ -178,6 +178,9 @@ impl NsqdInner {
             max_msg_size: (self.opts.max_msg_size + nsq_protocol::message::MESSAGE_HEADER_LEN as i64) as i32,
             sync_every: self.opts.sync_every,
             sync_timeout: self.opts.sync_timeout,
+            // DiskBackend runs the syncs on a blocking thread, outside the
+            // channel and topic locks its puts and reads are made under.
+            defer_sync: true,
         };
         match DiskBackend::open(&disk_name(name), &self.data_dir(), opts) {
             Ok(b) => Box::new(b),

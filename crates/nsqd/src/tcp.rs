@@ -4,11 +4,12 @@
 //! the compression layers, in nsqd's order and with its `OK` after each — and
 //! AUTH's query to the auth servers, so only this client waits for them.
 //!
-//! The writer drains whatever is queued for its client into one buffer and
-//! writes it with one syscall as soon as nothing more is immediately ready,
-//! or when the buffer reaches the negotiated `output_buffer_size`. So a busy
-//! client gets large batched writes and an idle one gets each message at
-//! once; Go nsqd's `output_buffer_timeout` (250 ms) is never waited for.
+//! The writer takes everything queued in its client's outbox (frames
+//! already encoded by whoever queued them) and writes it with one syscall,
+//! as soon as it is woken; what arrives meanwhile is the next batch. So a
+//! busy client gets large batched writes and an idle one gets each message
+//! at once; Go nsqd's `output_buffer_timeout` (250 ms) is never waited for,
+//! and `output_buffer_size` only sizes the writer's first buffer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use nsq_protocol::command::{decode, Command, DecodeError, Precheck};
+use nsq_protocol::command::{decode, pending_len, Command, DecodeError, Limits, Precheck};
 use nsq_protocol::error::*;
 use nsq_protocol::frame::{encode_frame, FrameType, CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK};
 use nsq_protocol::identify::{negotiate, IdentifyRequest, IdentifyResponse, Negotiated};
@@ -24,7 +25,6 @@ use nsq_protocol::ProtocolError;
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -82,7 +82,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         return;
     }
     let (rd, wr) = transport::split_tcp(stream);
-    let (conn, rx) = ClientConn::new(addr, crate::now_unix_ns() / 1_000_000_000);
+    let (conn, outbox) = ClientConn::new(addr, crate::now_unix_ns() / 1_000_000_000);
     let conn = Arc::new(conn);
     nsqd.add_client(conn.clone());
     let hb = nsqd.features.default_heartbeat_ms;
@@ -91,7 +91,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         output_buffer_size: nsqd.features.default_output_buffer_size as usize,
         output_buffer_timeout_ms: nsqd.features.default_output_buffer_timeout_ms,
     };
-    let writer = tokio::spawn(write_loop(wr, rx, settings, conn.closer.clone()));
+    let writer = tokio::spawn(write_loop(wr, outbox, settings, conn.closer.clone()));
     let mut client = Client {
         nsqd: nsqd.clone(),
         conn: conn.clone(),
@@ -165,11 +165,14 @@ struct Inbound {
 
 impl Inbound {
     /// Reads once and appends the plain bytes to `buf`; false at end of stream.
-    async fn fill(&mut self, buf: &mut BytesMut) -> std::io::Result<bool> {
+    async fn fill(&mut self, buf: &mut BytesMut, limits: &Limits) -> std::io::Result<bool> {
         match &mut self.decoder {
             None => {
-                if buf.capacity() - buf.len() < 1024 {
-                    buf.reserve(8192);
+                // room for the whole pending body at once (an MPUB is often
+                // tens of KiB), else the usual 8 KiB
+                let want = pending_len(buf, limits).map_or(0, |n| n.saturating_sub(buf.len()));
+                if buf.capacity() - buf.len() < want.max(1024) {
+                    buf.reserve(want.max(8192));
                 }
                 Ok(self.rd.read_buf(buf).await? > 0)
             }
@@ -253,7 +256,7 @@ impl Client {
                 }
             };
             tokio::select! {
-                r = inbound.fill(&mut buf) => match r {
+                r = inbound.fill(&mut buf, &self.nsqd.limits) => match r {
                     Ok(true) => self.now = Instant::now(),
                     Ok(false) => return,
                     Err(e) => {
@@ -800,38 +803,26 @@ fn in_flight_error(
     ProtocolError::non_fatal(code, format!("{cmd} {id} failed {}", e.text()))
 }
 
-/// What the writer does after encoding one item.
-enum Step {
-    Continue,
-    Close,
-    Detach {
-        give: oneshot::Sender<Writer>,
-        take: oneshot::Receiver<Writer>,
-    },
-    Compress(Box<Encoder>),
-}
-
-/// The writer's buffers: plain frames, and (with compression on) their
-/// compressed form for the wire.
+/// The writer's output stage: the plain frames of a batch go out as they
+/// are, or through the compressor (one compressed batch) once negotiated.
 struct Output {
-    buf: BytesMut,
     wire: BytesMut,
     encoder: Option<Encoder>,
 }
 
 impl Output {
-    /// One write of everything buffered (compressed as one batch), bounded
-    /// by the heartbeat interval as nsqd's write deadline. False if the
-    /// client is gone or too slow.
-    async fn flush(&mut self, wr: &mut Writer, heartbeat_ms: Option<i64>) -> bool {
-        if self.buf.is_empty() {
+    /// One write of `data` (compressed as one batch), bounded by the
+    /// heartbeat interval as nsqd's write deadline. False if the client is
+    /// gone or too slow.
+    async fn write(&mut self, wr: &mut Writer, data: &[u8], heartbeat_ms: Option<i64>) -> bool {
+        if data.is_empty() {
             return true;
         }
         let data: &[u8] = match self.encoder.as_mut() {
-            None => &self.buf,
+            None => data,
             Some(e) => {
                 self.wire.clear();
-                if let Err(err) = e.encode(&self.buf, &mut self.wire) {
+                if let Err(err) = e.encode(data, &mut self.wire) {
                     tracing::error!(error = %err, "compression failed");
                     return false;
                 }
@@ -843,30 +834,27 @@ impl Output {
             // TLS may hold the last record until flushed.
             wr.flush().await
         };
-        let ok = match heartbeat_ms {
+        match heartbeat_ms {
             Some(ms) => matches!(
                 tokio::time::timeout(Duration::from_millis(ms as u64), write).await,
                 Ok(Ok(()))
             ),
             None => write.await.is_ok(),
-        };
-        self.buf.clear();
-        ok
+        }
     }
 }
 
 /// Writes frames for one client; see the module docs for the flush rule.
-async fn write_loop(
-    mut wr: Writer,
-    mut rx: UnboundedReceiver<Outbound>,
-    mut settings: WriterSettings,
-    closer: CancellationToken,
-) {
-    let mut out = Output {
-        buf: BytesMut::with_capacity(settings.output_buffer_size.max(4096)),
-        wire: BytesMut::new(),
-        encoder: None,
-    };
+async fn write_loop(wr: Writer, outbox: Arc<Outbox>, settings: WriterSettings, closer: CancellationToken) {
+    write_batches(wr, &outbox, settings, &closer).await;
+    outbox.writer_gone();
+    closer.cancel();
+}
+
+async fn write_batches(mut wr: Writer, outbox: &Outbox, mut settings: WriterSettings, closer: &CancellationToken) {
+    let mut out = Output { wire: BytesMut::new(), encoder: None };
+    let mut frames = BytesMut::with_capacity(settings.output_buffer_size.max(4096));
+    let mut controls = Vec::new();
     let mut heartbeat = new_heartbeat(settings.heartbeat_ms);
     loop {
         let tick = async {
@@ -877,66 +865,68 @@ async fn write_loop(
                 None => std::future::pending().await,
             }
         };
-        let mut close = false;
         tokio::select! {
             biased;
-            _ = closer.cancelled() => break,
-            item = rx.recv() => {
-                let Some(item) = item else { break };
-                let mut step = encode_outbound(item, &mut out.buf, &mut settings, &mut heartbeat);
-                loop {
-                    match step {
-                        Step::Continue => {}
-                        Step::Close => {
-                            close = true;
-                            break;
-                        }
-                        Step::Detach { give, take } => {
-                            if !out.flush(&mut wr, settings.heartbeat_ms).await {
-                                closer.cancel();
-                                return;
-                            }
-                            // The reader upgrades the socket; nothing is
-                            // written until it hands the new half back.
-                            if give.send(wr).is_err() {
-                                closer.cancel();
-                                return;
-                            }
-                            match take.await {
-                                Ok(w) => wr = w,
-                                Err(_) => {
-                                    closer.cancel();
-                                    return;
-                                }
-                            }
-                        }
-                        Step::Compress(e) => {
-                            if !out.flush(&mut wr, settings.heartbeat_ms).await {
-                                closer.cancel();
-                                return;
-                            }
-                            out.encoder = Some(*e);
-                        }
+            _ = closer.cancelled() => return,
+            _ = outbox.ready() => {}
+            _ = tick => {
+                let mut hb = BytesMut::with_capacity(8 + HEARTBEAT.len());
+                encode_frame(&mut hb, FrameType::Response, HEARTBEAT);
+                if !out.write(&mut wr, &hb, settings.heartbeat_ms).await {
+                    return;
+                }
+                continue;
+            }
+        }
+        let taken = outbox.take(&mut frames, &mut controls);
+        let mut pos = 0;
+        for (at, control) in controls.drain(..) {
+            if !out.write(&mut wr, &frames[pos..at], settings.heartbeat_ms).await {
+                return;
+            }
+            pos = at;
+            match control {
+                Control::Settings(s) => {
+                    if s.heartbeat_ms != settings.heartbeat_ms {
+                        heartbeat = new_heartbeat(s.heartbeat_ms);
                     }
-                    if out.buf.len() >= settings.output_buffer_size && !out.flush(&mut wr, settings.heartbeat_ms).await {
-                        closer.cancel();
+                    settings = s;
+                }
+                // The reader upgrades the socket; nothing is written until
+                // it hands the new half back.
+                Control::Detach { give, take } => {
+                    if give.send(wr).is_err() {
                         return;
                     }
-                    match rx.try_recv() {
-                        Ok(item) => step = encode_outbound(item, &mut out.buf, &mut settings, &mut heartbeat),
-                        Err(_) => break,
+                    match take.await {
+                        Ok(w) => wr = w,
+                        Err(_) => return,
                     }
                 }
+                Control::Compress(e) => out.encoder = Some(*e),
+                Control::Close => {
+                    let _ = wr.shutdown().await;
+                    return;
+                }
             }
-            _ = tick => encode_frame(&mut out.buf, FrameType::Response, HEARTBEAT),
         }
-        if !out.flush(&mut wr, settings.heartbeat_ms).await || close {
+        if !out.write(&mut wr, &frames[pos..], settings.heartbeat_ms).await {
+            return;
+        }
+        frames.clear();
+        if frames.capacity() > MAX_IDLE_BUFFER {
+            // a burst for a slow reader grew it; don't keep that per client
+            frames = BytesMut::with_capacity(settings.output_buffer_size.max(4096));
+        }
+        if taken.last {
             let _ = wr.shutdown().await;
-            break;
+            return;
         }
     }
-    closer.cancel();
 }
+
+/// Largest output buffer a writer keeps between batches.
+const MAX_IDLE_BUFFER: usize = 1 << 20;
 
 fn new_heartbeat(ms: Option<i64>) -> Option<tokio::time::Interval> {
     ms.map(|ms| {
@@ -947,26 +937,3 @@ fn new_heartbeat(ms: Option<i64>) -> Option<tokio::time::Interval> {
     })
 }
 
-/// Appends one item, or says what else it asks for.
-fn encode_outbound(
-    item: Outbound,
-    buf: &mut BytesMut,
-    settings: &mut WriterSettings,
-    heartbeat: &mut Option<tokio::time::Interval>,
-) -> Step {
-    match item {
-        Outbound::Message(m) => m.encode_frame(buf),
-        Outbound::Response(d) => encode_frame(buf, FrameType::Response, &d),
-        Outbound::Error(d) => encode_frame(buf, FrameType::Error, &d),
-        Outbound::Settings(s) => {
-            if s.heartbeat_ms != settings.heartbeat_ms {
-                *heartbeat = new_heartbeat(s.heartbeat_ms);
-            }
-            *settings = s;
-        }
-        Outbound::Detach { give, take } => return Step::Detach { give, take },
-        Outbound::Compress(e) => return Step::Compress(e),
-        Outbound::Close => return Step::Close,
-    }
-    Step::Continue
-}

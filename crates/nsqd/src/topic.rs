@@ -62,27 +62,35 @@ impl TopicState {
     }
 
     fn fan_out(&self, msg: Message, defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
-        self.fan_out_batch(std::slice::from_ref(&msg), defer, now, nsqd)
+        self.fan_out_batch(vec![msg], defer, now, nsqd)
     }
 
     /// Every channel gets a copy of each message (same body); one lock
-    /// acquisition per channel for the whole batch.
+    /// acquisition per channel for the whole batch. The last channel takes
+    /// the messages themselves: with one channel, no body is ever shared.
     fn fan_out_batch(
         &self,
-        msgs: &[Message],
+        msgs: Vec<Message>,
         defer: Option<Duration>,
         now: Instant,
         nsqd: &NsqdInner,
     ) {
-        for ch in self.channels.values() {
+        let mut msgs = Some(msgs);
+        let last = self.channels.len().saturating_sub(1);
+        for (i, ch) in self.channels.values().enumerate() {
+            let batch = if i == last {
+                msgs.take().unwrap_or_default()
+            } else {
+                msgs.as_ref().map(|m| m.to_vec()).unwrap_or_default()
+            };
             let r = ch.with(|st| match defer {
                 Some(d) if !d.is_zero() => {
-                    for m in msgs {
-                        st.put_deferred(m.clone(), d, now);
+                    for m in batch {
+                        st.put_deferred(m, d, now);
                     }
                     Ok(false)
                 }
-                _ => st.put_many(msgs.iter().cloned(), now),
+                _ => st.put_many(batch, now),
             });
             match r {
                 // a disk write worked: the disk is healthy (again), as nsqd's channel.put reports
@@ -103,16 +111,26 @@ impl TopicState {
         if !self.backend_pending {
             return None;
         }
-        while let Some(data) = self.backend.read() {
-            match Message::decode(data) {
-                Ok(m) => return Some((m, None)),
-                Err(e) => {
-                    tracing::error!(error = %e, "failed to decode message from topic backend, skipped")
+        // one trip to the disk queue per batch, not per record
+        loop {
+            let mut records = Vec::with_capacity(PUMP_BATCH);
+            self.backend.read_batch(PUMP_BATCH, &mut records);
+            if records.is_empty() {
+                self.backend_pending = false;
+                return None;
+            }
+            for data in records {
+                match Message::decode(data) {
+                    Ok(m) => self.memory.push_back((m, None)),
+                    Err(e) => {
+                        tracing::error!(error = %e, "failed to decode message from topic backend, skipped")
+                    }
                 }
             }
+            if let Some(m) = self.memory.pop_front() {
+                return Some(m);
+            }
         }
-        self.backend_pending = false;
-        None
     }
 }
 
@@ -172,7 +190,7 @@ impl Topic {
             msgs.push(Message::new(id, unix_ns, body));
         }
         if direct {
-            st.fan_out_batch(&msgs, defer, now, &nsqd);
+            st.fan_out_batch(msgs, defer, now, &nsqd);
         } else {
             let room = mem_cap.saturating_sub(st.memory.len()).min(msgs.len());
             let overflow = msgs.split_off(room);

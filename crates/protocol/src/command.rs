@@ -94,9 +94,25 @@ where
     let line = &buf[..line_end];
     let mut parts = line.split(|&b| b == b' ');
     let name = parts.next().unwrap_or(&[]);
-    let params: Vec<&[u8]> = parts.collect();
+    // Commands take at most two parameters; a line with more spills into a
+    // Vec, so the common case allocates nothing.
+    let mut inline: [&[u8]; 4] = [&[]; 4];
+    let mut spilled: Vec<&[u8]> = Vec::new();
+    let mut n = 0;
+    for p in parts {
+        if n < inline.len() {
+            inline[n] = p;
+        } else {
+            if spilled.is_empty() {
+                spilled.extend_from_slice(&inline);
+            }
+            spilled.push(p);
+        }
+        n += 1;
+    }
+    let params: &[&[u8]] = if spilled.is_empty() { &inline[..n] } else { &spilled };
 
-    if precheck(name, &params)? == Precheck::Ignore {
+    if precheck(name, params)? == Precheck::Ignore {
         buf.advance(nl + 1);
         return Ok(Some(Command::Ignored));
     }
@@ -107,14 +123,14 @@ where
     let parsed: Option<(Command, usize)> = match name {
         b"NOP" => Some((Command::Nop, 0)),
         b"CLS" => Some((Command::Cls, 0)),
-        b"RDY" => Some((Command::Rdy(parse_rdy(&params, limits)?), 0)),
-        b"FIN" => Some((Command::Fin(parse_id(&params, "FIN")?), 0)),
-        b"TOUCH" => Some((Command::Touch(parse_id(&params, "TOUCH")?), 0)),
+        b"RDY" => Some((Command::Rdy(parse_rdy(params, limits)?), 0)),
+        b"FIN" => Some((Command::Fin(parse_id(params, "FIN")?), 0)),
+        b"TOUCH" => Some((Command::Touch(parse_id(params, "TOUCH")?), 0)),
         b"REQ" => {
             if params.len() < 2 {
                 return Err(ProtocolError::invalid("REQ insufficient number of params").into());
             }
-            let id = parse_id(&params, "REQ")?;
+            let id = parse_id(params, "REQ")?;
             let timeout_ms = parse_base10(params[1])
                 .ok_or_else(|| ProtocolError::invalid(cat("REQ could not parse timeout ", params[1])))?;
             Some((Command::Req { id, timeout_ms }, 0))
@@ -167,7 +183,7 @@ where
                 None => None,
                 Some(range) => {
                     let used = range.end;
-                    let bodies = parse_mpub_body(body_from(buf, body_start, &range), limits)?;
+                    let bodies = parse_mpub_copied(&buf[body_start + range.start..body_start + range.end], limits)?;
                     Some((Command::Mpub { topic, bodies }, used))
                 }
             }
@@ -191,6 +207,25 @@ where
             Ok(Some(cmd))
         }
     }
+}
+
+/// Total bytes the command at the front of `buf` needs, known once its line
+/// and body size word have arrived (PUB, DPUB, MPUB, IDENTIFY, AUTH), so a
+/// reader can make room for a large body at once instead of growing its
+/// buffer a read at a time. Never more than a line plus `max_body_size`.
+pub fn pending_len(buf: &[u8], limits: &Limits) -> Option<usize> {
+    let nl = buf[..buf.len().min(MAX_LINE_LEN)].iter().position(|&b| b == b'\n')?;
+    let name = buf[..nl].split(|&b| b == b' ').next()?;
+    if !matches!(name, b"PUB" | b"DPUB" | b"MPUB" | b"IDENTIFY" | b"AUTH") {
+        return None;
+    }
+    let w = buf.get(nl + 1..nl + 5)?;
+    let size = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+    let max = limits.max_body_size.max(limits.max_msg_size);
+    if size <= 0 || size as i64 > max {
+        return None;
+    }
+    Some(nl + 5 + size as usize)
 }
 
 /// A command's body, copied out of the read buffer once it is complete. The
@@ -291,9 +326,26 @@ fn read_message_body(rest: &[u8], cmd: &str, limits: &Limits) -> Result<Option<s
 }
 
 /// Parses an MPUB payload `[be32 count]([be32 size][bytes])*`, sharing `body`'s
-/// allocation. Used by TCP MPUB (after its body size word) and by HTTP
-/// `/mpub?binary=true` (which reports these errors as 413 + code without `E_`).
+/// allocation. Used by HTTP `/mpub?binary=true` (which reports these errors
+/// as 413 + code without `E_`).
 pub fn parse_mpub_body(body: Bytes, limits: &Limits) -> Result<Vec<Bytes>, ProtocolError> {
+    parse_mpub_with(&body, limits, |r| body.slice(r))
+}
+
+/// Like [`parse_mpub_body`], but each message gets its own copy of its
+/// bytes (what TCP MPUB does straight from the read buffer): a message
+/// then pins nothing but itself while it waits in a channel, and dropping
+/// it touches no reference count shared with the rest of its batch (which
+/// other threads are busy finishing).
+pub fn parse_mpub_copied(body: &[u8], limits: &Limits) -> Result<Vec<Bytes>, ProtocolError> {
+    parse_mpub_with(body, limits, |r| Bytes::copy_from_slice(&body[r]))
+}
+
+fn parse_mpub_with(
+    body: &[u8],
+    limits: &Limits,
+    mut take: impl FnMut(std::ops::Range<usize>) -> Bytes,
+) -> Result<Vec<Bytes>, ProtocolError> {
     if body.len() < 4 {
         return Err(ProtocolError::fatal(E_BAD_BODY, "MPUB failed to read message count"));
     }
@@ -321,7 +373,7 @@ pub fn parse_mpub_body(body: Bytes, limits: &Limits) -> Result<Vec<Bytes>, Proto
         if body.len() < end {
             return Err(ProtocolError::fatal(E_BAD_MESSAGE, "MPUB failed to read message body"));
         }
-        out.push(body.slice(pos..end));
+        out.push(take(pos..end));
         pos = end;
     }
     Ok(out)
@@ -371,6 +423,33 @@ mod tests {
             }
             other => panic!("expected protocol error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn precheck_sees_every_parameter_past_the_inline_ones() {
+        let mut seen = Vec::new();
+        let mut b = BytesMut::from(&b"RDY 1 2 3 4 5 6\n"[..]);
+        let r = decode(&mut b, &Limits::default(), |name, params| {
+            seen.push(name.to_vec());
+            seen.extend(params.iter().map(|p| p.to_vec()));
+            Ok(Precheck::Proceed)
+        });
+        assert_eq!(r, Ok(Some(Command::Rdy(1))), "extra parameters are ignored, as by nsqd");
+        let want: Vec<&[u8]> = vec![b"RDY", b"1", b"2", b"3", b"4", b"5", b"6"];
+        assert_eq!(seen, want);
+        assert_eq!(err(b"FIN\n"), "E_INVALID FIN insufficient number of params");
+    }
+
+    #[test]
+    fn pending_len_once_line_and_size_are_in() {
+        let l = Limits::default();
+        assert_eq!(pending_len(b"MPUB t", &l), None, "no line yet");
+        assert_eq!(pending_len(b"MPUB t\n\x00\x00", &l), None, "no size yet");
+        assert_eq!(pending_len(b"MPUB t\n\x00\x00\x9f\x60", &l), Some(7 + 4 + 0x9f60));
+        assert_eq!(pending_len(b"PUB t\n\x00\x00\x00\x05he", &l), Some(6 + 4 + 5));
+        assert_eq!(pending_len(b"FIN 0123456789abcdef\n", &l), None, "no body");
+        assert_eq!(pending_len(b"PUB t\n\xff\xff\xff\xff", &l), None, "negative size");
+        assert_eq!(pending_len(b"PUB t\n\x7f\xff\xff\xff", &l), None, "over the limits");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! A `Message` shares its body (`Bytes`): the copies a topic hands to each of
 //! its channels differ only in header fields, never in an allocated body.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Length of the header before the body.
 pub const MESSAGE_HEADER_LEN: usize = 26;
@@ -101,7 +101,12 @@ impl Message {
         let attempts = u16::from_be_bytes([data[8], data[9]]);
         let mut id = [0u8; MESSAGE_ID_LEN];
         id.copy_from_slice(&data[10..26]);
-        Ok(Message { id: MessageId(id), timestamp, attempts, body: data.slice(MESSAGE_HEADER_LEN..) })
+        // `advance`, not `slice`: a record read from disk is a uniquely
+        // owned buffer, and slicing would turn it into a shared one (an
+        // extra allocation, and an atomic decrement on every drop).
+        let mut body = data;
+        body.advance(MESSAGE_HEADER_LEN);
+        Ok(Message { id: MessageId(id), timestamp, attempts, body })
     }
 }
 

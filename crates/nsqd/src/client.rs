@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use nsq_protocol::frame::{encode_frame, FrameType};
 use nsq_protocol::Message;
 use parking_lot::Mutex;
@@ -48,13 +48,10 @@ pub struct WriterSettings {
     pub output_buffer_timeout_ms: i64,
 }
 
-/// What a connection's writer task is asked to write or do, in order.
+/// A step for the writer that is not a frame; it runs once the frames
+/// queued before it are written.
 #[derive(Debug)]
-pub enum Outbound {
-    /// A response frame (type 0).
-    Response(Bytes),
-    /// An error frame (type 1).
-    Error(Bytes),
+pub enum Control {
     Settings(WriterSettings),
     /// Write what is queued, hand the write half to the reader (`give`) for
     /// a TLS upgrade, and wait for the upgraded one (`take`); no frame may
@@ -63,22 +60,10 @@ pub enum Outbound {
         give: oneshot::Sender<Writer>,
         take: oneshot::Receiver<Writer>,
     },
-    /// Write what is queued, then compress everything after it.
+    /// Compress everything after this point (boxed: a Snappy encoder is
+    /// kilobytes).
     Compress(Box<Encoder>),
-    /// Write what is queued, then close the socket.
-    Close,
-}
-
-/// A step for the writer that is not a frame; it runs once the frames
-/// queued before it are written.
-#[derive(Debug)]
-pub enum Control {
-    Settings(WriterSettings),
-    Detach {
-        give: oneshot::Sender<Writer>,
-        take: oneshot::Receiver<Writer>,
-    },
-    Compress(Box<Encoder>),
+    /// Close the socket.
     Close,
 }
 
@@ -224,17 +209,19 @@ impl ClientConn {
         self.outbox.push(|st| msg.encode_frame(&mut st.frames))
     }
 
-    /// Queues a response, an error or a writer step, in order.
-    pub fn send(&self, o: Outbound) -> bool {
+    /// Queues a response frame (type 0).
+    pub fn send_response(&self, data: &[u8]) -> bool {
+        self.outbox.push(|st| encode_frame(&mut st.frames, FrameType::Response, data))
+    }
+
+    /// Queues an error frame (type 1).
+    pub fn send_error(&self, data: &[u8]) -> bool {
+        self.outbox.push(|st| encode_frame(&mut st.frames, FrameType::Error, data))
+    }
+
+    /// Queues a writer step, to run after the frames queued before it.
+    pub fn send_control(&self, control: Control) -> bool {
         self.outbox.push(|st| {
-            let control = match o {
-                Outbound::Response(d) => return encode_frame(&mut st.frames, FrameType::Response, &d),
-                Outbound::Error(d) => return encode_frame(&mut st.frames, FrameType::Error, &d),
-                Outbound::Settings(s) => Control::Settings(s),
-                Outbound::Detach { give, take } => Control::Detach { give, take },
-                Outbound::Compress(e) => Control::Compress(e),
-                Outbound::Close => Control::Close,
-            };
             let at = st.frames.len();
             st.controls.push((at, control));
         })

@@ -121,7 +121,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         let remaining = ch.with(|s| s.remove_client(conn.id));
         topic.client_left(&ch, remaining);
     }
-    conn.send(Outbound::Close);
+    conn.send_control(Control::Close);
     let _ = writer.await;
     nsqd.remove_client(conn.id);
 }
@@ -281,11 +281,11 @@ impl Client {
 
     fn send_error(&self, e: &ProtocolError) {
         tracing::debug!(addr = %self.conn.remote_addr, error = %e.payload_lossy(), fatal = e.fatal, "client error");
-        self.conn.send(Outbound::Error(Bytes::from(e.payload())));
+        self.conn.send_error(&e.payload());
     }
 
     fn respond(&self, data: &'static [u8]) {
-        self.conn.send(Outbound::Response(Bytes::from_static(data)));
+        self.conn.send_response(data);
     }
 
     /// State checks nsqd makes before it parses a command's parameters.
@@ -443,7 +443,7 @@ impl Client {
         self.heartbeat_ms = n.heartbeat_ms;
         self.msg_timeout = Duration::from_millis(n.msg_timeout_ms as u64);
         self.sample_rate = n.sample_rate;
-        self.conn.send(Outbound::Settings(WriterSettings {
+        self.conn.send_control(Control::Settings(WriterSettings {
             heartbeat_ms: n.heartbeat_ms,
             output_buffer_size: n.output_buffer_size.max(1) as usize,
             output_buffer_timeout_ms: n.output_buffer_timeout_ms,
@@ -455,7 +455,7 @@ impl Client {
         let resp = IdentifyResponse::new(&n, &self.nsqd.features);
         let json = serde_json::to_vec(&resp)
             .map_err(|e| ProtocolError::fatal(E_IDENTIFY_FAILED, format!("IDENTIFY failed {e}")))?;
-        self.conn.send(Outbound::Response(Bytes::from(json)));
+        self.conn.send_response(&json);
         if n.tls_v1 || n.snappy || n.deflate {
             return Ok(Followup::Upgrade(n));
         }
@@ -488,7 +488,7 @@ impl Client {
             tracing::info!(addr = %self.conn.remote_addr, "upgrading connection to TLS");
             let (give_tx, give_rx) = oneshot::channel();
             let (take_tx, take_rx) = oneshot::channel();
-            self.conn.send(Outbound::Detach {
+            self.conn.send_control(Control::Detach {
                 give: give_tx,
                 take: take_rx,
             });
@@ -554,7 +554,7 @@ impl Client {
                 )
             };
             self.compressed = true;
-            self.conn.send(Outbound::Compress(Box::new(enc)));
+            self.conn.send_control(Control::Compress(Box::new(enc)));
             self.respond(OK);
             inbound.raw.extend_from_slice(&leftover);
             let mut dec = dec;
@@ -616,7 +616,7 @@ impl Client {
         };
         let json = serde_json::to_vec(&resp)
             .map_err(|e| ProtocolError::fatal(E_AUTH_ERROR, format!("AUTH error {e}")))?;
-        self.conn.send(Outbound::Response(Bytes::from(json)));
+        self.conn.send_response(&json);
         Ok(())
     }
 

@@ -209,6 +209,11 @@ impl ClientConn {
         self.outbox.push(|st| msg.encode_frame(&mut st.frames))
     }
 
+    /// Queues frames already encoded (a channel's deliveries of one pass).
+    pub fn send_frames(&self, frames: &[u8]) -> bool {
+        self.outbox.push(|st| st.frames.extend_from_slice(frames))
+    }
+
     /// Queues a response frame (type 0).
     pub fn send_response(&self, data: &[u8]) -> bool {
         self.outbox.push(|st| encode_frame(&mut st.frames, FrameType::Response, data))

@@ -21,7 +21,7 @@ use nsq_protocol::command::{decode, pending_len, Command, DecodeError, Limits, P
 use nsq_protocol::error::*;
 use nsq_protocol::frame::{encode_frame, FrameType, CLOSE_WAIT, HEARTBEAT, MAGIC_V2, OK};
 use nsq_protocol::identify::{negotiate, IdentifyRequest, IdentifyResponse, Negotiated};
-use nsq_protocol::ProtocolError;
+use nsq_protocol::{MessageId, ProtocolError};
 use serde::Serialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -110,6 +110,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         auth_secret: String::new(),
         auth_refreshed: false,
         auth_refresh_failed: false,
+        pending_fins: Vec::new(),
     };
     let mut inbound = Inbound {
         rd,
@@ -153,6 +154,8 @@ struct Client {
     auth_refreshed: bool,
     /// Querying again failed: the next check is `E_AUTH_FAILED`.
     auth_refresh_failed: bool,
+    /// FINs decoded from the current read, not yet carried out.
+    pending_fins: Vec<MessageId>,
 }
 
 /// The reading side of the connection: the transport, and the compressed
@@ -221,6 +224,15 @@ impl Client {
                 let r = decode(&mut buf, &limits, |name, params| {
                     self.precheck(name, params)
                 });
+                let r = match r {
+                    Ok(Some(Command::Fin(id))) if self.channel.is_some() => {
+                        // carried out together with the FINs after it
+                        self.pending_fins.push(id);
+                        continue;
+                    }
+                    other => other,
+                };
+                self.flush_fins();
                 match r {
                     Ok(Some(cmd)) => {
                         let result = match self.exec(cmd) {
@@ -271,6 +283,27 @@ impl Client {
                 _ = self.conn.closer.cancelled() => return,
             }
         }
+    }
+
+    /// Carries out the FINs collected from this read (see `read_loop`):
+    /// one channel lock and one delivery pass for all of them, instead of a
+    /// lock round trip per FIN between the cores.
+    fn flush_fins(&mut self) {
+        if self.pending_fins.is_empty() {
+            return;
+        }
+        let fins = std::mem::take(&mut self.pending_fins);
+        if let Some(ch) = self.channel.clone() {
+            let (id, now) = (self.conn.id, self.now);
+            let wall = if self.wants_e2e { crate::now_unix_ns() } else { 0 };
+            let mut errors = Vec::new();
+            ch.with(|s| s.finish_many(id, &fins, now, wall, |m, e| errors.push(in_flight_error(E_FIN_FAILED, "FIN", m, e))));
+            for e in &errors {
+                self.send_error(e);
+            }
+        }
+        self.pending_fins = fins;
+        self.pending_fins.clear();
     }
 
     /// nsqd closes a client that sends nothing for two heartbeat intervals.

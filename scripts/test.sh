@@ -6,7 +6,10 @@
 # 1. builds every binary (debug),
 # 2. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
 # 3. creates .venv (if missing), installs the pinned Python test deps quietly,
-# 4. runs the Python interop tests (pynsq) against the freshly built nsqd.
+# 4. runs the Python interop tests (pynsq) against the freshly built nsqd,
+# 5. runs nsqadmin in a real browser,
+# 6. fuzzes every cargo-fuzz target for 10 s (scripts/fuzz.sh 10) when a
+#    nightly toolchain is installed; otherwise prints a SKIPPED line.
 #
 # Needs only the Rust toolchain, Python 3 (3.11) and network access to crates.io/PyPI.
 # Exits non-zero on the first failure.
@@ -37,3 +40,14 @@ echo "==> pytest tests/python"
 
 echo "==> nsqadmin in a real browser (tests/browser/run.sh)"
 SCREENSHOT_DIR="$(mktemp -d /tmp/nsqadmin-screens.XXXXXX)" bash tests/browser/run.sh
+
+# Short fuzz smoke run: builds the fuzz targets (ASan, nightly) and runs each
+# for 10 s from fuzz/corpus/; a crash fails the run (input left in
+# fuzz/artifacts/). Longer runs: scripts/fuzz.sh 600 (see fuzz/README.md).
+echo "==> fuzz smoke run (scripts/fuzz.sh 10)"
+TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
+if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
+    bash scripts/fuzz.sh 10
+else
+    echo "SKIPPED: fuzzing needs a nightly toolchain (rustup toolchain install nightly)"
+fi

@@ -272,6 +272,7 @@ impl DiskQueue {
             closed: false,
             meta_gen: 0,
             meta_state: Arc::new(Mutex::new(MetaState::default())),
+            unremoved: Vec::new(),
         };
         inner.recover();
         inner.sync_if_due();
@@ -491,6 +492,8 @@ struct Inner {
     /// Numbers metadata snapshots, so a late writer cannot go back in time.
     meta_gen: u64,
     meta_state: Arc<Mutex<MetaState>>,
+    /// Consumed segments whose removal failed (read-only disk), retried.
+    unremoved: Vec<i64>,
 }
 
 /// What is on disk as the metadata file; every change to that file
@@ -930,10 +933,33 @@ impl Inner {
 
     fn remove_consumed_file(&mut self, num: i64) {
         let path = self.file_path(num);
-        if let Err(e) = fs::remove_file(&path) {
-            error!(queue = %self.name, "DISKQUEUE({}) failed to Remove({}) - {e}", self.name, path.display());
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                error!(queue = %self.name, "DISKQUEUE({}) failed to Remove({}) - {e}", self.name, path.display());
+                // retried at every sync: a segment left behind by a
+                // read-only spell must not stay on disk forever
+                self.unremoved.push(num);
+            }
         }
         self.schedule_sync();
+    }
+
+    /// Retries the removal of consumed segments that failed earlier.
+    fn retry_unremoved(&mut self) {
+        let nums = std::mem::take(&mut self.unremoved);
+        for num in nums {
+            // only segments the reader has left are ever removed
+            if num < self.read_file_num {
+                let path = self.file_path(num);
+                match fs::remove_file(&path) {
+                    Ok(()) => info!(queue = %self.name, "DISKQUEUE({}) removed {} on retry", self.name, path.display()),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(_) => self.unremoved.push(num),
+                }
+            }
+        }
     }
 
     fn handle_read_error(&mut self, failure: ReadFailure) {
@@ -1135,6 +1161,9 @@ impl Inner {
     /// the sync counters as if it had already succeeded (a failed run puts
     /// the flags back).
     fn prepare_sync(&mut self) -> Result<SyncJob, Error> {
+        if !self.unremoved.is_empty() {
+            self.retry_unremoved();
+        }
         let mut segment = None;
         let path = self.file_path(self.writer_file_num);
         if let Some(w) = self.writer.as_mut() {

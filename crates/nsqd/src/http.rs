@@ -18,6 +18,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use nsq_protocol::command::parse_mpub_body;
+use nsq_protocol::mpub_text::split_mpub_text;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use nsq_protocol::stats::NsqdInfo;
 use tokio::net::TcpListener;
@@ -387,19 +388,12 @@ async fn mpublish(nsqd: &Arc<NsqdInner>, q: &Query, h: &HeaderMap, body: Body) -
             Err(e) => return err(StatusCode::PAYLOAD_TOO_LARGE, e.http_code()),
         }
     } else {
-        let mut out = Vec::new();
-        let mut start = 0;
-        while start < body.len() {
-            let end = body[start..].iter().position(|&b| b == b'\n').map_or(body.len(), |i| start + i);
-            if end > start {
-                if (end - start) as i64 > nsqd.opts.max_msg_size {
-                    return err(StatusCode::PAYLOAD_TOO_LARGE, "MSG_TOO_BIG");
-                }
-                out.push(body.slice(start..end));
-            }
-            start = end + 1;
+        // one message per line (nsqd's doMPUB text mode); `body` is at most
+        // max_body bytes here, so only MSG_TOO_BIG can come back
+        match split_mpub_text(body, nsqd.opts.max_msg_size, max_body) {
+            Ok(b) => b,
+            Err(e) => return err(StatusCode::PAYLOAD_TOO_LARGE, e.http_code()),
         }
-        out
     };
     if bodies.is_empty() {
         return ok_text("OK");

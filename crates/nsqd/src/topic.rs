@@ -61,20 +61,26 @@ impl TopicState {
         self.started && !self.paused && !self.exiting && !self.channels.is_empty()
     }
 
+    /// The backlog pump's path: a failed channel write loses the message
+    /// for that channel (logged, `/ping` unhealthy), as in nsqd's pump.
     fn fan_out(&self, msg: Message, defer: Option<Duration>, now: Instant, nsqd: &NsqdInner) {
-        self.fan_out_batch(vec![msg], defer, now, nsqd)
+        let _ = self.fan_out_batch(vec![msg], defer, now, nsqd);
     }
 
     /// Every channel gets a copy of each message (same body); one lock
     /// acquisition per channel for the whole batch. The last channel takes
     /// the messages themselves: with one channel, no body is ever shared.
+    /// The first channel write that failed is returned: a publisher must
+    /// not get OK for a message a channel could not keep (nsqd, writing
+    /// its topic queue first, answers E_PUB_FAILED there too).
     fn fan_out_batch(
         &self,
         msgs: Vec<Message>,
         defer: Option<Duration>,
         now: Instant,
         nsqd: &NsqdInner,
-    ) {
+    ) -> Result<(), BackendError> {
+        let mut first_err = None;
         let mut msgs = Some(msgs);
         let last = self.channels.len().saturating_sub(1);
         for (i, ch) in self.channels.values().enumerate() {
@@ -99,9 +105,11 @@ impl TopicState {
                 Err(e) => {
                     tracing::error!(topic = %ch.topic_name, channel = %ch.name, error = %e, "channel put failed");
                     nsqd.set_health(Some(e.to_string()));
+                    first_err.get_or_insert(e);
                 }
             }
         }
+        first_err.map_or(Ok(()), Err)
     }
 
     fn next_backlog(&mut self) -> Option<(Message, Option<Duration>)> {
@@ -190,7 +198,12 @@ impl Topic {
             msgs.push(Message::new(id, unix_ns, body));
         }
         if direct {
-            st.fan_out_batch(msgs, defer, now, &nsqd);
+            let (n, bytes) = (msgs.len() as u64, msgs.iter().map(|m| m.body.len() as u64).sum::<u64>());
+            if let Err(e) = st.fan_out_batch(msgs, defer, now, &nsqd) {
+                st.message_count -= n;
+                st.message_bytes -= bytes;
+                result = Err(PutError::Backend(e));
+            }
         } else {
             let room = mem_cap.saturating_sub(st.memory.len()).min(msgs.len());
             let overflow = msgs.split_off(room);

@@ -13,6 +13,7 @@ pub mod error;
 pub mod frame;
 pub mod identify;
 pub mod message;
+pub mod mpub_text;
 pub mod names;
 pub mod stats;
 
@@ -20,6 +21,7 @@ pub use command::{Command, DecodeError, Limits, Precheck};
 pub use error::ProtocolError;
 pub use frame::FrameType;
 pub use message::{Message, MessageId};
+pub use mpub_text::{split_mpub_text, MpubTextError};
 
 /// The NSQ version nsq-rs speaks and reports (`/info`, IDENTIFY, nsqd.dat).
 pub const VERSION: &str = "1.3.0";

@@ -256,11 +256,11 @@ fn stuck_consumer_stalls_no_one_and_is_disconnected_by_heartbeat_rules() {
     stuck_consumer_scenario(false);
 }
 
-/// Repro of a daemon bug found by this suite (see docs/reliability.md): the
-/// stuck client disappears from `/stats` but its socket is never closed; once
-/// the client reads again it gets a 64 KiB message every ~1.6 s, no EOF.
+/// Found by this suite (docs/reliability.md, limit 1): the stuck client left
+/// `/stats` but its socket lingered in the kernel, still trickling a 64 KiB
+/// message every ~1.6 s and no EOF once the client read again. nsqd now resets
+/// a connection whose write deadline passed (SO_LINGER 0).
 #[test]
-#[ignore = "nsqd closes the socket, but (as in Go nsqd) without SO_LINGER 0 the kernel keeps sending its buffered bytes; see docs/reliability.md"]
 fn stuck_consumer_socket_is_closed_after_disconnect() {
     stuck_consumer_scenario(true);
 }

@@ -81,6 +81,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         tracing::debug!(%addr, "bad protocol magic");
         return;
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let (rd, wr) = transport::split_tcp(stream);
     let (conn, outbox) = ClientConn::new(addr, crate::now_unix_ns() / 1_000_000_000);
     let conn = Arc::new(conn);
@@ -91,7 +92,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         output_buffer_size: nsqd.features.default_output_buffer_size as usize,
         output_buffer_timeout_ms: nsqd.features.default_output_buffer_timeout_ms,
     };
-    let writer = tokio::spawn(write_loop(wr, outbox, settings, conn.closer.clone()));
+    let writer = tokio::spawn(write_loop(wr, fd, outbox, settings, conn.closer.clone()));
     let mut client = Client {
         nsqd: nsqd.clone(),
         conn: conn.clone(),
@@ -841,6 +842,8 @@ fn in_flight_error(
 struct Output {
     wire: BytesMut,
     encoder: Option<Encoder>,
+    /// The socket, to make its close abortive when a write times out.
+    fd: std::os::fd::RawFd,
 }
 
 impl Output {
@@ -868,24 +871,28 @@ impl Output {
             wr.flush().await
         };
         match heartbeat_ms {
-            Some(ms) => matches!(
-                tokio::time::timeout(Duration::from_millis(ms as u64), write).await,
-                Ok(Ok(()))
-            ),
+            Some(ms) => match tokio::time::timeout(Duration::from_millis(ms as u64), write).await {
+                Ok(r) => r.is_ok(),
+                Err(_) => {
+                    // a client that stopped reading: reset, don't linger
+                    transport::abort_on_close(self.fd);
+                    false
+                }
+            },
             None => write.await.is_ok(),
         }
     }
 }
 
 /// Writes frames for one client; see the module docs for the flush rule.
-async fn write_loop(wr: Writer, outbox: Arc<Outbox>, settings: WriterSettings, closer: CancellationToken) {
-    write_batches(wr, &outbox, settings, &closer).await;
+async fn write_loop(wr: Writer, fd: std::os::fd::RawFd, outbox: Arc<Outbox>, settings: WriterSettings, closer: CancellationToken) {
+    write_batches(wr, fd, &outbox, settings, &closer).await;
     outbox.writer_gone();
     closer.cancel();
 }
 
-async fn write_batches(mut wr: Writer, outbox: &Outbox, mut settings: WriterSettings, closer: &CancellationToken) {
-    let mut out = Output { wire: BytesMut::new(), encoder: None };
+async fn write_batches(mut wr: Writer, fd: std::os::fd::RawFd, outbox: &Outbox, mut settings: WriterSettings, closer: &CancellationToken) {
+    let mut out = Output { wire: BytesMut::new(), encoder: None, fd };
     let mut frames = BytesMut::with_capacity(settings.output_buffer_size.max(4096));
     let mut controls = Vec::new();
     let mut heartbeat = new_heartbeat(settings.heartbeat_ms);

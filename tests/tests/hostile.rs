@@ -222,30 +222,7 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     t.check_alive("half-open connections dropped");
 
     // ---- 4. slow connections: one byte per 100 ms ---------------------------
-    let slow: Vec<(String, Vec<u8>, Vec<u8>)> = vec![
-        (t.nsqd.tcp_addr.clone(), b"  V2PUB slow\n\x00\x00\x00\x02ok".to_vec(), frame(FRAME_RESPONSE, b"OK")),
-        (t.nsqd.http_addr.clone(), b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), b"HTTP/1.1 200".to_vec()),
-        (t.lookupd.tcp.clone(), b"  V1PING\n".to_vec(), [&2u32.to_be_bytes()[..], b"OK"].concat()),
-        (t.lookupd.http.clone(), b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), b"HTTP/1.1 200".to_vec()),
-        (t.admin.http_addr.clone(), b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), b"HTTP/1.1 200".to_vec()),
-    ];
-    let threads: Vec<_> = slow
-        .into_iter()
-        .map(|(addr, req, want)| {
-            std::thread::spawn(move || {
-                let mut s = TcpStream::connect(&addr).unwrap();
-                s.set_nodelay(true).ok();
-                for b in &req {
-                    s.write_all(&[*b]).unwrap_or_else(|e| panic!("{addr}: slow client cut off: {e}"));
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                s.set_read_timeout(Some(secs(5))).ok();
-                let mut got = vec![0u8; want.len()];
-                s.read_exact(&mut got).unwrap_or_else(|e| panic!("{addr}: slow request unanswered: {e}"));
-                assert_eq!(got, want, "{addr}: slow request answer");
-            })
-        })
-        .collect();
+    let threads = slow_clients(&t, Duration::from_millis(100));
     let t0 = Instant::now();
     let mut worst = Duration::ZERO;
     while t0.elapsed() < secs(3) {
@@ -322,33 +299,8 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
 #[test]
 fn one_byte_per_second_clients_on_every_port_are_served_and_stall_no_one() {
     let mut t = Target::start();
-    let slow: Vec<(String, Vec<u8>, Vec<u8>)> = vec![
-        (t.nsqd.tcp_addr.clone(), b"  V2PUB s\n\x00\x00\x00\x01x".to_vec(), frame(FRAME_RESPONSE, b"OK")),
-        (t.nsqd.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
-        (t.lookupd.tcp.clone(), b"  V1PING\n".to_vec(), [&2u32.to_be_bytes()[..], b"OK"].concat()),
-        (t.lookupd.http.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
-        (t.admin.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
-    ];
-    let longest = slow.iter().map(|(_, r, _)| r.len()).max().unwrap_or(0) as u64;
-    let threads: Vec<_> = slow
-        .into_iter()
-        .map(|(addr, req, want)| {
-            std::thread::spawn(move || {
-                let mut s = TcpStream::connect(&addr).unwrap();
-                s.set_nodelay(true).ok();
-                let t0 = Instant::now();
-                for b in &req {
-                    s.write_all(&[*b]).unwrap_or_else(|e| panic!("{addr}: slow client cut off after {:?}: {e}", t0.elapsed()));
-                    std::thread::sleep(secs(1));
-                }
-                s.set_read_timeout(Some(secs(5))).ok();
-                let mut got = vec![0u8; want.len()];
-                s.read_exact(&mut got).unwrap_or_else(|e| panic!("{addr}: slow request unanswered: {e}"));
-                assert_eq!(got, want, "{addr}: answer to a request sent at one byte per second");
-                t0.elapsed()
-            })
-        })
-        .collect();
+    let longest = slow_requests(&t).iter().map(|(_, r, _)| r.len()).max().unwrap_or(0) as u64;
+    let threads = slow_clients(&t, secs(1));
     let t0 = Instant::now();
     let mut worst = Duration::ZERO;
     let mut trips = 0;
@@ -364,4 +316,39 @@ fn one_byte_per_second_clients_on_every_port_are_served_and_stall_no_one() {
     eprintln!("{trips} normal round trips meanwhile, worst {worst:?}");
     assert!(worst < secs(1), "a slow client delayed the normal client by {worst:?}");
     t.check_alive("one-byte-per-second connections");
+}
+
+/// One short request per port, each with the start of its expected answer.
+fn slow_requests(t: &Target) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    vec![
+        (t.nsqd.tcp_addr.clone(), b"  V2PUB s\n\x00\x00\x00\x01x".to_vec(), frame(FRAME_RESPONSE, b"OK")),
+        (t.nsqd.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
+        (t.lookupd.tcp.clone(), b"  V1PING\n".to_vec(), [&2u32.to_be_bytes()[..], b"OK"].concat()),
+        (t.lookupd.http.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
+        (t.admin.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
+    ]
+}
+
+/// A client per port sending its request one byte every `per_byte`; each
+/// thread checks the answer and returns how long the exchange took.
+fn slow_clients(t: &Target, per_byte: Duration) -> Vec<std::thread::JoinHandle<Duration>> {
+    slow_requests(t)
+        .into_iter()
+        .map(|(addr, req, want)| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                s.set_nodelay(true).ok();
+                let t0 = Instant::now();
+                for b in &req {
+                    s.write_all(&[*b]).unwrap_or_else(|e| panic!("{addr}: slow client cut off after {:?}: {e}", t0.elapsed()));
+                    std::thread::sleep(per_byte);
+                }
+                s.set_read_timeout(Some(secs(5))).ok();
+                let mut got = vec![0u8; want.len()];
+                s.read_exact(&mut got).unwrap_or_else(|e| panic!("{addr}: slow request unanswered: {e}"));
+                assert_eq!(got, want, "{addr}: answer to a request sent one byte at a time");
+                t0.elapsed()
+            })
+        })
+        .collect()
 }

@@ -689,6 +689,21 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
 // ---------------------------------------------------------------------------
 
 /// A 1 KiB body `<tag>:<i>:aaaa…` (the index is recoverable, the rest checks integrity).
+/// A 16 MiB tmpfs of the test's own with a `data` dir in it, or `None`
+/// (after a SKIPPED line) where mounting is not allowed.
+fn read_only_test_dir() -> Option<(TmpfsMount, PathBuf)> {
+    let mnt = match TmpfsMount::mount("16m") {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("SKIPPED read_only_disk test: {e} (needs root / CAP_SYS_ADMIN)");
+            return None;
+        }
+    };
+    let data = mnt.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    Some((mnt, data))
+}
+
 fn kib_body(tag: &str, i: usize) -> Vec<u8> {
     let mut b = format!("{tag}:{i}:").into_bytes();
     while b.len() < 1024 {
@@ -755,15 +770,7 @@ fn expect_ro_failure(n: &Nsqd, cmd: &[u8], code: &str, verb: &str) -> String {
 /// comes back.
 #[test]
 fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
-    let mnt = match TmpfsMount::mount("16m") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIPPED read_only_disk test: {e} (needs root / CAP_SYS_ADMIN)");
-            return;
-        }
-    };
-    let data = mnt.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let Some((mnt, data)) = read_only_test_dir() else { return };
     let args = ["--mem-queue-size=0", "--max-bytes-per-file=65536", "--sync-every=1"];
     let mut n = Nsqd::start_in(&data, &args);
     let r = n.post("/topic/create?topic=ro", b"");
@@ -875,15 +882,7 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
 /// too). Found as a bug by this test (docs/reliability.md, limit 3).
 #[test]
 fn read_only_disk_pub_to_a_topic_with_channels_fails() {
-    let mnt = match TmpfsMount::mount("16m") {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("SKIPPED read_only_disk test: {e} (needs root / CAP_SYS_ADMIN)");
-            return;
-        }
-    };
-    let data = mnt.path().join("data");
-    std::fs::create_dir(&data).unwrap();
+    let Some((mnt, data)) = read_only_test_dir() else { return };
     let args = ["--mem-queue-size=0", "--sync-every=1"];
     let n = Nsqd::start_in(&data, &args);
     create_channel(&n, "ro_fan", "c");

@@ -66,6 +66,7 @@ async fn max_in_flight_two_over_three_nsqds() {
         let done = done.clone();
         tokio::spawn(async move {
             let (mut samples, mut max_in_flight, mut max_ready, mut persistent) = (0, 0, 0, Vec::new());
+            let mut over_samples = 0;
             let mut prev_over = false;
             while !done.load(Ordering::SeqCst) {
                 let (mut in_flight, mut ready) = (0, 0);
@@ -80,13 +81,14 @@ async fn max_in_flight_two_over_three_nsqds() {
                 // The three nsqds are read one after another, so a sum can
                 // straddle a RDY move; a real excess shows in consecutive samples.
                 let over = in_flight > 2 || ready > 2;
+                over_samples += over as usize;
                 if over && prev_over {
                     persistent.push((in_flight, ready));
                 }
                 prev_over = over;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            (samples, max_in_flight, max_ready, persistent)
+            (samples, max_in_flight, max_ready, persistent, over_samples)
         })
     };
 
@@ -97,13 +99,16 @@ async fn max_in_flight_two_over_three_nsqds() {
     wait_until(Duration::from_secs(60), "45 messages", || c.stats().messages_finished == 45).await;
     let took = start.elapsed();
     done.store(true, Ordering::SeqCst);
-    let (samples, max_if, max_rdy, persistent) = sampler.await.unwrap();
+    let (samples, max_if, max_rdy, persistent, over_samples) = sampler.await.unwrap();
 
     let st = c.stats();
-    eprintln!("took {took:?}; {samples} samples, server max in_flight {max_if} max ready {max_rdy}; client {st:?}");
+    eprintln!("took {took:?}; {samples} samples ({over_samples} over 2), server max in_flight {max_if} max ready {max_rdy}; client {st:?}");
     assert!(samples > 10);
     assert!(persistent.is_empty(), "nsqd saw more than 2 in flight / RDY: {persistent:?}");
-    assert!(max_if <= 2 || max_rdy <= 2, "single-sample excess in both counters");
+    // A lone straddling sample can inflate either sum (a FIN still on its way
+    // to one nsqd while the next RDY reached another); a client really
+    // holding more than 2 shows in most samples.
+    assert!(over_samples * 10 <= samples, "{over_samples} of {samples} samples over 2 in flight / RDY");
     assert!(high.load(Ordering::SeqCst) <= 2, "handlers held {} at once", high.load(Ordering::SeqCst));
     assert!(st.max_in_flight_seen <= 2, "{st:?}");
     assert!(st.total_rdy <= 2);

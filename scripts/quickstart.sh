@@ -12,8 +12,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-echo "==> building (release)"
-cargo build --release --bins
+# Only the three daemons: the release profile links with fat LTO, which
+# costs minutes per binary on a first build.
+echo "==> building nsqd, nsqlookupd, nsqadmin (release; the first build takes a few minutes)"
+cargo build --release --bin nsqd --bin nsqlookupd --bin nsqadmin
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release"
 DATA="${NSQ_DATA:-$ROOT/nsq-data}"
 mkdir -p "$DATA"

@@ -42,11 +42,6 @@ impl Handler for TailHandler {
     }
 }
 
-/// `--consumer-opt` is a go-nsq `ConfigFlag`: a bad option is a flag error.
-fn check_consumer_opt(opt: &str) -> Result<(), String> {
-    Config::default().set_opt(opt).map_err(|e| e.0)
-}
-
 fn flag_set(program: &str) -> FlagSet {
     use Kind::*;
     FlagSet {
@@ -61,7 +56,7 @@ fn flag_set(program: &str) -> FlagSet {
             Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address used to find nsqds (repeatable)"),
             Flag::new("topic", List, "", "topic to read (repeatable)"),
             Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
-                .checked(check_consumer_opt),
+                .checked(Config::check_opt),
         ],
     }
 }

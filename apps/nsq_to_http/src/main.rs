@@ -29,11 +29,6 @@ use crate::timer_metrics::TimerMetrics;
 const VERSION: &str = "1.3.0";
 const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
-/// `--consumer-opt` is a go-nsq `ConfigFlag`: a bad option is a flag error.
-fn check_consumer_opt(opt: &str) -> Result<(), String> {
-    nsq_client::Config::default().set_opt(opt).map_err(|e| e.0)
-}
-
 fn flag_set(program: &str) -> FlagSet {
     use Kind::*;
     let mut consumer_opt = Flag::new(
@@ -42,7 +37,7 @@ fn flag_set(program: &str) -> FlagSet {
         "",
         "consumer option as key,value, e.g. max_attempts,10 (may be given multiple times)",
     );
-    consumer_opt.check = Some(check_consumer_opt);
+    consumer_opt.check = Some(nsq_client::Config::check_opt);
     FlagSet {
         name: program.to_string(),
         flags: vec![

@@ -68,11 +68,6 @@ impl Handler for TopicHandler {
     }
 }
 
-/// `--consumer-opt`/`--producer-opt` are go-nsq `ConfigFlag`s: a bad option is a flag error.
-fn check_opt(opt: &str) -> Result<(), String> {
-    Config::default().set_opt(opt).map_err(|e| e.0)
-}
-
 fn flag_set(program: &str) -> FlagSet {
     use Kind::*;
     FlagSet {
@@ -92,9 +87,9 @@ fn flag_set(program: &str) -> FlagSet {
             Flag::new("require-json-field", Str, "", "JSON messages: pass only those with this top-level field"),
             Flag::new("require-json-value", Str, "", "JSON messages: pass only those whose required field equals this value"),
             Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
-                .checked(check_opt),
+                .checked(Config::check_opt),
             Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
-                .checked(check_opt),
+                .checked(Config::check_opt),
         ],
     }
 }

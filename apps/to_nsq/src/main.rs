@@ -76,11 +76,6 @@ async fn read_and_publish<R: tokio::io::AsyncBufRead + Unpin>(
     Ok(n > 0)
 }
 
-/// `--producer-opt` is a go-nsq `ConfigFlag`: a bad option is a flag error.
-fn check_producer_opt(opt: &str) -> Result<(), String> {
-    Config::default().set_opt(opt).map_err(|e| e.0)
-}
-
 fn flag_set(program: &str) -> FlagSet {
     use Kind::*;
     FlagSet {
@@ -90,7 +85,7 @@ fn flag_set(program: &str) -> FlagSet {
             Flag::new("delimiter", Str, "\n", "single byte that separates messages on stdin"),
             Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address to publish to; every message goes to each (repeatable)"),
             Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
-                .checked(check_producer_opt),
+                .checked(Config::check_opt),
             Flag::new("rate", Int, "0", "publish at most this many messages per second; 0 means unlimited"),
         ],
     }

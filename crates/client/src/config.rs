@@ -223,6 +223,13 @@ impl Config {
         self.set_value(key, OptValue::Text(value))
     }
 
+    /// Whether `opt` would be accepted by [`Config::set_opt`], as the error
+    /// text a command-line flag reports (the apps' `--consumer-opt` and
+    /// `--producer-opt` validators).
+    pub fn check_opt(opt: &str) -> Result<(), String> {
+        Config::default().set_opt(opt).map_err(|e| e.0)
+    }
+
     /// go-nsq's `ConfigFlag.Set`: `key,value`, or a bare `key` meaning `true`.
     pub fn set_opt(&mut self, opt: &str) -> Result<(), ConfigError> {
         match opt.split_once(',') {
@@ -410,6 +417,13 @@ mod tests {
         assert!(c.validate().is_err());
         let c = Config { max_in_flight: -1, ..Config::default() };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn check_opt_is_set_opt_on_a_scratch_config() {
+        assert_eq!(Config::check_opt("max_attempts,10"), Ok(()));
+        assert_eq!(Config::check_opt("tls_v1"), Ok(()));
+        assert_eq!(Config::check_opt("nope,1"), Err("invalid option nope".to_string()));
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! of which any leading part may be missing; the first read after the crash
 //! tells which part. Depth must then lie between the two possible lengths,
 //! and be exact otherwise.
+//!
+//! The same model also runs with `defer_sync`, as nsqd opens its queues:
+//! the test then plays nsqd's owner, calling `sync()` when `sync_due()`
+//! asks for it and from a "timer" when `needs_sync()` does, at random
+//! points, and checks that a read never writes the metadata itself.
 
 use super::*;
 use proptest::prelude::*;
@@ -26,6 +31,10 @@ enum Op {
     Sync,
     Restart,
     Crash,
+    /// nsqd's `kick_sync` (after each put/read): `sync()` if `sync_due()`.
+    OwnerSync,
+    /// nsqd's sync timer: `sync()` if `needs_sync()`.
+    Timer,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -37,6 +46,15 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Sync),
         1 => Just(Op::Restart),
         2 => Just(Op::Crash),
+    ]
+}
+
+/// `op()` plus the owner's syncs of `defer_sync` mode.
+fn op_deferred() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        20 => op(),
+        4 => Just(Op::OwnerSync),
+        1 => Just(Op::Timer),
     ]
 }
 
@@ -58,14 +76,14 @@ struct Model {
     next_id: u64,
 }
 
-fn options(sync_every: i64, max_bytes: i64) -> Options {
+fn options(sync_every: i64, max_bytes: i64, defer_sync: bool) -> Options {
     Options {
         max_bytes_per_file: max_bytes,
         min_msg_size: 8,
         max_msg_size: 48,
         sync_every,
         sync_timeout: Duration::from_secs(2),
-        defer_sync: false,
+        defer_sync,
     }
 }
 
@@ -117,9 +135,36 @@ fn check_depth(model: &Model, dq: &DiskQueue) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn run(ops: Vec<Op>, sync_every: i64, max_bytes: i64) -> Result<(), TestCaseError> {
+/// What the owner of a `defer_sync` queue relies on: `sync_due` implies
+/// `needs_sync`, and a sync clears both.
+fn check_sync_flags(dq: &DiskQueue) -> Result<(), TestCaseError> {
+    prop_assert!(
+        !dq.sync_due() || dq.needs_sync(),
+        "sync due but no sync needed"
+    );
+    Ok(())
+}
+
+fn owner_sync(dq: &DiskQueue, model: &mut Model) -> Result<(), TestCaseError> {
+    dq.sync().unwrap();
+    model.read_since_sync.clear();
+    prop_assert!(
+        !dq.sync_due() && !dq.needs_sync(),
+        "flags still set after sync"
+    );
+    Ok(())
+}
+
+fn run(
+    ops: Vec<Op>,
+    sync_every: i64,
+    max_bytes: i64,
+    defer_sync: bool,
+) -> Result<(), TestCaseError> {
     let dir = TempDir::new().unwrap();
-    let o = options(sync_every, max_bytes);
+    let o = options(sync_every, max_bytes, defer_sync);
+    let meta_file = dir.path().join("m:c.diskqueue.meta.dat");
+    let meta_text = || fs::read(&meta_file).ok();
     let open = || DiskQueue::open("m:c", dir.path(), o.clone()).unwrap();
     let mut dq = open();
     let mut model = Model::default();
@@ -133,12 +178,20 @@ fn run(ops: Vec<Op>, sync_every: i64, max_bytes: i64) -> Result<(), TestCaseErro
                 model.queue.push_back((id, extra));
             }
             Op::Read => {
+                let before = meta_text();
                 let got = dq.read().unwrap();
+                if defer_sync {
+                    prop_assert!(meta_text() == before, "a deferred read wrote the metadata");
+                }
                 check_read(&mut model, got)?;
             }
             Op::ReadBatch(n, buffered_only) => {
+                let before = meta_text();
                 let mut got = Vec::new();
                 dq.read_batch(n, &mut got, buffered_only).unwrap();
+                if defer_sync {
+                    prop_assert!(meta_text() == before, "a deferred read wrote the metadata");
+                }
                 prop_assert!(got.len() <= n);
                 let short = got.len() < n;
                 for r in got {
@@ -174,7 +227,18 @@ fn run(ops: Vec<Op>, sync_every: i64, max_bytes: i64) -> Result<(), TestCaseErro
                     model.maybe_gone += 1;
                 }
             }
+            Op::OwnerSync => {
+                if dq.sync_due() {
+                    owner_sync(&dq, &mut model)?;
+                }
+            }
+            Op::Timer => {
+                if dq.needs_sync() {
+                    owner_sync(&dq, &mut model)?;
+                }
+            }
         }
+        check_sync_flags(&dq)?;
         check_depth(&model, &dq)?;
     }
 
@@ -213,6 +277,17 @@ proptest! {
         sync_every in prop_oneof![Just(1i64), Just(3), Just(10_000)],
         max_bytes in prop_oneof![Just(40i64), Just(120), Just(1_000_000)],
     ) {
-        run(ops, sync_every, max_bytes)?;
+        run(ops, sync_every, max_bytes, false)?;
+    }
+
+    /// nsqd's mode: puts and reads leave every sync but rollover's to the
+    /// owner, which the test plays.
+    #[test]
+    fn deferred_sync_queue_matches_fifo_model(
+        ops in prop::collection::vec(op_deferred(), 1..80),
+        sync_every in prop_oneof![Just(1i64), Just(3), Just(10_000)],
+        max_bytes in prop_oneof![Just(40i64), Just(120), Just(1_000_000)],
+    ) {
+        run(ops, sync_every, max_bytes, true)?;
     }
 }

@@ -884,7 +884,10 @@ fn negative_positions_in_metadata_do_not_lose_puts() {
     std::fs::write(meta_path(dir.path(), name), "55\n6,-55\n6,-55\n").unwrap();
     let q = DiskQueue::open(name, dir.path(), opts(1, 1024, 1 << 20)).unwrap();
     q.put(b"acked").unwrap();
-    assert_eq!(q.read().unwrap().map(|b| b.to_vec()), Some(b"acked".to_vec()));
+    assert_eq!(
+        q.read().unwrap().map(|b| b.to_vec()),
+        Some(b"acked".to_vec())
+    );
     assert_eq!(q.read().unwrap(), None);
     assert_eq!(q.depth(), 0);
 }
@@ -896,12 +899,19 @@ fn negative_positions_in_metadata_do_not_lose_puts() {
 #[test]
 fn deferred_syncs_run_beside_puts_and_never_move_metadata_back() {
     let dir = tempfile::TempDir::new().unwrap();
-    let o = Options { sync_every: 50, defer_sync: true, ..opts(8, 64, 16 * 1024) };
+    let o = Options {
+        sync_every: 50,
+        defer_sync: true,
+        ..opts(8, 64, 16 * 1024)
+    };
     let q = std::sync::Arc::new(DiskQueue::open("d", dir.path(), o.clone()).unwrap());
 
     q.put(&payload(0, 16)).unwrap();
     assert!(!q.sync_due(), "one put is not due");
-    assert!(!meta_path(dir.path(), "d").exists(), "a deferred put does not sync itself");
+    assert!(
+        !meta_path(dir.path(), "d").exists(),
+        "a deferred put does not sync itself"
+    );
 
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let syncer = {
@@ -966,7 +976,11 @@ fn buffered_reads_serve_the_read_ahead_only() {
     assert!(got.is_empty(), "no segment open yet: nothing is buffered");
     q.read_batch(1, &mut got, false).unwrap();
     q.read_batch(200, &mut got, true).unwrap();
-    assert_eq!(got.len(), 100, "one read fetched the whole 2.4 KB segment ahead");
+    assert_eq!(
+        got.len(),
+        100,
+        "one read fetched the whole 2.4 KB segment ahead"
+    );
     for (i, r) in got.iter().enumerate() {
         assert_eq!(&r[..8], &(i as u64).to_be_bytes());
     }
@@ -974,5 +988,9 @@ fn buffered_reads_serve_the_read_ahead_only() {
     q.put(&payload(100, 20)).unwrap();
     got.clear();
     q.read_batch(5, &mut got, false).unwrap();
-    assert_eq!(got.len(), 1, "appended after the read-ahead: found by a full read");
+    assert_eq!(
+        got.len(),
+        1,
+        "appended after the read-ahead: found by a full read"
+    );
 }

@@ -1,6 +1,6 @@
-//! `nsqd::channel::ChannelState` bookkeeping with a `NullBackend` (memory
-//! only) and one subscribed client whose outbox is drained (as its writer
-//! would: one swap per call).
+//! `nsqd::core::Channel` bookkeeping (memory only) with one subscribed
+//! client: each call's frames go to the client's outbox (as the server's
+//! channel does), which is drained as its writer would (one swap per call).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,40 +9,52 @@ use std::time::{Duration, Instant};
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use nsq_benches::*;
 use nsq_protocol::MessageId;
-use nsqd::backend::NullBackend;
-use nsqd::channel::ChannelState;
 use bytes::BytesMut;
-use nsqd::client::{ClientConn, ClientId, Outbox};
+use nsqd::core::{Channel, ChannelConfig, ClientId};
+use nsqd::server::client::Client;
+use nsqd::server::outbox::{Control, Outbox};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 const MSG_TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Fixture {
-    ch: ChannelState,
+    ch: Channel,
     cid: ClientId,
+    client: Client,
     outbox: Arc<Outbox>,
     frames: BytesMut,
-    controls: Vec<(usize, nsqd::client::Control)>,
+    controls: Vec<(usize, Control)>,
     now: Instant,
 }
 
 impl Fixture {
     /// A channel with one client at RDY `rdy`.
     fn new(mem_cap: usize, rdy: i64) -> Fixture {
-        let mut ch = ChannelState::new(mem_cap, Box::new(NullBackend), None);
-        let addr: SocketAddr = "127.0.0.1:4150".parse().unwrap();
-        let (conn, outbox) = ClientConn::new(addr, 0);
-        let conn = Arc::new(conn);
-        let cid = conn.id;
-        ch.add_client(conn, MSG_TIMEOUT, 0, 0).unwrap();
         let now = Instant::now();
+        let cfg = ChannelConfig { mem_queue_size: mem_cap, durable: false, backend_unread: false, e2e: None, seed: 1 };
+        let mut ch = Channel::new(cfg, now);
+        let addr: SocketAddr = "127.0.0.1:4150".parse().unwrap();
+        let (client, outbox) = Client::new(addr, 0);
+        let cid = client.id;
+        ch.add_client(cid, MSG_TIMEOUT, 0, 0).unwrap();
         ch.set_rdy(cid, rdy, now);
-        Fixture { ch, cid, outbox, frames: BytesMut::new(), controls: Vec::new(), now }
+        let mut f = Fixture { ch, cid, client, outbox, frames: BytesMut::new(), controls: Vec::new(), now };
+        f.drain();
+        f
+    }
+
+    /// The server's step after each call: frames to the outbox.
+    fn flush(&mut self) {
+        let client = &self.client;
+        self.ch.flush_deliveries(|_, frames| {
+            client.send_frames(frames);
+        });
     }
 
     /// Bytes of frames the writer would write.
     fn drain(&mut self) -> usize {
+        self.flush();
         self.outbox.take(&mut self.frames, &mut self.controls);
         let n = self.frames.len();
         self.frames.clear();
@@ -54,7 +66,8 @@ impl Fixture {
         let body = body(BODY_LEN);
         let ids: Vec<MessageId> = (first..first + n).map(MessageId::from_guid).collect();
         for i in first..first + n {
-            self.ch.put(message(i, &body), self.now).unwrap();
+            self.ch.put(vec![message(i, &body)], self.now);
+            self.flush();
         }
         self.drain();
         ids
@@ -74,8 +87,9 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
             let msg = message(n, &body);
             let id = msg.id;
             n += 1;
-            f.ch.put(msg, f.now).unwrap();
-            f.ch.finish(f.cid, &id, f.now, 0).unwrap();
+            f.ch.put(vec![msg], f.now);
+            f.flush();
+            f.ch.finish(f.cid, &[id], f.now, 0, |_, _| unreachable!());
             black_box(f.drain())
         })
     });
@@ -90,11 +104,11 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
     g.bench_function("steady_2500_in_flight_fin_random_put", |b| {
         b.iter(|| {
             let k = rand::Rng::gen_range(&mut rng, 0..live.len());
-            f.ch.finish(f.cid, &live[k], f.now, 0).unwrap();
+            f.ch.finish(f.cid, &[live[k]], f.now, 0, |_, _| unreachable!());
             let msg = message(next, &body);
             live[k] = msg.id;
             next += 1;
-            f.ch.put(msg, f.now).unwrap();
+            f.ch.put(vec![msg], f.now);
             black_box(f.drain())
         })
     });
@@ -117,7 +131,8 @@ fn bench_in_flight(c: &mut Criterion) {
             },
             |(mut f, ids)| {
                 for id in &ids {
-                    f.ch.finish(f.cid, id, f.now, 0).unwrap();
+                    f.ch.finish(f.cid, std::slice::from_ref(id), f.now, 0, |_, _| unreachable!());
+                    f.flush();
                 }
                 debug_assert_eq!(f.ch.in_flight_count(), 0);
                 f // dropped outside the timing

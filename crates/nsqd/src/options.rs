@@ -73,7 +73,7 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Default for Options {
     fn default() -> Self {
-        let hostname = crate::hostname();
+        let hostname = hostname();
         Options {
             node_id: default_node_id(&hostname),
             log_level: "info".into(),
@@ -168,6 +168,18 @@ impl Options {
             max_req_timeout_ms: self.max_req_timeout.as_millis() as i64,
         }
     }
+}
+
+/// The OS hostname (nsqd's default broadcast address and node id seed).
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if r != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@
 //! nsqd keeps two targeted-quantile streams and swaps them every half
 //! window. We keep two bounded sample buffers the same way (reservoir
 //! sampling past the bound keeps memory fixed) and sort on query; the
-//! answer is approximate, as nsqd's is.
+//! answer is approximate, as nsqd's is. The reservoir's randomness comes
+//! from a seed passed in, so a test sees the same samples every run.
 
 use std::time::{Duration, Instant};
 
+use super::rng::Rng;
 use nsq_protocol::stats::{E2eLatency, Percentile};
-use rand::Rng;
 
 const MAX_SAMPLES: usize = 4096;
 
@@ -20,12 +21,12 @@ struct Half {
 }
 
 impl Half {
-    fn insert(&mut self, v: f64) {
+    fn insert(&mut self, v: f64, rng: &mut Rng) {
         self.seen += 1;
         if self.samples.len() < MAX_SAMPLES {
             self.samples.push(v);
         } else {
-            let i = rand::thread_rng().gen_range(0..self.seen);
+            let i = rng.below(self.seen);
             if (i as usize) < MAX_SAMPLES {
                 self.samples[i as usize] = v;
             }
@@ -40,15 +41,24 @@ pub struct QuantileStream {
     current: Half,
     previous: Half,
     swapped_at: Instant,
+    rng: Rng,
 }
 
 impl QuantileStream {
-    pub fn new(percentiles: Vec<f64>, window: Duration, now: Instant) -> QuantileStream {
-        QuantileStream { percentiles, half_window: window / 2, current: Half::default(), previous: Half::default(), swapped_at: now }
+    pub fn new(percentiles: Vec<f64>, window: Duration, now: Instant, seed: u64) -> QuantileStream {
+        QuantileStream {
+            percentiles,
+            half_window: window / 2,
+            current: Half::default(),
+            previous: Half::default(),
+            swapped_at: now,
+            rng: Rng::new(seed),
+        }
     }
 
     fn roll(&mut self, now: Instant) {
-        while now.duration_since(self.swapped_at) >= self.half_window && !self.half_window.is_zero() {
+        while now.duration_since(self.swapped_at) >= self.half_window && !self.half_window.is_zero()
+        {
             self.previous = std::mem::take(&mut self.current);
             self.swapped_at += self.half_window;
             if now.duration_since(self.swapped_at) >= self.half_window * 2 {
@@ -61,19 +71,28 @@ impl QuantileStream {
 
     pub fn insert(&mut self, latency_ns: f64, now: Instant) {
         self.roll(now);
-        self.current.insert(latency_ns);
+        self.current.insert(latency_ns, &mut self.rng);
     }
 
     fn merged(&mut self, now: Instant) -> (Vec<f64>, u64) {
         self.roll(now);
-        let mut all: Vec<f64> = self.current.samples.iter().chain(self.previous.samples.iter()).copied().collect();
+        let mut all: Vec<f64> = self
+            .current
+            .samples
+            .iter()
+            .chain(self.previous.samples.iter())
+            .copied()
+            .collect();
         all.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         (all, self.current.seen + self.previous.seen)
     }
 
     pub fn snapshot(&mut self, now: Instant) -> E2eLatency {
         let (all, count) = self.merged(now);
-        E2eLatency { count, percentiles: Some(quantiles(&self.percentiles, &all)) }
+        E2eLatency {
+            count,
+            percentiles: Some(quantiles(&self.percentiles, &all)),
+        }
     }
 
     /// The raw samples of the window, for a topic's merge of its channels.
@@ -105,7 +124,7 @@ mod tests {
     #[test]
     fn quantiles_of_uniform_samples() {
         let now = Instant::now();
-        let mut s = QuantileStream::new(vec![1.0, 0.99, 0.5], Duration::from_secs(600), now);
+        let mut s = QuantileStream::new(vec![1.0, 0.99, 0.5], Duration::from_secs(600), now, 1);
         for i in 1..=1000 {
             s.insert(i as f64, now);
         }
@@ -118,9 +137,36 @@ mod tests {
     }
 
     #[test]
+    fn past_the_reservoir_bound_samples_depend_only_on_the_seed() {
+        let now = Instant::now();
+        let run = |seed| {
+            let mut s = QuantileStream::new(vec![0.99, 0.5], Duration::from_secs(600), now, seed);
+            for i in 0..20_000 {
+                s.insert(((i * 7919) % 20_000) as f64, now);
+            }
+            s.snapshot(now)
+        };
+        let (a, b) = (run(5), run(5));
+        assert_eq!(a, b, "same seed, same estimate");
+        assert_eq!(a.count, 20_000, "every latency counts, sampled or not");
+        let p = a.percentiles.clone().unwrap();
+        assert!(
+            (p[0].value - 19_800.0).abs() < 400.0,
+            "p99 estimate {}",
+            p[0].value
+        );
+        assert!(
+            (p[1].value - 10_000.0).abs() < 800.0,
+            "p50 estimate {}",
+            p[1].value
+        );
+        assert_ne!(run(6), a, "another seed, another sample");
+    }
+
+    #[test]
     fn window_forgets_old_samples() {
         let now = Instant::now();
-        let mut s = QuantileStream::new(vec![0.5], Duration::from_secs(10), now);
+        let mut s = QuantileStream::new(vec![0.5], Duration::from_secs(10), now, 1);
         s.insert(5.0, now);
         assert_eq!(s.snapshot(now + Duration::from_secs(6)).count, 1);
         assert_eq!(s.snapshot(now + Duration::from_secs(11)).count, 0);

@@ -18,7 +18,11 @@ pub struct GuidFactory {
 
 impl GuidFactory {
     pub fn new(node_id: i64) -> GuidFactory {
-        GuidFactory { node_id: node_id & ((1 << NODE_BITS) - 1), last_ts: -1, sequence: 0 }
+        GuidFactory {
+            node_id: node_id & ((1 << NODE_BITS) - 1),
+            last_ts: -1,
+            sequence: 0,
+        }
     }
 
     /// The next id for a wall-clock time of `unix_ns`. nsqd sleeps a
@@ -36,7 +40,9 @@ impl GuidFactory {
                 self.last_ts += 1;
             }
         }
-        let id = ((self.last_ts - TWEPOCH) << (NODE_BITS + SEQUENCE_BITS)) | (self.node_id << SEQUENCE_BITS) | self.sequence;
+        let id = ((self.last_ts - TWEPOCH) << (NODE_BITS + SEQUENCE_BITS))
+            | (self.node_id << SEQUENCE_BITS)
+            | self.sequence;
         MessageId::from_guid(id as u64)
     }
 }

@@ -73,14 +73,21 @@ impl AuthQuery {
     }
 
     fn query_string(&self) -> String {
-        self.params().iter().map(|(k, v)| format!("{k}={}", query_escape(v))).collect::<Vec<_>>().join("&")
+        self.params()
+            .iter()
+            .map(|(k, v)| format!("{k}={}", query_escape(v)))
+            .collect::<Vec<_>>()
+            .join("&")
     }
 
     /// The POST body: the parameters as a JSON object of one-element arrays.
     fn json_body(&self) -> Vec<u8> {
         let mut m = serde_json::Map::new();
         for (k, v) in self.params() {
-            m.insert(k.to_string(), serde_json::Value::Array(vec![serde_json::Value::String(v)]));
+            m.insert(
+                k.to_string(),
+                serde_json::Value::Array(vec![serde_json::Value::String(v)]),
+            );
         }
         serde_json::to_vec(&m).unwrap_or_default()
     }
@@ -91,7 +98,9 @@ pub fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for &b in s.as_bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }
@@ -136,7 +145,11 @@ impl Authorization {
     /// and some channel pattern must match the channel (for a publish, the
     /// empty string).
     fn is_allowed(&self, topic: &str, channel: &str) -> bool {
-        let permitted = if channel.is_empty() { self.publish } else { self.subscribe };
+        let permitted = if channel.is_empty() {
+            self.publish
+        } else {
+            self.subscribe
+        };
         permitted && self.topic.is_match(topic) && self.channels.iter().any(|c| c.is_match(channel))
     }
 }
@@ -153,7 +166,8 @@ pub struct AuthState {
 impl AuthState {
     /// Validates an auth server answer as Go nsqd does.
     pub fn parse(body: &[u8], now: Instant) -> Result<AuthState, AuthError> {
-        let raw: RawState = serde_json::from_slice(body).map_err(|e| AuthError::Json(e.to_string()))?;
+        let raw: RawState =
+            serde_json::from_slice(body).map_err(|e| AuthError::Json(e.to_string()))?;
         let mut authorizations = Vec::new();
         for a in raw.authorizations.unwrap_or_default() {
             let (mut subscribe, mut publish) = (false, false);
@@ -165,12 +179,21 @@ impl AuthState {
                 }
             }
             let t = a.topic.unwrap_or_default();
-            let topic = Regex::new(&t).map_err(|e| AuthError::TopicRegex(t.clone(), e.to_string()))?;
+            let topic =
+                Regex::new(&t).map_err(|e| AuthError::TopicRegex(t.clone(), e.to_string()))?;
             let mut channels = Vec::new();
             for c in a.channels.unwrap_or_default() {
-                channels.push(Regex::new(&c).map_err(|e| AuthError::ChannelRegex(c.clone(), e.to_string()))?);
+                channels.push(
+                    Regex::new(&c)
+                        .map_err(|e| AuthError::ChannelRegex(c.clone(), e.to_string()))?,
+                );
             }
-            authorizations.push(Authorization { topic, channels, subscribe, publish });
+            authorizations.push(Authorization {
+                topic,
+                channels,
+                subscribe,
+                publish,
+            });
         }
         let ttl = raw.ttl.unwrap_or(0);
         if ttl <= 0 {
@@ -189,7 +212,9 @@ impl AuthState {
     }
 
     pub fn is_allowed(&self, topic: &str, channel: &str) -> bool {
-        self.authorizations.iter().any(|a| a.is_allowed(topic, channel))
+        self.authorizations
+            .iter()
+            .any(|a| a.is_allowed(topic, channel))
     }
 }
 
@@ -231,9 +256,10 @@ async fn query(cfg: &AuthConfig, addr: &str, q: &AuthQuery) -> Result<AuthState,
     };
     let mut retried = false;
     loop {
-        let (status, resp) = tokio::time::timeout(cfg.request_timeout, request(cfg, &url, body.clone()))
-            .await
-            .map_err(|_| AuthError::Http(format!("request to {url} timed out")))??;
+        let (status, resp) =
+            tokio::time::timeout(cfg.request_timeout, request(cfg, &url, body.clone()))
+                .await
+                .map_err(|_| AuthError::Http(format!("request to {url} timed out")))??;
         if status == 200 {
             return AuthState::parse(&resp, Instant::now());
         }
@@ -245,39 +271,78 @@ async fn query(cfg: &AuthConfig, addr: &str, q: &AuthQuery) -> Result<AuthState,
                 continue;
             }
         }
-        let reason = hyper::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
-        return Err(AuthError::Status { status: format!("{status} {reason}"), body: String::from_utf8_lossy(&resp).into_owned() });
+        let reason = hyper::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        return Err(AuthError::Status {
+            status: format!("{status} {reason}"),
+            body: String::from_utf8_lossy(&resp).into_owned(),
+        });
     }
 }
 
 fn https_endpoint(url: &str, body: &[u8]) -> Option<String> {
-    let port = serde_json::from_slice::<serde_json::Value>(body).ok()?.get("https_port")?.as_u64()?;
+    let port = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()?
+        .get("https_port")?
+        .as_u64()?;
     let uri: Uri = url.parse().ok()?;
     let host = uri.host()?;
-    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
     let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     Some(format!("https://{host}:{port}{pq}"))
 }
 
 /// One HTTP/1.1 request over a fresh connection: (status, body).
-async fn request(cfg: &AuthConfig, url: &str, body: Option<Vec<u8>>) -> Result<(u16, Vec<u8>), AuthError> {
+async fn request(
+    cfg: &AuthConfig,
+    url: &str,
+    body: Option<Vec<u8>>,
+) -> Result<(u16, Vec<u8>), AuthError> {
     let http = |e: &dyn std::fmt::Display| AuthError::Http(e.to_string());
-    let uri: Uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| http(&e))?;
+    let uri: Uri = url
+        .parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| http(&e))?;
     let https = match uri.scheme_str() {
         Some("http") => false,
         Some("https") => true,
-        other => return Err(AuthError::Http(format!("unsupported protocol scheme {:?}", other.unwrap_or("")))),
+        other => {
+            return Err(AuthError::Http(format!(
+                "unsupported protocol scheme {:?}",
+                other.unwrap_or("")
+            )))
+        }
     };
-    let host = uri.host().ok_or_else(|| AuthError::Http(format!("no host in {url}")))?.to_string();
+    let host = uri
+        .host()
+        .ok_or_else(|| AuthError::Http(format!("no host in {url}")))?
+        .to_string();
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let bare_host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-    let tcp = tokio::time::timeout(cfg.connect_timeout, TcpStream::connect((bare_host.as_str(), port)))
-        .await
-        .map_err(|_| AuthError::Http(format!("dial tcp {host}:{port}: i/o timeout")))?
-        .map_err(|e| http(&e))?;
+    let bare_host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let tcp = tokio::time::timeout(
+        cfg.connect_timeout,
+        TcpStream::connect((bare_host.as_str(), port)),
+    )
+    .await
+    .map_err(|_| AuthError::Http(format!("dial tcp {host}:{port}: i/o timeout")))?
+    .map_err(|e| http(&e))?;
     let _ = tcp.set_nodelay(true);
-    let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or(host.clone());
-    let path = uri.path_and_query().map(|p| p.as_str().to_string()).unwrap_or_else(|| "/".into());
+    let authority = uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or(host.clone());
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
     let method = if body.is_some() { "POST" } else { "GET" };
     let mut req = hyper::Request::builder()
         .method(method)
@@ -287,10 +352,16 @@ async fn request(cfg: &AuthConfig, url: &str, body: Option<Vec<u8>>) -> Result<(
     if body.is_some() {
         req = req.header(hyper::header::CONTENT_TYPE, "application/json");
     }
-    let req = req.body(Full::new(Bytes::from(body.unwrap_or_default()))).map_err(|e| http(&e))?;
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| http(&e))?;
     if https {
-        let name = rustls::pki_types::ServerName::try_from(bare_host.clone()).map_err(|e| http(&e))?;
-        let tls = tokio_rustls::TlsConnector::from(cfg.tls.clone()).connect(name, tcp).await.map_err(|e| http(&e))?;
+        let name =
+            rustls::pki_types::ServerName::try_from(bare_host.clone()).map_err(|e| http(&e))?;
+        let tls = tokio_rustls::TlsConnector::from(cfg.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| http(&e))?;
         send(TokioIo::new(tls), req).await
     } else {
         send(TokioIo::new(tcp), req).await
@@ -302,7 +373,9 @@ where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let http = |e: &dyn std::fmt::Display| AuthError::Http(e.to_string());
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await.map_err(|e| http(&e))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| http(&e))?;
     // The connection task ends when the response is read and `sender` dropped.
     let driver = tokio::spawn(async move {
         let _ = conn.await;
@@ -310,7 +383,11 @@ where
     let result = async {
         let resp = sender.send_request(req).await.map_err(|e| http(&e))?;
         let status = resp.status().as_u16();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE).collect().await.map_err(|e| http(&*e))?.to_bytes();
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| http(&*e))?
+            .to_bytes();
         Ok((status, body.to_vec()))
     }
     .await;
@@ -332,7 +409,10 @@ mod tests {
         let s = state(r#"{"ttl":60,"identity":"u","identity_url":"","authorizations":[{"topic":"^foo$","channels":[".*"],"permissions":["publish"]},{"topic":"bar","channels":["^c1$"],"permissions":["subscribe"]}]}"#).unwrap();
         assert!(s.is_allowed("foo", ""));
         assert!(!s.is_allowed("foo2", ""), "anchored topic pattern");
-        assert!(!s.is_allowed("foo", "c1"), "publish does not imply subscribe");
+        assert!(
+            !s.is_allowed("foo", "c1"),
+            "publish does not imply subscribe"
+        );
         assert!(s.is_allowed("xbarx", "c1"), "unanchored match");
         assert!(!s.is_allowed("bar", "c2"));
         assert!(!s.is_allowed("bar", ""), "subscribe does not imply publish");
@@ -349,11 +429,25 @@ mod tests {
 
     #[test]
     fn invalid_answers() {
-        assert_eq!(state(r#"{"ttl":0,"authorizations":[]}"#).unwrap_err(), "invalid TTL 0 (must be >0)");
-        assert_eq!(state(r#"{"authorizations":[]}"#).unwrap_err(), "invalid TTL 0 (must be >0)");
+        assert_eq!(
+            state(r#"{"ttl":0,"authorizations":[]}"#).unwrap_err(),
+            "invalid TTL 0 (must be >0)"
+        );
+        assert_eq!(
+            state(r#"{"authorizations":[]}"#).unwrap_err(),
+            "invalid TTL 0 (must be >0)"
+        );
         assert_eq!(state(r#"{"ttl":5,"authorizations":[{"topic":"t","channels":[],"permissions":["admin"]}]}"#).unwrap_err(), "unknown permission admin");
-        assert!(state(r#"{"ttl":5,"authorizations":[{"topic":"(","channels":[],"permissions":[]}]}"#).unwrap_err().starts_with("unable to compile topic \"(\""));
-        assert!(state(r#"{"ttl":5,"authorizations":[{"topic":"t","channels":["["],"permissions":[]}]}"#).unwrap_err().starts_with("unable to compile channel"));
+        assert!(state(
+            r#"{"ttl":5,"authorizations":[{"topic":"(","channels":[],"permissions":[]}]}"#
+        )
+        .unwrap_err()
+        .starts_with("unable to compile topic \"(\""));
+        assert!(state(
+            r#"{"ttl":5,"authorizations":[{"topic":"t","channels":["["],"permissions":[]}]}"#
+        )
+        .unwrap_err()
+        .starts_with("unable to compile channel"));
         assert!(state("nope").is_err());
         assert!(state(r#"{"ttl":1.5}"#).is_err());
         let s = state(r#"{"ttl":5,"identity":null,"authorizations":null}"#).unwrap();
@@ -362,12 +456,38 @@ mod tests {
 
     #[test]
     fn request_encodings() {
-        let q = AuthQuery { remote_ip: "10.0.0.5".into(), tls: false, common_name: "".into(), secret: "s3 cr&t/é".into() };
-        assert_eq!(q.query_string(), "common_name=&remote_ip=10.0.0.5&secret=s3+cr%26t%2F%C3%A9&tls=false");
-        let q = AuthQuery { remote_ip: "10.0.0.5".into(), tls: false, common_name: "".into(), secret: "s3cr3t".into() };
-        assert_eq!(String::from_utf8(q.json_body()).unwrap(), r#"{"common_name":[""],"remote_ip":["10.0.0.5"],"secret":["s3cr3t"],"tls":["false"]}"#);
+        let q = AuthQuery {
+            remote_ip: "10.0.0.5".into(),
+            tls: false,
+            common_name: "".into(),
+            secret: "s3 cr&t/é".into(),
+        };
+        assert_eq!(
+            q.query_string(),
+            "common_name=&remote_ip=10.0.0.5&secret=s3+cr%26t%2F%C3%A9&tls=false"
+        );
+        let q = AuthQuery {
+            remote_ip: "10.0.0.5".into(),
+            tls: false,
+            common_name: "".into(),
+            secret: "s3cr3t".into(),
+        };
+        assert_eq!(
+            String::from_utf8(q.json_body()).unwrap(),
+            r#"{"common_name":[""],"remote_ip":["10.0.0.5"],"secret":["s3cr3t"],"tls":["false"]}"#
+        );
         assert_eq!(endpoint("127.0.0.1:4181"), "http://127.0.0.1:4181/auth");
-        assert_eq!(endpoint("https://auth.example/check"), "https://auth.example/check");
-        assert_eq!(https_endpoint("http://127.0.0.1:80/auth?a=b", br#"{"message": "TLS_REQUIRED", "https_port": 4152}"#).as_deref(), Some("https://127.0.0.1:4152/auth?a=b"));
+        assert_eq!(
+            endpoint("https://auth.example/check"),
+            "https://auth.example/check"
+        );
+        assert_eq!(
+            https_endpoint(
+                "http://127.0.0.1:80/auth?a=b",
+                br#"{"message": "TLS_REQUIRED", "https_port": 4152}"#
+            )
+            .as_deref(),
+            Some("https://127.0.0.1:4152/auth?a=b")
+        );
     }
 }

@@ -3,12 +3,7 @@
 //! UNREGISTER as they come and go, PINGs every 15 s, and reconnects (with a
 //! full re-registration) whenever a command finds it down. The same loop
 //! persists `nsqd.dat` after topics or channels change, as nsqd's does.
-//!
-//! It also answers the question a new topic asks: which channels do the
-//! lookupds already know for it? (`/channels?topic=`), so the first
-//! messages reach every consumer group that exists elsewhere.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::nsqd::{Event, NsqdInner};
+use super::context::Event;
+use super::nsqd::NsqdInner;
 
 /// nsqd's fixed lookupd heartbeat.
 const PING_INTERVAL: Duration = Duration::from_secs(15);
@@ -65,12 +61,19 @@ struct Peer {
 }
 
 async fn io<T>(f: impl std::future::Future<Output = std::io::Result<T>>) -> Result<T, PeerError> {
-    tokio::time::timeout(IO_TIMEOUT, f).await.map_err(|_| PeerError::Timeout)?.map_err(PeerError::Io)
+    tokio::time::timeout(IO_TIMEOUT, f)
+        .await
+        .map_err(|_| PeerError::Timeout)?
+        .map_err(PeerError::Io)
 }
 
 impl Peer {
     fn new(addr: String) -> Peer {
-        Peer { addr, conn: None, http_addr: None }
+        Peer {
+            addr,
+            conn: None,
+            http_addr: None,
+        }
     }
 
     /// Sends one command (line and optional body) and reads its response.
@@ -92,14 +95,14 @@ impl Peer {
         let mut conn = io(TcpStream::connect(&self.addr)).await?;
         let _ = conn.set_nodelay(true);
         io(conn.write_all(nsq_protocol::frame::MAGIC_V1)).await?;
-        let hostname = crate::hostname();
+        let hostname = crate::options::hostname();
         let body = serde_json::to_vec(&IdentifyBody {
-            broadcast_address: &nsqd.opts.broadcast_address,
+            broadcast_address: &nsqd.opts().broadcast_address,
             hostname: &hostname,
             http_port: nsqd.http_port.load(std::sync::atomic::Ordering::Relaxed),
             tcp_port: nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed),
-            topology_region: &nsqd.opts.topology_region,
-            topology_zone: &nsqd.opts.topology_zone,
+            topology_region: &nsqd.opts().topology_region,
+            topology_zone: &nsqd.opts().topology_zone,
             version: nsq_protocol::VERSION,
         })
         .map_err(|e| PeerError::BadResponse(e.to_string()))?;
@@ -108,7 +111,8 @@ impl Peer {
         cmd.put_i32(body.len() as i32);
         cmd.put_slice(&body);
         let resp = Self::roundtrip(&mut conn, &cmd).await?;
-        let info: LookupdInfo = serde_json::from_slice(&resp).map_err(|_| PeerError::BadResponse(String::from_utf8_lossy(&resp).into_owned()))?;
+        let info: LookupdInfo = serde_json::from_slice(&resp)
+            .map_err(|_| PeerError::BadResponse(String::from_utf8_lossy(&resp).into_owned()))?;
         self.http_addr = Some(format!("{}:{}", info.broadcast_address, info.http_port));
         tracing::info!(lookupd = %self.addr, http = ?self.http_addr, "LOOKUPD identified");
         // Bring the lookupd up to date: everything we have, channels or bare topics.
@@ -117,7 +121,10 @@ impl Peer {
             let lines: Vec<String> = if channels.is_empty() {
                 vec![format!("REGISTER {}\n", topic.name)]
             } else {
-                channels.iter().map(|c| format!("REGISTER {} {}\n", topic.name, c)).collect()
+                channels
+                    .iter()
+                    .map(|c| format!("REGISTER {} {}\n", topic.name, c))
+                    .collect()
             };
             for l in lines {
                 Self::roundtrip(&mut conn, l.as_bytes()).await?;
@@ -133,7 +140,9 @@ impl Peer {
         if self.conn.is_none() {
             self.connect(nsqd).await?;
         }
-        let Some(conn) = self.conn.as_mut() else { return Err(PeerError::Timeout) };
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(PeerError::Timeout);
+        };
         match Self::roundtrip(conn, cmd).await {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -170,13 +179,15 @@ fn touches_metadata(ev: &Event) -> bool {
 }
 
 fn publish_http_addrs(nsqd: &NsqdInner, peers: &[Peer]) {
-    *nsqd.lookupd_http_addresses.lock() = peers.iter().filter_map(|p| p.http_addr.clone()).collect();
+    *nsqd.lookupd_http_addresses.lock() =
+        peers.iter().filter_map(|p| p.http_addr.clone()).collect();
 }
 
 /// The lookup loop; see the module docs.
 pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
     let mut peers: Vec<Peer> = Vec::new();
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     sync_peers(&nsqd, &mut peers).await;
     loop {
@@ -208,7 +219,7 @@ pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
                 publish_http_addrs(&nsqd, &peers);
             }
             _ = nsqd.lookupd_changed.notified() => sync_peers(&nsqd, &mut peers).await,
-            _ = nsqd.cancel.cancelled() => return,
+            _ = nsqd.ctx.cancel.cancelled() => return,
         }
     }
 }
@@ -235,46 +246,4 @@ async fn sync_peers(nsqd: &NsqdInner, peers: &mut Vec<Peer>) {
         }
     }
     publish_http_addrs(nsqd, peers);
-}
-
-/// Channels the lookupds know for `topic` (union), for a new topic to
-/// create before it starts. Unreachable lookupds are logged and skipped.
-pub async fn lookupd_channels(nsqd: &NsqdInner, topic: &str) -> BTreeSet<String> {
-    let addrs = nsqd.lookupd_http_addresses.lock().clone();
-    let mut out = BTreeSet::new();
-    let timeout = nsqd.opts.http_client_request_timeout;
-    let path = format!("/channels?topic={}", form_urlencoded::byte_serialize(topic.as_bytes()).collect::<String>());
-    for addr in addrs {
-        match tokio::time::timeout(timeout, http_get(&addr, &path)).await {
-            Ok(Ok(body)) => match serde_json::from_slice::<ChannelsResponse>(&body) {
-                Ok(r) => out.extend(r.channels.into_iter().flatten()),
-                Err(e) => tracing::warn!(lookupd = %addr, error = %e, "bad /channels answer"),
-            },
-            Ok(Err(e)) => tracing::warn!(lookupd = %addr, error = %e, "failed to query /channels"),
-            Err(_) => tracing::warn!(lookupd = %addr, "timed out querying /channels"),
-        }
-    }
-    out
-}
-
-#[derive(Deserialize)]
-struct ChannelsResponse {
-    channels: Option<Vec<String>>,
-}
-
-/// A minimal HTTP/1.0 GET (the server closes after answering, so no
-/// chunking); returns the body of a 200.
-async fn http_get(addr: &str, path: &str) -> Result<Vec<u8>, std::io::Error> {
-    let mut s = TcpStream::connect(addr).await?;
-    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: application/vnd.nsq; version=1.0\r\n\r\n");
-    s.write_all(req.as_bytes()).await?;
-    let mut resp = Vec::new();
-    s.take(MAX_RESPONSE as u64).read_to_end(&mut resp).await?;
-    let split = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
-    let head = String::from_utf8_lossy(&resp[..split]);
-    let status = head.split_whitespace().nth(1).unwrap_or("");
-    if status != "200" {
-        return Err(std::io::Error::other(format!("status {status}")));
-    }
-    Ok(resp[split + 4..].to_vec())
 }

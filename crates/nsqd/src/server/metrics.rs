@@ -14,7 +14,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A label value with `\`, `"` and newlines escaped.
 fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 struct Family {
@@ -26,7 +28,12 @@ struct Family {
 
 impl Family {
     fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
-        Family { name, help, kind, samples: Vec::new() }
+        Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
     }
     fn add(&mut self, labels: String, v: impl std::fmt::Display) {
         self.samples.push((labels, v.to_string()));
@@ -55,32 +62,108 @@ fn float(v: f64) -> String {
 
 /// Renders a snapshot taken with clients excluded and memory included.
 pub fn render(s: &Stats, clients: usize) -> String {
-    let mut up = Family::new("nsqd_up", "gauge", "1 when nsqd is healthy (/ping answers OK), else 0.");
+    let mut up = Family::new(
+        "nsqd_up",
+        "gauge",
+        "1 when nsqd is healthy (/ping answers OK), else 0.",
+    );
     up.add(String::new(), if s.health == "OK" { 1 } else { 0 });
-    let mut start = Family::new("nsqd_start_time_seconds", "gauge", "Unix time nsqd started.");
+    let mut start = Family::new(
+        "nsqd_start_time_seconds",
+        "gauge",
+        "Unix time nsqd started.",
+    );
     start.add(String::new(), s.start_time);
-    let mut conns = Family::new("nsqd_clients", "gauge", "Connected TCP clients (producers and consumers).");
+    let mut conns = Family::new(
+        "nsqd_clients",
+        "gauge",
+        "Connected TCP clients (producers and consumers).",
+    );
     conns.add(String::new(), clients);
 
-    let mut t_depth = Family::new("nsqd_topic_depth", "gauge", "Messages queued in the topic (memory and disk).");
-    let mut t_backend = Family::new("nsqd_topic_backend_depth", "gauge", "Messages queued in the topic's disk queue.");
-    let mut t_msgs = Family::new("nsqd_topic_messages_total", "counter", "Messages published to the topic since nsqd started.");
-    let mut t_bytes = Family::new("nsqd_topic_message_bytes_total", "counter", "Body bytes published to the topic since nsqd started.");
+    let mut t_depth = Family::new(
+        "nsqd_topic_depth",
+        "gauge",
+        "Messages queued in the topic (memory and disk).",
+    );
+    let mut t_backend = Family::new(
+        "nsqd_topic_backend_depth",
+        "gauge",
+        "Messages queued in the topic's disk queue.",
+    );
+    let mut t_msgs = Family::new(
+        "nsqd_topic_messages_total",
+        "counter",
+        "Messages published to the topic since nsqd started.",
+    );
+    let mut t_bytes = Family::new(
+        "nsqd_topic_message_bytes_total",
+        "counter",
+        "Body bytes published to the topic since nsqd started.",
+    );
     let mut t_paused = Family::new("nsqd_topic_paused", "gauge", "1 when the topic is paused.");
     let mut t_chans = Family::new("nsqd_topic_channels", "gauge", "Channels of the topic.");
-    let mut t_e2e = Family::new("nsqd_topic_e2e_processing_latency_seconds", "gauge", "End-to-end processing latency quantile over the topic's channels, in the current window.");
+    let mut t_e2e = Family::new(
+        "nsqd_topic_e2e_processing_latency_seconds",
+        "gauge",
+        "End-to-end processing latency quantile over the topic's channels, in the current window.",
+    );
 
-    let mut c_depth = Family::new("nsqd_channel_depth", "gauge", "Messages queued in the channel (memory and disk).");
-    let mut c_backend = Family::new("nsqd_channel_backend_depth", "gauge", "Messages queued in the channel's disk queue.");
-    let mut c_inflight = Family::new("nsqd_channel_in_flight", "gauge", "Messages delivered and not yet finished, requeued or timed out.");
-    let mut c_deferred = Family::new("nsqd_channel_deferred", "gauge", "Deferred messages (DPUB, REQ with a delay).");
-    let mut c_msgs = Family::new("nsqd_channel_messages_total", "counter", "Messages put into the channel since nsqd started.");
-    let mut c_requeue = Family::new("nsqd_channel_requeued_total", "counter", "Messages requeued by REQ.");
-    let mut c_timeout = Family::new("nsqd_channel_timed_out_total", "counter", "In-flight messages that timed out.");
-    let mut c_clients = Family::new("nsqd_channel_clients", "gauge", "Consumers subscribed to the channel.");
-    let mut c_paused = Family::new("nsqd_channel_paused", "gauge", "1 when the channel is paused.");
-    let mut c_e2e = Family::new("nsqd_channel_e2e_processing_latency_seconds", "gauge", "End-to-end processing latency quantile of the channel, in the current window.");
-    let mut c_e2e_n = Family::new("nsqd_channel_e2e_processing_latency_samples", "gauge", "Latency samples in the channel's current window.");
+    let mut c_depth = Family::new(
+        "nsqd_channel_depth",
+        "gauge",
+        "Messages queued in the channel (memory and disk).",
+    );
+    let mut c_backend = Family::new(
+        "nsqd_channel_backend_depth",
+        "gauge",
+        "Messages queued in the channel's disk queue.",
+    );
+    let mut c_inflight = Family::new(
+        "nsqd_channel_in_flight",
+        "gauge",
+        "Messages delivered and not yet finished, requeued or timed out.",
+    );
+    let mut c_deferred = Family::new(
+        "nsqd_channel_deferred",
+        "gauge",
+        "Deferred messages (DPUB, REQ with a delay).",
+    );
+    let mut c_msgs = Family::new(
+        "nsqd_channel_messages_total",
+        "counter",
+        "Messages put into the channel since nsqd started.",
+    );
+    let mut c_requeue = Family::new(
+        "nsqd_channel_requeued_total",
+        "counter",
+        "Messages requeued by REQ.",
+    );
+    let mut c_timeout = Family::new(
+        "nsqd_channel_timed_out_total",
+        "counter",
+        "In-flight messages that timed out.",
+    );
+    let mut c_clients = Family::new(
+        "nsqd_channel_clients",
+        "gauge",
+        "Consumers subscribed to the channel.",
+    );
+    let mut c_paused = Family::new(
+        "nsqd_channel_paused",
+        "gauge",
+        "1 when the channel is paused.",
+    );
+    let mut c_e2e = Family::new(
+        "nsqd_channel_e2e_processing_latency_seconds",
+        "gauge",
+        "End-to-end processing latency quantile of the channel, in the current window.",
+    );
+    let mut c_e2e_n = Family::new(
+        "nsqd_channel_e2e_processing_latency_samples",
+        "gauge",
+        "Latency samples in the channel's current window.",
+    );
 
     for t in s.topics.iter().flatten() {
         let tl = topic_label(&t.topic_name);
@@ -91,7 +174,10 @@ pub fn render(s: &Stats, clients: usize) -> String {
         t_paused.add(tl.clone(), t.paused as u8);
         t_chans.add(tl.clone(), t.channels.len());
         for p in t.e2e_processing_latency.percentiles.iter().flatten() {
-            t_e2e.add(format!("{tl},quantile=\"{}\"", p.quantile), float(p.value / 1e9));
+            t_e2e.add(
+                format!("{tl},quantile=\"{}\"", p.quantile),
+                float(p.value / 1e9),
+            );
         }
         for c in &t.channels {
             let cl = channel_labels(&t.topic_name, &c.channel_name);
@@ -106,20 +192,28 @@ pub fn render(s: &Stats, clients: usize) -> String {
             c_paused.add(cl.clone(), c.paused as u8);
             if let Some(ps) = &c.e2e_processing_latency.percentiles {
                 for p in ps {
-                    c_e2e.add(format!("{cl},quantile=\"{}\"", p.quantile), float(p.value / 1e9));
+                    c_e2e.add(
+                        format!("{cl},quantile=\"{}\"", p.quantile),
+                        float(p.value / 1e9),
+                    );
                 }
                 c_e2e_n.add(cl.clone(), c.e2e_processing_latency.count);
             }
         }
     }
-    let mut mem = Family::new("nsqd_resident_memory_bytes", "gauge", "Resident set size of the nsqd process.");
+    let mut mem = Family::new(
+        "nsqd_resident_memory_bytes",
+        "gauge",
+        "Resident set size of the nsqd process.",
+    );
     if let Some(m) = &s.memory {
         mem.add(String::new(), m.heap_in_use_bytes);
     }
 
     let families = [
-        up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e, c_depth, c_backend, c_inflight, c_deferred, c_msgs,
-        c_requeue, c_timeout, c_clients, c_paused, c_e2e, c_e2e_n,
+        up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e,
+        c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout, c_clients,
+        c_paused, c_e2e, c_e2e_n,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -164,7 +258,13 @@ mod tests {
                     client_count: 1,
                     clients: None,
                     paused: true,
-                    e2e_processing_latency: E2eLatency { count: 5, percentiles: Some(vec![Percentile { quantile: 0.99, value: 1_500_000.0 }]) },
+                    e2e_processing_latency: E2eLatency {
+                        count: 5,
+                        percentiles: Some(vec![Percentile {
+                            quantile: 0.99,
+                            value: 1_500_000.0,
+                        }]),
+                    },
                 }],
                 depth: 0,
                 backend_depth: 0,

@@ -1,9 +1,10 @@
-//! The nsqd instance: its topics, its connected clients, its health, the
-//! data-path lock and the metadata file, and the one shutdown path.
+//! The nsqd instance: its topics by name, its connected clients, the
+//! data-path lock, `nsqd.dat`, and the one shutdown path.
 //!
-//! Lock order, everywhere: topics map → topic → channel. A channel never
-//! reaches up to its topic while holding its own lock, and the topics map is
-//! never held while a topic is deleted or closed.
+//! Lock order, everywhere: topics map → topic → channel → a client's
+//! outbox. A channel never reaches up to its topic while holding its own
+//! lock, and the topics map is never held while a topic is deleted or
+//! closed.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -15,16 +16,15 @@ use nsq_protocol::identify::ServerFeatures;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
 use nsq_protocol::Limits;
 use parking_lot::{Mutex, RwLock};
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::auth::AuthConfig;
-use crate::backend::{Backend, DiskBackend, NullBackend};
-use crate::client::{ClientConn, ClientId};
+use super::auth_server::AuthConfig;
+use super::client::Client;
+use super::context::{now_unix_ns, Context, Event};
+use super::metadata::{self, ChannelMeta, Metadata, TopicMeta};
+use super::topic::Topic;
+use crate::core::ClientId;
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
-use crate::topic::Topic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -39,32 +39,23 @@ pub enum Error {
     #[error("listen ({addr}) failed - {err}")]
     Listen { addr: String, err: std::io::Error },
     #[error("failed to build TLS config - {0}")]
-    Tls(crate::tls::TlsError),
+    Tls(super::tls::TlsError),
     #[error("failed to build client TLS config - {0}")]
-    ClientTls(crate::tls::TlsError),
+    ClientTls(super::tls::TlsError),
 }
 
-/// Topic and channel lifecycle, for the lookupd registration loop and the
-/// metadata writer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    TopicCreated(String),
-    TopicDeleted(String),
-    ChannelCreated(String, String),
-    ChannelDeleted(String, String),
-}
+/// Sets the log filter to a level name; false if it could not.
+pub type LogLevelHook = Box<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// State shared by every part of a running nsqd.
 pub struct NsqdInner {
-    pub opts: Options,
+    /// Options, health, events, tasks and cancellation, shared with the topics.
+    pub ctx: Arc<Context>,
     pub features: ServerFeatures,
     pub limits: Limits,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
-    clients: Mutex<HashMap<ClientId, Arc<ClientConn>>>,
-    health: Mutex<Option<String>>,
+    clients: Mutex<HashMap<ClientId, Arc<Client>>>,
     pub start_time: i64,
-    pub cancel: CancellationToken,
-    pub tasks: TaskTracker,
     pub tcp_port: AtomicU16,
     pub http_port: AtomicU16,
     /// Bound HTTPS port (0 without an HTTPS listener); named in the plain
@@ -80,12 +71,11 @@ pub struct NsqdInner {
     /// HTTP addresses of the lookupds we are identified with.
     pub lookupd_http_addresses: Mutex<Vec<String>>,
     /// Set by the binary so `PUT /config/log_level` can change the filter.
-    pub log_level_hook: Mutex<Option<Box<dyn Fn(&str) -> bool + Send + Sync>>>,
+    pub log_level_hook: Mutex<Option<LogLevelHook>>,
     pub log_level: Mutex<String>,
     /// `--statsd-prefix` with `%s` replaced by this node's host key and a
     /// trailing `.`, as nsqd reports it; set once the ports are bound.
     pub statsd_prefix: Mutex<String>,
-    events: mpsc::UnboundedSender<Event>,
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
     loading: AtomicBool,
     metadata_lock: Mutex<()>,
@@ -100,11 +90,13 @@ impl NsqdInner {
         if !opts.tls_client_auth_policy.is_empty() && opts.tls_required == TLS_NOT_REQUIRED {
             opts.tls_required = TLS_REQUIRED;
         }
-        let tls = crate::tls::server_config(&opts).map_err(Error::Tls)?;
+        let tls = super::tls::server_config(&opts).map_err(Error::Tls)?;
         if tls.is_none() && opts.tls_required != TLS_NOT_REQUIRED {
-            return Err(Error::Config("cannot require TLS client connections without TLS key and cert".into()));
+            return Err(Error::Config(
+                "cannot require TLS client connections without TLS key and cert".into(),
+            ));
         }
-        let client_tls = crate::tls::client_config(&opts).map_err(Error::ClientTls)?;
+        let client_tls = super::tls::client_config(&opts).map_err(Error::ClientTls)?;
         let auth = (!opts.auth_http_addresses.is_empty()).then(|| AuthConfig {
             addresses: opts.auth_http_addresses.clone(),
             post: opts.auth_http_request_method == "post",
@@ -136,14 +128,12 @@ impl NsqdInner {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         Ok(Arc::new(NsqdInner {
+            ctx: Arc::new(Context::new(opts.clone(), data_dir(&opts), tx)),
             limits: opts.limits(),
             features,
             topics: RwLock::new(HashMap::new()),
             clients: Mutex::new(HashMap::new()),
-            health: Mutex::new(None),
-            start_time: crate::now_unix_ns() / 1_000_000_000,
-            cancel: CancellationToken::new(),
-            tasks: TaskTracker::new(),
+            start_time: now_unix_ns() / 1_000_000_000,
             tcp_port: AtomicU16::new(0),
             http_port: AtomicU16::new(0),
             https_port: AtomicU16::new(0),
@@ -155,66 +145,32 @@ impl NsqdInner {
             log_level_hook: Mutex::new(None),
             log_level: Mutex::new(opts.log_level.to_lowercase()),
             statsd_prefix: Mutex::new(opts.statsd_prefix.clone()),
-            events: tx,
             events_rx: Mutex::new(Some(rx)),
             loading: AtomicBool::new(false),
             metadata_lock: Mutex::new(()),
             _data_lock: Some(data_lock),
-            opts,
         }))
     }
 
+    pub fn opts(&self) -> &Options {
+        &self.ctx.opts
+    }
+
     pub fn data_dir(&self) -> PathBuf {
-        data_dir(&self.opts)
-    }
-
-    pub(crate) fn new_backend(&self, name: &str) -> Box<dyn Backend> {
-        if is_ephemeral(name) {
-            return Box::new(NullBackend);
-        }
-        let opts = nsq_diskqueue::Options {
-            max_bytes_per_file: self.opts.max_bytes_per_file,
-            min_msg_size: nsq_protocol::message::MESSAGE_HEADER_LEN as i32,
-            max_msg_size: (self.opts.max_msg_size + nsq_protocol::message::MESSAGE_HEADER_LEN as i64) as i32,
-            sync_every: self.opts.sync_every,
-            sync_timeout: self.opts.sync_timeout,
-            // DiskBackend runs the syncs on a blocking thread, outside the
-            // channel and topic locks its puts and reads are made under.
-            defer_sync: true,
-        };
-        match DiskBackend::open(&disk_name(name), &self.data_dir(), opts) {
-            Ok(b) => Box::new(b),
-            Err(e) => {
-                // The data path was locked at start, so this is a disk failure;
-                // keep serving from memory and report unhealthy.
-                tracing::error!(name, error = %e, "failed to open disk queue; overflow will be dropped");
-                self.set_health(Some(e.to_string()));
-                Box::new(NullBackend)
-            }
-        }
-    }
-
-    pub fn set_health(&self, err: Option<String>) {
-        let mut h = self.health.lock();
-        if *h != err {
-            *h = err;
-        }
+        self.ctx.data_dir.clone()
     }
 
     /// `OK` or `NOK - <error>`.
     pub fn health(&self) -> String {
-        match &*self.health.lock() {
-            None => "OK".into(),
-            Some(e) => format!("NOK - {e}"),
-        }
+        self.ctx.health()
     }
 
     pub fn is_healthy(&self) -> bool {
-        self.health.lock().is_none()
+        self.ctx.is_healthy()
     }
 
-    pub(crate) fn emit(&self, e: Event) {
-        let _ = self.events.send(e);
+    pub fn is_exiting(&self) -> bool {
+        self.ctx.cancel.is_cancelled()
     }
 
     pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
@@ -230,11 +186,11 @@ impl NsqdInner {
     /// A new topic starts moving messages only once the channels the
     /// lookupds know for it exist (nsqd's pre-creation), so its first
     /// messages reach them; until then they wait in the topic.
-    pub fn get_or_create_topic(self: &Arc<Self>, name: &str) -> Option<Arc<Topic>> {
+    pub fn get_or_create_topic(&self, name: &str) -> Option<Arc<Topic>> {
         if let Some(t) = self.get_topic(name) {
             return Some(t);
         }
-        if self.cancel.is_cancelled() {
+        if self.is_exiting() {
             return None;
         }
         let loading = self.loading.load(Ordering::Relaxed);
@@ -244,21 +200,24 @@ impl NsqdInner {
             if let Some(t) = topics.get(name) {
                 return Some(t.clone());
             }
-            let t = Topic::new(name, self, !loading && !precreate);
+            let t = Topic::new(name, &self.ctx, !loading && !precreate);
             topics.insert(name.to_string(), t.clone());
             t
         };
+        self.ctx.tasks.spawn(topic.clone().run_pump());
         tracing::info!(topic = %name, "new topic");
         if !loading {
-            self.emit(Event::TopicCreated(name.to_string()));
+            self.ctx.emit(Event::TopicCreated(name.to_string()));
         }
         if precreate {
-            let (n, t) = (self.clone(), topic.clone());
-            self.tasks.spawn(async move {
-                if n.lookupd_http_addresses.lock().is_empty() {
+            let addrs = self.lookupd_http_addresses.lock().clone();
+            let timeout = self.ctx.opts.http_client_request_timeout;
+            let t = topic.clone();
+            self.ctx.tasks.spawn(async move {
+                if addrs.is_empty() {
                     tracing::error!(topic = %t.name, "no available nsqlookupd to query for channels to pre-create for new topic");
                 } else {
-                    for c in crate::lookup::lookupd_channels(&n, &t.name).await {
+                    for c in super::precreate::lookupd_channels(&addrs, &t.name, timeout).await {
                         if !is_ephemeral(&c) && is_valid_channel_name(&c) {
                             let _ = t.get_or_create_channel(&c);
                         }
@@ -272,11 +231,27 @@ impl NsqdInner {
 
     /// Deletes a topic and everything in it. False if it did not exist.
     pub fn delete_topic(&self, name: &str) -> bool {
-        let Some(topic) = self.topics.write().remove(name) else { return false };
-        self.emit(Event::TopicDeleted(name.to_string()));
+        let Some(topic) = self.topics.write().remove(name) else {
+            return false;
+        };
+        self.ctx.emit(Event::TopicDeleted(name.to_string()));
         topic.delete();
         tracing::info!(topic = %name, "deleted topic");
         true
+    }
+
+    /// Deletes a channel; an `#ephemeral` topic goes with its last channel.
+    /// False if there was no such channel.
+    pub fn delete_channel(&self, topic: &Topic, channel: &str) -> bool {
+        match topic.delete_channel(channel) {
+            None => false,
+            Some(now_empty) => {
+                if now_empty && topic.ephemeral {
+                    self.delete_topic(&topic.name);
+                }
+                true
+            }
+        }
     }
 
     pub fn topics(&self) -> Vec<Arc<Topic>> {
@@ -285,7 +260,7 @@ impl NsqdInner {
         v
     }
 
-    pub fn add_client(&self, c: Arc<ClientConn>) {
+    pub fn add_client(&self, c: Arc<Client>) {
         self.clients.lock().insert(c.id, c);
     }
 
@@ -293,7 +268,7 @@ impl NsqdInner {
         self.clients.lock().remove(&id);
     }
 
-    pub fn clients(&self) -> Vec<Arc<ClientConn>> {
+    pub fn clients(&self) -> Vec<Arc<Client>> {
         self.clients.lock().values().cloned().collect()
     }
 
@@ -302,22 +277,22 @@ impl NsqdInner {
     }
 
     /// Restores topics, channels and paused state from `nsqd.dat`.
-    pub fn load_metadata(self: &Arc<Self>) -> Result<(), Error> {
+    pub fn load_metadata(&self) -> Result<(), Error> {
         let path = self.metadata_path();
-        let data = match std::fs::read(&path) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::Metadata { file: path.display().to_string(), err: e.to_string() }),
-        };
-        let meta: Metadata =
-            serde_json::from_slice(&data).map_err(|e| Error::Metadata { file: path.display().to_string(), err: e.to_string() })?;
+        let meta = metadata::load(&path).map_err(|err| Error::Metadata {
+            file: path.display().to_string(),
+            err,
+        })?;
+        let Some(meta) = meta else { return Ok(()) };
         self.loading.store(true, Ordering::Relaxed);
         for t in meta.topics.unwrap_or_default() {
             if !is_valid_topic_name(&t.name) {
                 tracing::warn!(topic = %t.name, "skipping creation of invalid topic");
                 continue;
             }
-            let Some(topic) = self.get_or_create_topic(&t.name) else { break };
+            let Some(topic) = self.get_or_create_topic(&t.name) else {
+                break;
+            };
             if t.paused {
                 topic.set_paused(true);
             }
@@ -328,7 +303,7 @@ impl NsqdInner {
                 }
                 if let Ok(ch) = topic.get_or_create_channel(&c.name) {
                     if c.paused {
-                        ch.with(|s| s.paused = true);
+                        ch.set_paused(true);
                     }
                 }
             }
@@ -340,7 +315,7 @@ impl NsqdInner {
         Ok(())
     }
 
-    /// Writes `nsqd.dat` atomically: a temp file, fsync, rename.
+    /// Writes `nsqd.dat` (atomically) with every non-ephemeral topic and channel.
     pub fn persist_metadata(&self) -> Result<(), Error> {
         let _g = self.metadata_lock.lock();
         let topics: Vec<TopicMeta> = self
@@ -349,28 +324,29 @@ impl NsqdInner {
             .filter(|t| !t.ephemeral)
             .map(|t| {
                 let (paused, chans) = t.metadata();
-                let channels = (!chans.is_empty()).then(|| chans.into_iter().map(|(name, paused)| ChannelMeta { name, paused }).collect());
-                TopicMeta { name: t.name.clone(), paused, channels }
+                let channels = (!chans.is_empty()).then(|| {
+                    chans
+                        .into_iter()
+                        .map(|(name, paused)| ChannelMeta { name, paused })
+                        .collect()
+                });
+                TopicMeta {
+                    name: t.name.clone(),
+                    paused,
+                    channels,
+                }
             })
             .collect();
-        let meta = Metadata { topics: (!topics.is_empty()).then_some(topics), version: nsq_protocol::VERSION.to_string() };
-        let data = serde_json::to_vec(&meta).map_err(|e| Error::Persist(e.to_string()))?;
-        let path = self.metadata_path();
-        let tmp = PathBuf::from(format!("{}.{}.tmp", path.display(), rand::random::<u32>()));
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-            f.write_all(&data)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)
+        let meta = Metadata {
+            topics: (!topics.is_empty()).then_some(topics),
+            version: nsq_protocol::VERSION.to_string(),
         };
-        write().map_err(|e| Error::Persist(e.to_string()))
+        metadata::write(&self.metadata_path(), &meta).map_err(|e| Error::Persist(e.to_string()))
     }
 
     /// Stops everything, persisting what is in memory, in flight and deferred.
     pub async fn shutdown(&self) {
-        self.cancel.cancel();
+        self.ctx.cancel.cancel();
         for c in self.clients() {
             c.closer.cancel();
         }
@@ -382,8 +358,8 @@ impl NsqdInner {
                 tracing::error!(topic = %t.name, error = %e, "failed to close topic");
             }
         }
-        self.tasks.close();
-        self.tasks.wait().await;
+        self.ctx.tasks.close();
+        self.ctx.tasks.wait().await;
     }
 
     /// fsyncs every disk queue that has unsynced writes (the sync timeout).
@@ -402,14 +378,15 @@ fn data_dir(opts: &Options) -> PathBuf {
     }
 }
 
-/// nsqd's disk queue names: `<topic>` and `<topic>:<channel>`.
-fn disk_name(name: &str) -> String {
-    name.to_string()
-}
-
 fn lock_data_path(dir: &Path) -> Result<File, Error> {
     use std::os::unix::io::AsRawFd;
-    let f = File::open(dir).map_err(|e| Error::Lock(format!("cannot open directory {} - {}", dir.display(), go_err(&e))))?;
+    let f = File::open(dir).map_err(|e| {
+        Error::Lock(format!(
+            "cannot open directory {} - {}",
+            dir.display(),
+            go_err(&e)
+        ))
+    })?;
     // SAFETY: flock on a file descriptor we own; no memory is involved.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
@@ -437,25 +414,4 @@ fn go_err(e: &std::io::Error) -> String {
             }
         }
     }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Metadata {
-    topics: Option<Vec<TopicMeta>>,
-    version: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct TopicMeta {
-    name: String,
-    #[serde(default)]
-    paused: bool,
-    channels: Option<Vec<ChannelMeta>>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct ChannelMeta {
-    name: String,
-    #[serde(default)]
-    paused: bool,
 }

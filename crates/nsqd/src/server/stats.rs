@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use nsq_protocol::stats::{ClientStats, E2eLatency, MemStats, Stats, TopicStats};
 
-use crate::channel::client_stats;
-use crate::nsqd::NsqdInner;
+use super::nsqd::NsqdInner;
 
 pub struct StatsQuery<'a> {
     pub topic: Option<&'a str>,
@@ -18,8 +17,15 @@ pub struct StatsQuery<'a> {
 
 pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
     let topics: Option<Vec<TopicStats>> = match q.topic {
-        Some(name) => nsqd.get_topic(name).map(|t| vec![t.stats(q.channel, q.include_clients)]),
-        None => Some(nsqd.topics().iter().map(|t| t.stats(q.channel, q.include_clients)).collect()),
+        Some(name) => nsqd
+            .get_topic(name)
+            .map(|t| vec![t.stats(q.channel, q.include_clients)]),
+        None => Some(
+            nsqd.topics()
+                .iter()
+                .map(|t| t.stats(q.channel, q.include_clients))
+                .collect(),
+        ),
     };
     let topics = topics.map(|ts| {
         ts.into_iter()
@@ -30,17 +36,21 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
         let mut p: Vec<ClientStats> = nsqd
             .clients()
             .iter()
-            .filter(|c| !c.info.lock().pub_counts.is_empty())
+            .filter(|c| c.has_published())
             .map(|c| {
-                let ch = c.channel.lock().as_ref().and_then(|w| w.upgrade());
-                let mut s = ch.and_then(|ch| ch.with(|st| st.client_stats(c.id))).unwrap_or_else(|| client_stats(c));
+                // a client that also subscribed reports its channel counters
+                let channel = c
+                    .subscription()
+                    .and_then(|(t, ch)| nsqd.get_topic(&t)?.get_channel(&ch));
+                let mut s = match channel {
+                    Some(ch) => ch.client_stats(c),
+                    None => c.stats(None),
+                };
                 if let Some(t) = q.topic {
-                    let info = c.info.lock();
-                    s.pub_counts = info
-                        .pub_counts
-                        .iter()
-                        .filter(|(n, _)| n == t)
-                        .map(|(n, c)| nsq_protocol::stats::PubCount { topic: n.clone(), count: *c })
+                    s.pub_counts = c
+                        .pub_counts()
+                        .into_iter()
+                        .filter(|p| p.topic == t)
                         .collect();
                 }
                 s
@@ -64,20 +74,29 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
 /// Go-runtime numbers have no Rust equivalent; report what the process has.
 fn mem_stats() -> MemStats {
     let rss = rss_bytes();
-    MemStats { heap_in_use_bytes: rss, ..Default::default() }
+    MemStats {
+        heap_in_use_bytes: rss,
+        ..Default::default()
+    }
 }
 
 /// Resident set size from /proc (0 where unavailable).
 pub fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
 
 fn e2e_text(e: &E2eLatency) -> String {
-    let Some(ps) = &e.percentiles else { return String::new() };
+    let Some(ps) = &e.percentiles else {
+        return String::new();
+    };
     ps.iter()
         .map(|p| {
             let v = p.value;
@@ -101,9 +120,17 @@ fn client_line(c: &ClientStats, now_secs: i64) -> String {
     let id = format!("{}:{} {}", c.hostname, port, c.user_agent);
     let connected = go_duration_secs(now_secs - c.connect_ts);
     if !c.pub_counts.is_empty() {
-        let topics = c.pub_counts.iter().map(|p| format!("{}={}", p.topic, p.count)).collect::<Vec<_>>().join(",");
+        let topics = c
+            .pub_counts
+            .iter()
+            .map(|p| format!("{}={}", p.topic, p.count))
+            .collect::<Vec<_>>()
+            .join(",");
         let published: u64 = c.pub_counts.iter().map(|p| p.count).sum();
-        format!("[{} {:<21}] msgs: {:<8} topics: {} connected: {}", c.version, id, published, topics, connected)
+        format!(
+            "[{} {:<21}] msgs: {:<8} topics: {} connected: {}",
+            c.version, id, published, topics, connected
+        )
     } else {
         format!(
             "[{} {:<21}] state: {} inflt: {:<4} rdy: {:<4} fin: {:<8} re-q: {:<8} msgs: {:<8} connected: {}",
@@ -114,12 +141,16 @@ fn client_line(c: &ClientStats, now_secs: i64) -> String {
 
 /// nsqd's plain-text `/stats`.
 pub fn text(stats: &Stats) -> String {
-    let now_ns = crate::now_unix_ns();
+    let now_ns = super::context::now_unix_ns();
     let now = now_ns / 1_000_000_000;
     let mut s = String::new();
     let _ = writeln!(s, "nsqd v{} (built w/rust)", stats.version);
     let _ = writeln!(s, "start_time {}", rfc3339(stats.start_time));
-    let _ = writeln!(s, "uptime {}", go_duration_ns(now_ns - stats.start_time * 1_000_000_000));
+    let _ = writeln!(
+        s,
+        "uptime {}",
+        go_duration_ns(now_ns - stats.start_time * 1_000_000_000)
+    );
     let _ = write!(s, "\nHealth: {}\n", stats.health);
     if let Some(m) = &stats.memory {
         s.push_str("\nMemory:\n");
@@ -210,6 +241,5 @@ mod tests {
         assert_eq!(go_duration_ns(250_000_000), "250ms");
         assert_eq!(go_duration_ns(3_600_000_000_000), "1h0m0s");
     }
-
 }
-// 
+//

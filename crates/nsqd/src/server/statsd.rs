@@ -20,15 +20,20 @@ use std::time::Duration;
 use nsq_protocol::stats::Stats;
 use tokio::net::UdpSocket;
 
-use crate::nsqd::NsqdInner;
-use crate::stats::{self, StatsQuery};
+use super::nsqd::NsqdInner;
+use super::stats::{self, StatsQuery};
 
 /// Counter totals of the previous round, by metric name.
 pub type Previous = HashMap<String, u64>;
 
 /// One round's lines (without the trailing `\n`), and the counter totals to
 /// diff the next round against.
-pub fn lines(prefix: &str, s: &Stats, prev: &Previous, exclude_ephemeral: bool) -> (Vec<String>, Previous) {
+pub fn lines(
+    prefix: &str,
+    s: &Stats,
+    prev: &Previous,
+    exclude_ephemeral: bool,
+) -> (Vec<String>, Previous) {
     let mut out = Vec::new();
     let mut next = Previous::new();
     let mut counter = |out: &mut Vec<String>, name: String, total: u64| {
@@ -36,19 +41,39 @@ pub fn lines(prefix: &str, s: &Stats, prev: &Previous, exclude_ephemeral: bool) 
         out.push(format!("{prefix}{name}:{delta}|c"));
         next.insert(name, total);
     };
-    let gauge = |out: &mut Vec<String>, name: String, v: i64| out.push(format!("{prefix}{name}:{v}|g"));
+    let gauge =
+        |out: &mut Vec<String>, name: String, v: i64| out.push(format!("{prefix}{name}:{v}|g"));
     let ephemeral = |n: &str| exclude_ephemeral && n.ends_with("#ephemeral");
     for t in s.topics.iter().flatten() {
         if ephemeral(&t.topic_name) {
             continue;
         }
         let tn = &t.topic_name;
-        counter(&mut out, format!("topic.{tn}.message_count"), t.message_count);
-        counter(&mut out, format!("topic.{tn}.message_bytes"), t.message_bytes);
+        counter(
+            &mut out,
+            format!("topic.{tn}.message_count"),
+            t.message_count,
+        );
+        counter(
+            &mut out,
+            format!("topic.{tn}.message_bytes"),
+            t.message_bytes,
+        );
         gauge(&mut out, format!("topic.{tn}.depth"), t.depth);
-        gauge(&mut out, format!("topic.{tn}.backend_depth"), t.backend_depth);
+        gauge(
+            &mut out,
+            format!("topic.{tn}.backend_depth"),
+            t.backend_depth,
+        );
         for p in t.e2e_processing_latency.percentiles.iter().flatten() {
-            gauge(&mut out, format!("topic.{tn}.e2e_processing_latency_{:.0}", p.quantile * 100.0), p.value as i64);
+            gauge(
+                &mut out,
+                format!(
+                    "topic.{tn}.e2e_processing_latency_{:.0}",
+                    p.quantile * 100.0
+                ),
+                p.value as i64,
+            );
         }
         for c in &t.channels {
             if ephemeral(&c.channel_name) {
@@ -58,24 +83,56 @@ pub fn lines(prefix: &str, s: &Stats, prev: &Previous, exclude_ephemeral: bool) 
             counter(&mut out, format!("{base}.message_count"), c.message_count);
             gauge(&mut out, format!("{base}.depth"), c.depth);
             gauge(&mut out, format!("{base}.backend_depth"), c.backend_depth);
-            gauge(&mut out, format!("{base}.in_flight_count"), c.in_flight_count);
+            gauge(
+                &mut out,
+                format!("{base}.in_flight_count"),
+                c.in_flight_count,
+            );
             gauge(&mut out, format!("{base}.deferred_count"), c.deferred_count);
             counter(&mut out, format!("{base}.requeue_count"), c.requeue_count);
             counter(&mut out, format!("{base}.timeout_count"), c.timeout_count);
             gauge(&mut out, format!("{base}.clients"), c.client_count);
             for p in c.e2e_processing_latency.percentiles.iter().flatten() {
-                gauge(&mut out, format!("{base}.e2e_processing_latency_{:.0}", p.quantile * 100.0), p.value as i64);
+                gauge(
+                    &mut out,
+                    format!("{base}.e2e_processing_latency_{:.0}", p.quantile * 100.0),
+                    p.value as i64,
+                );
             }
         }
     }
     if let Some(m) = &s.memory {
         gauge(&mut out, "mem.heap_objects".into(), m.heap_objects as i64);
-        gauge(&mut out, "mem.heap_idle_bytes".into(), m.heap_idle_bytes as i64);
-        gauge(&mut out, "mem.heap_in_use_bytes".into(), m.heap_in_use_bytes as i64);
-        gauge(&mut out, "mem.heap_released_bytes".into(), m.heap_released_bytes as i64);
-        gauge(&mut out, "mem.gc_pause_usec_100".into(), m.gc_pause_usec_100 as i64);
-        gauge(&mut out, "mem.gc_pause_usec_99".into(), m.gc_pause_usec_99 as i64);
-        gauge(&mut out, "mem.gc_pause_usec_95".into(), m.gc_pause_usec_95 as i64);
+        gauge(
+            &mut out,
+            "mem.heap_idle_bytes".into(),
+            m.heap_idle_bytes as i64,
+        );
+        gauge(
+            &mut out,
+            "mem.heap_in_use_bytes".into(),
+            m.heap_in_use_bytes as i64,
+        );
+        gauge(
+            &mut out,
+            "mem.heap_released_bytes".into(),
+            m.heap_released_bytes as i64,
+        );
+        gauge(
+            &mut out,
+            "mem.gc_pause_usec_100".into(),
+            m.gc_pause_usec_100 as i64,
+        );
+        gauge(
+            &mut out,
+            "mem.gc_pause_usec_99".into(),
+            m.gc_pause_usec_99 as i64,
+        );
+        gauge(
+            &mut out,
+            "mem.gc_pause_usec_95".into(),
+            m.gc_pause_usec_95 as i64,
+        );
         gauge(&mut out, "mem.next_gc_bytes".into(), m.next_gc_bytes as i64);
         counter(&mut out, "mem.gc_runs".into(), m.gc_total_runs as u64);
     }
@@ -107,7 +164,11 @@ async fn socket(addr: &str) -> std::io::Result<UdpSocket> {
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "lookup timed out"))??
         .next()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address"))?;
-    let local = if target.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" };
+    let local = if target.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    };
     let s = UdpSocket::bind(local).await?;
     s.connect(target).await?;
     Ok(s)
@@ -115,17 +176,17 @@ async fn socket(addr: &str) -> std::io::Result<UdpSocket> {
 
 /// The statsd loop; returns when nsqd shuts down.
 pub async fn run(nsqd: Arc<NsqdInner>) {
-    let addr = nsqd.opts.statsd_address.clone();
-    let interval = nsqd.opts.statsd_interval.max(Duration::from_millis(1));
+    let addr = nsqd.opts().statsd_address.clone();
+    let interval = nsqd.opts().statsd_interval.max(Duration::from_millis(1));
     let spread = interval.saturating_sub(Duration::from_secs(1));
-    let size = nsqd.opts.statsd_udp_packet_size.max(1) as usize;
+    let size = nsqd.opts().statsd_udp_packet_size.max(1) as usize;
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut prev = Previous::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = nsqd.cancel.cancelled() => break,
+            _ = nsqd.ctx.cancel.cancelled() => break,
         }
         let sock = match socket(&addr).await {
             Ok(s) => s,
@@ -135,10 +196,20 @@ pub async fn run(nsqd: Arc<NsqdInner>) {
             }
         };
         tracing::info!(%addr, "STATSD: pushing stats");
-        let q = StatsQuery { topic: None, channel: None, include_clients: false, include_mem: nsqd.opts.statsd_mem_stats };
+        let q = StatsQuery {
+            topic: None,
+            channel: None,
+            include_clients: false,
+            include_mem: nsqd.opts().statsd_mem_stats,
+        };
         let snapshot = stats::collect(&nsqd, &q);
         let prefix = nsqd.statsd_prefix.lock().clone();
-        let (ls, next) = lines(&prefix, &snapshot, &prev, nsqd.opts.statsd_exclude_ephemeral);
+        let (ls, next) = lines(
+            &prefix,
+            &snapshot,
+            &prev,
+            nsqd.opts().statsd_exclude_ephemeral,
+        );
         prev = next;
         let grams = pack(&ls, size);
         let gap = spread / grams.len().max(1) as u32;
@@ -151,7 +222,7 @@ pub async fn run(nsqd: Arc<NsqdInner>) {
             if !hurry && !gap.is_zero() && i + 1 < grams.len() {
                 tokio::select! {
                     _ = tokio::time::sleep(gap) => {}
-                    _ = nsqd.cancel.cancelled() => hurry = true,
+                    _ = nsqd.ctx.cancel.cancelled() => hurry = true,
                 }
             }
         }
@@ -180,7 +251,13 @@ mod tests {
             client_count: 1,
             clients: None,
             paused: false,
-            e2e_processing_latency: E2eLatency { count: 1, percentiles: Some(vec![Percentile { quantile: 0.999, value: 1234.7 }]) },
+            e2e_processing_latency: E2eLatency {
+                count: 1,
+                percentiles: Some(vec![Percentile {
+                    quantile: 0.999,
+                    value: 1234.7,
+                }]),
+            },
         };
         Stats {
             version: "1.3.0".into(),
@@ -208,25 +285,42 @@ mod tests {
         assert!(l1.contains(&"nsq.h_4151.topic.t.message_bytes:12|c".to_string()));
         assert!(l1.contains(&"nsq.h_4151.topic.t.depth:3|g".to_string()));
         assert!(l1.contains(&"nsq.h_4151.topic.t.channel.c.clients:1|g".to_string()));
-        assert!(l1.contains(&"nsq.h_4151.topic.t.channel.c.e2e_processing_latency_100:1234|g".to_string()));
+        assert!(l1.contains(
+            &"nsq.h_4151.topic.t.channel.c.e2e_processing_latency_100:1234|g".to_string()
+        ));
         assert!(l1.contains(&"nsq.h_4151.topic.t.channel.e#ephemeral.depth:2|g".to_string()));
         assert!(l1.contains(&"nsq.h_4151.mem.gc_runs:0|c".to_string()));
         let (l2, _) = lines("", &snapshot(5), &prev, true);
-        assert!(l2.contains(&"topic.t.message_count:2|c".to_string()), "{l2:?}");
+        assert!(
+            l2.contains(&"topic.t.message_count:2|c".to_string()),
+            "{l2:?}"
+        );
         assert!(l2.contains(&"topic.t.channel.c.message_count:2|c".to_string()));
-        assert!(!l2.iter().any(|l| l.contains("ephemeral")), "--statsd-exclude-ephemeral");
+        assert!(
+            !l2.iter().any(|l| l.contains("ephemeral")),
+            "--statsd-exclude-ephemeral"
+        );
     }
 
     #[test]
     fn packing_never_splits_lines() {
-        let ls: Vec<String> = (0..50).map(|i| format!("some.metric.name.{i}:{i}|g")).collect();
+        let ls: Vec<String> = (0..50)
+            .map(|i| format!("some.metric.name.{i}:{i}|g"))
+            .collect();
         let grams = pack(&ls, 100);
         assert!(grams.len() > 1);
         for g in &grams {
             assert!(g.len() <= 100 && g.ends_with(b"\n"));
         }
         let joined: Vec<u8> = grams.concat();
-        assert_eq!(String::from_utf8(joined).unwrap(), ls.iter().map(|l| format!("{l}\n")).collect::<String>());
-        assert_eq!(pack(&["x".repeat(20)], 10).len(), 1, "an overlong line goes alone");
+        assert_eq!(
+            String::from_utf8(joined).unwrap(),
+            ls.iter().map(|l| format!("{l}\n")).collect::<String>()
+        );
+        assert_eq!(
+            pack(&["x".repeat(20)], 10).len(),
+            1,
+            "an overlong line goes alone"
+        );
     }
 }

@@ -17,7 +17,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConnection, SignatureScheme};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConnection, SignatureScheme,
+};
 
 use crate::options::Options;
 
@@ -53,7 +55,8 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 static TLS13_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
-static TLS12_UP: [&rustls::SupportedProtocolVersion; 2] = [&rustls::version::TLS13, &rustls::version::TLS12];
+static TLS12_UP: [&rustls::SupportedProtocolVersion; 2] =
+    [&rustls::version::TLS13, &rustls::version::TLS12];
 
 fn versions(min: u16) -> &'static [&'static rustls::SupportedProtocolVersion] {
     if min >= 0x0304 {
@@ -64,7 +67,10 @@ fn versions(min: u16) -> &'static [&'static rustls::SupportedProtocolVersion] {
 }
 
 fn read(path: &str) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|e| TlsError::Read { path: path.to_string(), err: e.to_string() })
+    std::fs::read(path).map_err(|e| TlsError::Read {
+        path: path.to_string(),
+        err: e.to_string(),
+    })
 }
 
 /// The CA bundle: `--tls-root-ca-file`, else the system's (may be empty).
@@ -99,19 +105,23 @@ pub fn server_config(opts: &Options) -> Result<Option<Arc<rustls::ServerConfig>>
     }
     let cert_pem = read(&opts.tls_cert)?;
     let key_pem = read(&opts.tls_key)?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem).filter_map(Result::ok).collect();
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .filter_map(Result::ok)
+        .collect();
     if chain.is_empty() {
         return Err(TlsError::NoCert);
     }
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey)?;
     let provider = provider();
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone()).with_protocol_versions(versions(opts.tls_min_version))?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions(opts.tls_min_version))?;
     let builder = match opts.tls_client_auth_policy.as_str() {
         "require" => builder.with_client_cert_verifier(Arc::new(AnyClientCert { provider })),
         "require-verify" => {
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots(opts)?), provider)
-                .build()
-                .map_err(|e| TlsError::Verifier(e.to_string()))?;
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(opts)?), provider)
+                    .build()
+                    .map_err(|e| TlsError::Verifier(e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
         }
         // Go's default: no client certificate is asked for.
@@ -143,20 +153,47 @@ impl ClientCertVerifier for AnyClientCert {
         &[]
     }
 
-    fn verify_client_cert(&self, _: &CertificateDer<'_>, _: &[CertificateDer<'_>], _: UnixTime) -> Result<ClientCertVerified, rustls::Error> {
+    fn verify_client_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
         Ok(ClientCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -173,10 +210,23 @@ pub struct TlsInfo {
 impl TlsInfo {
     pub fn of(conn: &ServerConnection) -> TlsInfo {
         TlsInfo {
-            cipher_suite: conn.negotiated_cipher_suite().map(|s| cipher_suite_name(u16::from(s.suite()))).unwrap_or_default(),
-            version: conn.protocol_version().map(|v| version_name(u16::from(v))).unwrap_or_default(),
-            negotiated_protocol: conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()).unwrap_or_default(),
-            common_name: conn.peer_certificates().and_then(|c| c.first()).and_then(|c| subject_common_name(c)).unwrap_or_default(),
+            cipher_suite: conn
+                .negotiated_cipher_suite()
+                .map(|s| cipher_suite_name(u16::from(s.suite())))
+                .unwrap_or_default(),
+            version: conn
+                .protocol_version()
+                .map(|v| version_name(u16::from(v)))
+                .unwrap_or_default(),
+            negotiated_protocol: conn
+                .alpn_protocol()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .unwrap_or_default(),
+            common_name: conn
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| subject_common_name(c))
+                .unwrap_or_default(),
         }
     }
 }
@@ -287,7 +337,10 @@ mod tests {
 
     #[test]
     fn names_follow_go() {
-        assert_eq!(cipher_suite_name(0xc02f), "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256");
+        assert_eq!(
+            cipher_suite_name(0xc02f),
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+        );
         assert_eq!(cipher_suite_name(0x1301), "Unknown 4865");
         assert_eq!(version_name(0x0304), "TLS1.3");
         assert_eq!(version_name(0x0303), "TLS1.2");
@@ -303,8 +356,10 @@ mod tests {
     #[test]
     fn common_name_of_a_real_certificate() {
         let mut p = rcgen::CertificateParams::new(vec!["client.example".to_string()]).unwrap();
-        p.distinguished_name.push(rcgen::DnType::OrganizationName, "nsq-rs");
-        p.distinguished_name.push(rcgen::DnType::CommonName, "worker-7");
+        p.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "nsq-rs");
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "worker-7");
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = p.self_signed(&key).unwrap();
         assert_eq!(subject_common_name(cert.der()).as_deref(), Some("worker-7"));
@@ -319,23 +374,37 @@ mod tests {
     fn server_config_from_pem_files() {
         let dir = tempfile::tempdir().unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
         let (c, k) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
         std::fs::write(&c, cert.pem()).unwrap();
         std::fs::write(&k, key.serialize_pem()).unwrap();
-        let mut o = Options { tls_cert: c.display().to_string(), tls_key: k.display().to_string(), ..Options::default() };
+        let mut o = Options {
+            tls_cert: c.display().to_string(),
+            tls_key: k.display().to_string(),
+            ..Options::default()
+        };
         assert!(server_config(&o).unwrap().is_some());
         o.tls_client_auth_policy = "require-verify".into();
         o.tls_root_ca_file = c.display().to_string();
         assert!(server_config(&o).unwrap().is_some());
         o.tls_root_ca_file = k.display().to_string();
-        assert_eq!(server_config(&o).unwrap_err().to_string(), "failed to append certificate to pool");
+        assert_eq!(
+            server_config(&o).unwrap_err().to_string(),
+            "failed to append certificate to pool"
+        );
     }
 
     #[test]
     fn no_cert_no_tls() {
         assert!(server_config(&Options::default()).unwrap().is_none());
-        let o = Options { tls_cert: "/nonexistent/cert.pem".into(), tls_key: "/nonexistent/key.pem".into(), ..Options::default() };
+        let o = Options {
+            tls_cert: "/nonexistent/cert.pem".into(),
+            tls_key: "/nonexistent/key.pem".into(),
+            ..Options::default()
+        };
         assert!(server_config(&o).is_err());
     }
 }

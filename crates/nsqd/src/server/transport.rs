@@ -37,7 +37,11 @@ impl Prefixed {
 }
 
 impl AsyncRead for Prefixed {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         if !self.prefix.is_empty() {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
@@ -49,7 +53,11 @@ impl AsyncRead for Prefixed {
 }
 
 impl AsyncWrite for Prefixed {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -79,7 +87,11 @@ pub enum Writer {
 }
 
 impl AsyncRead for Reader {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Reader::Tcp(r) => Pin::new(r).poll_read(cx, buf),
             Reader::Tls(r) => Pin::new(r).poll_read(cx, buf),
@@ -89,7 +101,11 @@ impl AsyncRead for Reader {
 }
 
 impl AsyncWrite for Writer {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Writer::Tcp(w) => Pin::new(w).poll_write(cx, buf),
             Writer::Tls(w) => Pin::new(w).poll_write(cx, buf),
@@ -143,7 +159,10 @@ pub fn split_tls(s: Tls) -> (Reader, Writer) {
 /// otherwise the kernel keeps the orphaned socket and trickles its buffered
 /// megabytes out to a peer nsqd has already forgotten.
 pub fn abort_on_close(fd: std::os::fd::RawFd) {
-    let l = libc::linger { l_onoff: 1, l_linger: 0 };
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
     // SAFETY: `fd` is the socket of a write half the caller still owns, so it
     // is open; setsockopt only reads `l` for the length given.
     let rc = unsafe {

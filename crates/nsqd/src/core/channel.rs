@@ -1,0 +1,612 @@
+//! A channel: one consumer group of a topic, as a plain state machine.
+//!
+//! Owns: the messages waiting for a consumer ([`Queue`]: memory, then the
+//! backend), the ones in flight ([`InFlight`]) and the deferred ones
+//! ([`Deferred`]), the subscribed clients' RDY credit and counters, and the
+//! choice of which client gets the next message.
+//!
+//! Delivery is push: a client with credit (RDY > in flight) waits in a
+//! round-robin ring; whenever a message and a client with credit meet, the
+//! message is marked in flight and its frame is encoded for that client.
+//!
+//! Never: reads the clock, touches a socket or the disk, or draws from a
+//! thread-local RNG. Every operation takes `now` (and FIN the wall clock,
+//! for E2E latency); sampling (IDENTIFY `sample_rate`) uses a seeded RNG.
+//! What the server must carry out collects in [`Effects`]: frames per
+//! client, records to append to the backend, a refill to read, and whether
+//! the channel's timer must wake earlier than planned.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use nsq_protocol::stats::{ChannelStats, E2eLatency};
+use nsq_protocol::{Message, MessageId};
+
+use super::deferred::Deferred;
+use super::e2e::QuantileStream;
+use super::ids::{ClientId, IdMap};
+use super::in_flight::{Delivery, InFlight, InFlightError};
+use super::queue::{Queue, Refill};
+use super::rng::Rng;
+
+/// Most backend records a channel moves into memory at once.
+pub const REFILL_MAX: usize = 256;
+
+/// Why SUB was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubError {
+    /// The channel is being deleted or nsqd is exiting.
+    Exiting,
+    /// `--max-channel-consumers` reached.
+    TooManyConsumers,
+}
+
+/// What a new channel starts from.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    /// `--mem-queue-size`.
+    pub mem_queue_size: usize,
+    /// False for `#ephemeral` channels: overflow is dropped.
+    pub durable: bool,
+    /// The backend held unread records at open (a restart).
+    pub backend_unread: bool,
+    /// `--e2e-processing-latency-percentile` and `-window-time`.
+    pub e2e: Option<(Vec<f64>, Duration)>,
+    /// Seeds sampling and the E2E reservoir.
+    pub seed: u64,
+}
+
+/// A subscribed client as its channel sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subscriber {
+    pub rdy: i64,
+    pub in_flight: i64,
+    pub message_count: u64,
+    pub finish_count: u64,
+    pub requeue_count: u64,
+    msg_timeout: Duration,
+    /// IDENTIFY `sample_rate`: deliver to this client only that percentage.
+    sample_rate: i32,
+    in_ring: bool,
+}
+
+impl Subscriber {
+    fn has_credit(&self) -> bool {
+        self.in_flight < self.rdy
+    }
+}
+
+/// What the server must carry out after a call. Frames are taken with
+/// [`Channel::flush_deliveries`], disk work with [`Channel::take_disk_work`].
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Frames encoded for each client during this call, in order.
+    deliveries: Vec<(ClientId, BytesMut)>,
+    /// Emptied frame buffers, kept for the next call.
+    spare: Vec<BytesMut>,
+    /// Messages past the memory bound, to append to the backend in order.
+    append: Vec<Message>,
+    refill: Option<Refill>,
+    /// An earlier deadline than the timer sleeps toward appeared.
+    wake: bool,
+}
+
+/// Backend work for the server, to do with no lock held and report back
+/// ([`Channel::appended`], [`Channel::refilled`]).
+#[derive(Debug, Default)]
+pub struct DiskWork {
+    pub append: Vec<Message>,
+    pub refill: Option<Refill>,
+}
+
+impl DiskWork {
+    pub fn is_empty(&self) -> bool {
+        self.append.is_empty() && self.refill.is_none()
+    }
+}
+
+#[derive(Debug)]
+pub struct Channel {
+    queue: Queue<Message>,
+    in_flight: InFlight,
+    deferred: Deferred,
+    subscribers: IdMap<ClientId, Subscriber>,
+    /// Clients with credit, in delivery order.
+    ring: VecDeque<ClientId>,
+    paused: bool,
+    exiting: bool,
+    message_count: u64,
+    requeue_count: u64,
+    timeout_count: u64,
+    global_msg_count: u64,
+    /// Boxed: most nsqds run without E2E percentiles, and a channel should
+    /// not carry the stream's size for nothing.
+    e2e: Option<Box<QuantileStream>>,
+    rng: Rng,
+    effects: Effects,
+    /// When the timer will next wake, so we know when an earlier deadline
+    /// must wake it.
+    scheduled_wake: Option<Instant>,
+}
+
+impl Channel {
+    pub fn new(cfg: ChannelConfig, now: Instant) -> Channel {
+        Channel {
+            queue: Queue::new(cfg.mem_queue_size, cfg.durable, cfg.backend_unread),
+            in_flight: InFlight::default(),
+            deferred: Deferred::default(),
+            subscribers: IdMap::default(),
+            ring: VecDeque::new(),
+            paused: false,
+            exiting: false,
+            message_count: 0,
+            requeue_count: 0,
+            timeout_count: 0,
+            global_msg_count: 0,
+            e2e: cfg
+                .e2e
+                .map(|(p, window)| Box::new(QuantileStream::new(p, window, now, cfg.seed ^ 0xe2e))),
+            rng: Rng::new(cfg.seed),
+            effects: Effects::default(),
+            scheduled_wake: None,
+        }
+    }
+
+    /// Messages waiting in memory (the backend's share is the server's to add).
+    pub fn memory_depth(&self) -> usize {
+        self.queue.memory_len()
+    }
+
+    pub fn in_flight_count(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    pub fn deferred_count(&self) -> usize {
+        self.deferred.len()
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.subscribers.len()
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    pub fn is_exiting(&self) -> bool {
+        self.exiting
+    }
+
+    pub fn subscriber(&self, client: ClientId) -> Option<&Subscriber> {
+        self.subscribers.get(&client)
+    }
+
+    pub fn subscriber_ids(&self) -> impl Iterator<Item = ClientId> + '_ {
+        self.subscribers.keys().copied()
+    }
+
+    // ---- messages in ----
+
+    /// Messages from the topic (one PUB, or an MPUB's batch): memory while it
+    /// has room, else one append to the backend for the whole overflow.
+    pub fn put(&mut self, msgs: Vec<Message>, now: Instant) {
+        let mut msgs = msgs.into_iter();
+        while let Some(msg) = msgs.next() {
+            self.message_count += 1;
+            if self.enqueue(msg) {
+                self.deliver(now);
+            } else if self.effects.append.len() == 1 {
+                // the rest of the batch is likely to follow it to disk
+                self.effects.append.reserve(msgs.len());
+            }
+        }
+        self.request_refill();
+    }
+
+    /// Messages from the topic that must wait `delay` first (DPUB).
+    pub fn put_deferred(&mut self, msgs: Vec<Message>, delay: Duration, now: Instant) {
+        for msg in msgs {
+            self.message_count += 1;
+            self.defer(msg, now + delay);
+        }
+    }
+
+    /// Into the queue: memory while it has room, else the backend. Past the
+    /// bound a message still goes to memory when memory and backend are
+    /// empty and a consumer can take it this instant (nsqd's unbuffered
+    /// hand-off with `--mem-queue-size=0`). True if it went to memory.
+    fn enqueue(&mut self, msg: Message) -> bool {
+        if self.queue.has_room() || (self.queue.is_empty() && self.has_ready_client()) {
+            self.queue.push_memory(msg);
+            return true;
+        }
+        if self.queue.is_durable() {
+            // announced with the first record, so that later messages of
+            // this call see the backend as pending and cannot overtake it
+            if self.effects.append.is_empty() {
+                self.queue.append_started();
+            }
+            self.effects.append.push(msg);
+        }
+        // else: an #ephemeral channel's overflow is dropped, as nsqd does
+        false
+    }
+
+    fn has_ready_client(&self) -> bool {
+        !self.paused
+            && !self.exiting
+            && self
+                .ring
+                .iter()
+                .any(|c| self.subscribers.get(c).is_some_and(|s| s.has_credit()))
+    }
+
+    fn defer(&mut self, msg: Message, due: Instant) {
+        self.deferred.push(msg, due);
+        self.schedule(due);
+    }
+
+    fn schedule(&mut self, at: Instant) {
+        if self.scheduled_wake.is_none_or(|w| at < w) {
+            self.scheduled_wake = Some(at);
+            self.effects.wake = true;
+        }
+    }
+
+    // ---- clients ----
+
+    pub fn add_client(
+        &mut self,
+        client: ClientId,
+        msg_timeout: Duration,
+        sample_rate: i32,
+        max_consumers: i64,
+    ) -> Result<(), SubError> {
+        if self.exiting {
+            return Err(SubError::Exiting);
+        }
+        if max_consumers > 0 && self.subscribers.len() as i64 >= max_consumers {
+            return Err(SubError::TooManyConsumers);
+        }
+        self.subscribers.insert(
+            client,
+            Subscriber {
+                msg_timeout,
+                sample_rate,
+                ..Subscriber::default()
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets a client; its in-flight messages stay and time out, as in
+    /// nsqd. Returns how many clients remain.
+    pub fn remove_client(&mut self, client: ClientId) -> usize {
+        self.subscribers.remove(&client);
+        self.subscribers.len()
+    }
+
+    pub fn set_rdy(&mut self, client: ClientId, rdy: i64, now: Instant) {
+        if let Some(s) = self.subscribers.get_mut(&client) {
+            s.rdy = rdy;
+        }
+        self.credit_changed(client);
+        self.pump(now);
+    }
+
+    fn credit_changed(&mut self, client: ClientId) {
+        if let Some(s) = self.subscribers.get_mut(&client) {
+            if s.has_credit() && !s.in_ring {
+                s.in_ring = true;
+                self.ring.push_back(client);
+            }
+        }
+    }
+
+    // ---- FIN / REQ / TOUCH ----
+
+    /// FINs of one client (those pipelined in one read go together: one pass
+    /// for all the credit they free). Failures are reported per id, in order.
+    pub fn finish(
+        &mut self,
+        client: ClientId,
+        ids: &[MessageId],
+        now: Instant,
+        now_unix_ns: i64,
+        mut failed: impl FnMut(&MessageId, InFlightError),
+    ) {
+        for id in ids {
+            match self.in_flight.take(client, id) {
+                Ok(d) => {
+                    if let Some(s) = self.subscribers.get_mut(&client) {
+                        s.in_flight -= 1;
+                        s.finish_count += 1;
+                    }
+                    if let Some(e2e) = self.e2e.as_mut() {
+                        e2e.insert((now_unix_ns - d.msg.timestamp) as f64, now);
+                    }
+                }
+                Err(e) => failed(id, e),
+            }
+        }
+        self.credit_changed(client);
+        self.pump(now);
+    }
+
+    /// REQ: back into the queue now, or deferred for `delay`.
+    pub fn requeue(
+        &mut self,
+        client: ClientId,
+        id: &MessageId,
+        delay: Duration,
+        now: Instant,
+    ) -> Result<(), InFlightError> {
+        let d = self.in_flight.take(client, id)?;
+        self.requeue_count += 1;
+        if let Some(s) = self.subscribers.get_mut(&client) {
+            s.in_flight -= 1;
+            s.requeue_count += 1;
+        }
+        if delay.is_zero() {
+            self.enqueue(d.msg);
+        } else {
+            self.defer(d.msg, now + delay);
+        }
+        self.credit_changed(client);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// TOUCH: the message times out `msg_timeout` from now, but never later
+    /// than `max_msg_timeout` after its delivery.
+    pub fn touch(
+        &mut self,
+        client: ClientId,
+        id: &MessageId,
+        now: Instant,
+        max_msg_timeout: Duration,
+    ) -> Result<(), InFlightError> {
+        let msg_timeout = self
+            .subscribers
+            .get(&client)
+            .map_or(max_msg_timeout, |s| s.msg_timeout);
+        self.in_flight.touch(client, id, |d| {
+            (now + msg_timeout).min(d.delivered + max_msg_timeout)
+        })?;
+        Ok(())
+    }
+
+    // ---- timers ----
+
+    /// Moves timed-out in-flight and due deferred messages back into the
+    /// queue and delivers what it can. Returns when to run again.
+    pub fn process_timers(&mut self, now: Instant) -> Option<Instant> {
+        while let Some(d) = self.in_flight.pop_expired(now) {
+            self.timeout_count += 1;
+            if let Some(s) = self.subscribers.get_mut(&d.client) {
+                s.in_flight -= 1;
+            }
+            self.enqueue(d.msg);
+            self.credit_changed(d.client);
+        }
+        while let Some(msg) = self.deferred.pop_due(now) {
+            self.enqueue(msg);
+        }
+        self.pump(now);
+        let next = match (self.in_flight.next_deadline(), self.deferred.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.scheduled_wake = next;
+        self.effects.wake = false;
+        next
+    }
+
+    // ---- delivery ----
+
+    /// Hands messages to clients with credit, round robin, until either runs
+    /// out; asks for a refill when memory ran dry and the backend has more.
+    pub fn pump(&mut self, now: Instant) {
+        self.deliver(now);
+        self.request_refill();
+    }
+
+    fn deliver(&mut self, now: Instant) {
+        if self.paused || self.exiting {
+            return;
+        }
+        while let Some(&client) = self.ring.front() {
+            let Some(slot) = self.subscribers.get(&client) else {
+                self.ring.pop_front();
+                continue;
+            };
+            if !slot.has_credit() {
+                self.ring.pop_front();
+                if let Some(s) = self.subscribers.get_mut(&client) {
+                    s.in_ring = false;
+                }
+                continue;
+            }
+            let Some((mut msg, refilled)) = self.queue.pop() else {
+                return;
+            };
+            if !refilled {
+                self.global_msg_count += 1;
+            }
+            self.ring.pop_front();
+            let Some(slot) = self.subscribers.get_mut(&client) else {
+                continue;
+            };
+            if slot.sample_rate > 0 && self.rng.below(100) as i32 > slot.sample_rate {
+                // sampled out: dropped for this channel, as nsqd does
+                self.ring.push_back(client);
+                continue;
+            }
+            msg.attempts = msg.attempts.wrapping_add(1);
+            slot.in_flight += 1;
+            slot.message_count += 1;
+            let deadline = now + slot.msg_timeout;
+            if slot.has_credit() {
+                self.ring.push_back(client);
+            } else {
+                slot.in_ring = false;
+            }
+            let out = &mut self.effects;
+            let i = match out.deliveries.iter().position(|(c, _)| *c == client) {
+                Some(i) => i,
+                None => {
+                    out.deliveries
+                        .push((client, out.spare.pop().unwrap_or_default()));
+                    out.deliveries.len() - 1
+                }
+            };
+            msg.encode_frame(&mut out.deliveries[i].1);
+            self.in_flight.insert(Delivery {
+                msg,
+                client,
+                deadline,
+                delivered: now,
+            });
+            self.schedule(deadline);
+        }
+    }
+
+    /// Asks for a refill when memory ran dry while clients still have credit.
+    fn request_refill(&mut self) {
+        if self.effects.refill.is_none() && !self.paused && !self.exiting {
+            let credit: i64 = self
+                .ring
+                .iter()
+                .filter_map(|c| self.subscribers.get(c))
+                .map(|s| (s.rdy - s.in_flight).max(0))
+                .sum();
+            if credit > 0 {
+                self.effects.refill = self.queue.refill((credit as usize).min(REFILL_MAX));
+            }
+        }
+    }
+
+    // ---- what the server carries out ----
+
+    /// Hands each client's frames of this call to `send` (its outbox), once
+    /// per client: the outbox lock is shared with the client's writer on
+    /// another core, and taking it per message was nsqd's hottest line.
+    pub fn flush_deliveries(&mut self, mut send: impl FnMut(ClientId, &[u8])) {
+        let out = &mut self.effects;
+        for (client, mut frames) in out.deliveries.drain(..) {
+            send(client, &frames);
+            frames.clear();
+            if out.spare.len() < 8 {
+                out.spare.push(frames);
+            }
+        }
+    }
+
+    /// Backend work this call produced (the server does it unlocked).
+    pub fn take_disk_work(&mut self) -> DiskWork {
+        DiskWork {
+            append: std::mem::take(&mut self.effects.append),
+            refill: self.effects.refill.take(),
+        }
+    }
+
+    /// Whether the timer must be woken (an earlier deadline appeared).
+    pub fn take_wake(&mut self) -> bool {
+        std::mem::take(&mut self.effects.wake)
+    }
+
+    /// An append from [`DiskWork`] is done (worked or not).
+    pub fn appended(&mut self, now: Instant) {
+        self.queue.appended();
+        self.pump(now);
+    }
+
+    /// A refill from [`DiskWork`] is done: its records (decoded) and whether
+    /// the backend has more.
+    pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool, now: Instant) {
+        self.queue.refilled(req, msgs, more);
+        self.pump(now);
+    }
+
+    // ---- administration ----
+
+    pub fn set_paused(&mut self, paused: bool, now: Instant) {
+        self.paused = paused;
+        if !paused {
+            self.pump(now);
+        }
+    }
+
+    /// Drops everything queued, in flight and deferred (`/channel/empty`);
+    /// the server empties the backend. Clients keep their RDY.
+    pub fn empty(&mut self) {
+        self.queue.clear();
+        self.in_flight.clear();
+        self.deferred.clear();
+        let ids: Vec<ClientId> = self.subscribers.keys().copied().collect();
+        for client in ids {
+            if let Some(s) = self.subscribers.get_mut(&client) {
+                s.in_flight = 0;
+            }
+            self.credit_changed(client);
+        }
+    }
+
+    /// Clean shutdown: what must be written to the backend before it is
+    /// closed — memory, then in flight (oldest delivery first), then
+    /// deferred (soonest first); timers are forgotten, attempts kept.
+    pub fn close(&mut self) -> Vec<Message> {
+        self.exiting = true;
+        let mut msgs: Vec<Message> = self.queue.drain_memory().collect();
+        msgs.extend(self.in_flight.drain_by_delivery());
+        msgs.extend(self.deferred.drain_in_order());
+        msgs
+    }
+
+    /// Channel delete: drops everything (the server removes the backend).
+    pub fn delete(&mut self) {
+        self.exiting = true;
+        self.queue.clear();
+        self.in_flight.clear();
+        self.deferred.clear();
+    }
+
+    /// The channel's `/stats` entry without its clients; `backend_depth`
+    /// comes from the server's disk queue.
+    pub fn stats(&mut self, name: &str, backend_depth: i64, now: Instant) -> ChannelStats {
+        let e2e = match self.e2e.as_mut() {
+            Some(q) => q.snapshot(now),
+            None => E2eLatency {
+                count: 0,
+                percentiles: None,
+            },
+        };
+        ChannelStats {
+            channel_name: name.to_string(),
+            depth: self.queue.memory_len() as i64 + backend_depth,
+            backend_depth,
+            in_flight_count: self.in_flight.len() as i64,
+            deferred_count: self.deferred.len() as i64,
+            message_count: self.message_count,
+            zone_local_msg_count: 0,
+            region_local_msg_count: 0,
+            global_msg_count: self.global_msg_count,
+            requeue_count: self.requeue_count,
+            timeout_count: self.timeout_count,
+            client_count: self.subscribers.len() as i64,
+            clients: None,
+            paused: self.paused,
+            e2e_processing_latency: e2e,
+        }
+    }
+
+    /// E2E samples of this channel's window (for the topic's merge).
+    pub fn e2e_samples(&mut self, now: Instant) -> Option<(Vec<f64>, u64)> {
+        self.e2e.as_mut().map(|e| e.samples(now))
+    }
+}
+
+#[cfg(test)]
+#[path = "channel_tests.rs"]
+mod tests;

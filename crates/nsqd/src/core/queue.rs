@@ -1,0 +1,239 @@
+//! The queue of a topic or channel: messages waiting to move on, in memory
+//! up to `--mem-queue-size`, past that in the backend (the disk queue the
+//! server owns; `#ephemeral` names have none and drop the overflow).
+//!
+//! Owns: the memory part, and the bookkeeping that lets the core reason
+//! about a backend it never touches. Overflow leaves as records to append
+//! (the server writes them with no core lock held, then calls
+//! [`Queue::appended`]); records come back through a refill request (the
+//! server reads up to `max`, then calls [`Queue::refilled`]). Between the
+//! two, other calls go on, so the bookkeeping must stay exact when an
+//! append lands while a refill is out:
+//!
+//! * `unread`: the backend may hold records nobody has read. A refill that
+//!   finds the backend empty clears it, but only if no append was confirmed
+//!   after that refill was asked for; otherwise the new records would sit
+//!   unnoticed until the next overflow.
+//! * `appending`: appends handed out but not confirmed. Until confirmed they
+//!   count as "on disk" for the rule that new messages must not overtake
+//!   the backend (a channel's hand-off past a full memory queue).
+//! * `generation`: bumped when the queue is emptied or dropped; refills
+//!   asked for before that are answered with records that no longer exist
+//!   as far as the user is concerned, and are dropped.
+//!
+//! Never: touches the disk, reads the clock, decodes records.
+
+use std::collections::VecDeque;
+
+/// A request to read up to `max` records from the backend and hand them to
+/// [`Queue::refilled`] (decoded) with whether the backend still has more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refill {
+    pub max: usize,
+    /// Appends confirmed when this refill was asked for.
+    confirmed_at: u32,
+    generation: u32,
+}
+
+#[derive(Debug)]
+pub struct Queue<T> {
+    memory: VecDeque<T>,
+    capacity: usize,
+    /// How many items at the front of `memory` were refilled from the
+    /// backend (a channel counts them apart from memory deliveries).
+    from_backend: usize,
+    /// Whether overflow is kept (a backend exists) or dropped.
+    durable: bool,
+    unread: bool,
+    appending: u32,
+    refilling: bool,
+    /// Counts confirmed appends and clears; only compared for equality, so
+    /// they may wrap.
+    confirmed: u32,
+    generation: u32,
+}
+
+impl<T> Queue<T> {
+    /// `backend_unread`: what the backend held at start (a restart).
+    pub fn new(capacity: usize, durable: bool, backend_unread: bool) -> Queue<T> {
+        Queue {
+            memory: VecDeque::new(),
+            capacity,
+            from_backend: 0,
+            durable,
+            unread: durable && backend_unread,
+            appending: 0,
+            refilling: false,
+            confirmed: 0,
+            generation: 0,
+        }
+    }
+
+    pub fn memory_len(&self) -> usize {
+        self.memory.len()
+    }
+
+    pub fn has_room(&self) -> bool {
+        self.memory.len() < self.capacity
+    }
+
+    /// Whether the backend holds (or is about to hold) unread records.
+    pub fn backend_pending(&self) -> bool {
+        self.unread || self.appending > 0
+    }
+
+    /// Nothing waits in memory or in the backend.
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_empty() && !self.backend_pending()
+    }
+
+    /// Whether overflow is kept: false for `#ephemeral` names.
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    pub fn push_memory(&mut self, item: T) {
+        self.memory.push_back(item);
+    }
+
+    /// Overflow is on its way to the backend as one append (one call per
+    /// batch, however many records it has).
+    pub fn append_started(&mut self) {
+        self.appending += 1;
+    }
+
+    /// The server finished an append (`append_started`). Whether or not the
+    /// write worked, part of it may be on disk: the next refill finds out.
+    pub fn appended(&mut self) {
+        self.appending = self.appending.saturating_sub(1);
+        self.unread = true;
+        self.confirmed = self.confirmed.wrapping_add(1);
+    }
+
+    /// The next item in memory, and whether it came from the backend.
+    pub fn pop(&mut self) -> Option<(T, bool)> {
+        let item = self.memory.pop_front()?;
+        let refilled = self.from_backend > 0;
+        if refilled {
+            self.from_backend -= 1;
+        }
+        Some((item, refilled))
+    }
+
+    /// A refill of up to `max` records, when memory is empty, the backend
+    /// may have some and no refill is out already (two would read records
+    /// out of order).
+    pub fn refill(&mut self, max: usize) -> Option<Refill> {
+        if !self.memory.is_empty() || !self.unread || self.refilling {
+            return None;
+        }
+        self.refilling = true;
+        Some(Refill {
+            max: max.max(1),
+            confirmed_at: self.confirmed,
+            generation: self.generation,
+        })
+    }
+
+    /// A refill's records, oldest first. They go before anything that
+    /// reached memory meanwhile: they were queued earlier. `more`: the
+    /// backend still had unread records after the read. False when the
+    /// records belong to a queue that was emptied since (dropped).
+    pub fn refilled(&mut self, req: Refill, records: Vec<T>, more: bool) -> bool {
+        if req.generation != self.generation {
+            return false;
+        }
+        self.refilling = false;
+        self.unread = more || self.confirmed != req.confirmed_at;
+        self.from_backend += records.len();
+        for r in records.into_iter().rev() {
+            self.memory.push_front(r);
+        }
+        true
+    }
+
+    /// Forgets memory and the backend's records (the server empties the
+    /// backend itself); answers to refills already out are dropped.
+    pub fn clear(&mut self) {
+        self.memory.clear();
+        self.from_backend = 0;
+        self.unread = false;
+        self.refilling = false;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Everything in memory, oldest first (shutdown writes it to the backend).
+    pub fn drain_memory(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.from_backend = 0;
+        self.memory.drain(..)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refilled_records_go_before_newer_memory_and_are_counted_as_backend() {
+        let mut q: Queue<u32> = Queue::new(10, true, true);
+        let r = q.refill(5).expect("backend has data");
+        assert!(q.refill(5).is_none(), "one refill at a time");
+        q.push_memory(9);
+        assert!(q.refilled(r, vec![1, 2], false));
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, vec![(1, true), (2, true), (9, false)]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn an_append_confirmed_during_an_empty_refill_keeps_the_backend_pending() {
+        let mut q: Queue<u32> = Queue::new(0, true, true);
+        let r = q.refill(5).unwrap();
+        // the server's read found nothing; meanwhile an overflow was written
+        q.append_started();
+        q.appended();
+        q.refilled(r, vec![], false);
+        assert!(q.backend_pending());
+        assert!(q.refill(5).is_some(), "the new record is asked for");
+    }
+
+    #[test]
+    fn an_empty_refill_with_no_append_meanwhile_clears_pending() {
+        let mut q: Queue<u32> = Queue::new(0, true, true);
+        let r = q.refill(5).unwrap();
+        q.refilled(r, vec![], false);
+        assert!(!q.backend_pending());
+        assert!(q.refill(5).is_none());
+    }
+
+    #[test]
+    fn an_unconfirmed_append_counts_as_pending() {
+        let mut q: Queue<u32> = Queue::new(0, true, false);
+        assert!(!q.backend_pending());
+        q.append_started();
+        assert!(q.backend_pending() && !q.is_empty());
+        assert!(
+            q.refill(5).is_none(),
+            "nothing to read until the write is confirmed"
+        );
+        q.appended();
+        assert!(q.refill(5).is_some());
+    }
+
+    #[test]
+    fn refills_asked_for_before_a_clear_are_dropped() {
+        let mut q: Queue<u32> = Queue::new(10, true, true);
+        let r = q.refill(5).unwrap();
+        q.clear();
+        assert!(!q.refilled(r, vec![1], true));
+        assert!(q.pop().is_none());
+        assert!(!q.backend_pending());
+    }
+
+    #[test]
+    fn an_ephemeral_queue_never_has_a_backend() {
+        let mut q: Queue<u32> = Queue::new(1, false, true);
+        assert!(!q.is_durable() && !q.backend_pending());
+        assert!(q.refill(5).is_none());
+    }
+}

@@ -1,0 +1,320 @@
+//! A topic: the named stream publishers write to, as a plain state machine.
+//!
+//! Owns: message ids and timestamps ([`GuidFactory`]), the topic's own
+//! queue (its backlog: messages published while it has no channel, is
+//! paused or not yet started, waiting in memory and then in its backend),
+//! the channels by name, and its counters.
+//!
+//! Every message a topic accepts goes to every channel it has — the copies
+//! share one body (see [`copies`]) — or, while it cannot flow, to the
+//! backlog, which the server's pump moves on in order once it can. A topic
+//! created at run time is not *started* until the channels the lookupds
+//! know for it exist (nsqd's pre-creation), so its first messages reach
+//! every consumer group.
+//!
+//! Never: reads the clock (wall-clock nanoseconds are passed in for the
+//! ids and timestamps), locks a channel or touches the disk. It is generic
+//! over what it keeps per channel: the server keeps a shared handle to a
+//! locked [`super::channel::Channel`], the tests the state machine itself.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use nsq_protocol::stats::{E2eLatency, TopicStats};
+use nsq_protocol::Message;
+
+use super::guid::GuidFactory;
+use super::queue::{Queue, Refill};
+
+/// How many backlog messages one pump pass moves, so a long backlog never
+/// holds the topic (and its publishers) for long.
+pub const PUMP_BATCH: usize = 512;
+
+/// The topic is being deleted or nsqd is exiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("exiting")]
+pub struct Exiting;
+
+/// What a new topic starts from.
+#[derive(Debug, Clone)]
+pub struct TopicConfig {
+    /// `--mem-queue-size`.
+    pub mem_queue_size: usize,
+    /// False for `#ephemeral` topics: backlog overflow is dropped.
+    pub durable: bool,
+    /// The backend held unread records at open (a restart).
+    pub backend_unread: bool,
+    /// `--node-id`, part of every message id.
+    pub node_id: i64,
+    /// False when channels must be pre-created before messages flow.
+    pub started: bool,
+}
+
+/// A message in the backlog with the deferral it was published with. The
+/// deferral lives in memory only: a disk record has no place for it, so a
+/// DPUB that overflows the backlog to disk loses its delay, as in nsqd.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backlogged {
+    pub msg: Message,
+    pub defer: Option<Duration>,
+}
+
+/// What the server does with a publish.
+#[derive(Debug, Default)]
+pub struct Publish {
+    /// Hand these to every channel now (empty when they joined the backlog).
+    pub fan_out: Vec<Message>,
+    pub defer: Option<Duration>,
+    /// Backlog overflow: append to the topic's backend, then [`Topic::appended`].
+    pub append: Vec<Message>,
+    /// The backlog can flow: run the pump.
+    pub pump: bool,
+}
+
+/// One pump pass's work.
+#[derive(Debug, Default)]
+pub struct Pump {
+    /// Backlog messages to hand to every channel, in order.
+    pub batch: Vec<Backlogged>,
+    /// Read the backend, then [`Topic::refilled`] (and pump again).
+    pub refill: Option<Refill>,
+    /// More can move right away: pump again.
+    pub more: bool,
+}
+
+#[derive(Debug)]
+pub struct Topic<C> {
+    channels: BTreeMap<String, C>,
+    backlog: Queue<Backlogged>,
+    paused: bool,
+    started: bool,
+    exiting: bool,
+    message_count: u64,
+    message_bytes: u64,
+    guid: GuidFactory,
+}
+
+impl<C> Topic<C> {
+    pub fn new(cfg: TopicConfig) -> Topic<C> {
+        Topic {
+            channels: BTreeMap::new(),
+            backlog: Queue::new(cfg.mem_queue_size, cfg.durable, cfg.backend_unread),
+            paused: false,
+            started: cfg.started,
+            exiting: false,
+            message_count: 0,
+            message_bytes: 0,
+            guid: GuidFactory::new(cfg.node_id),
+        }
+    }
+
+    fn can_flow(&self) -> bool {
+        self.started && !self.paused && !self.exiting && !self.channels.is_empty()
+    }
+
+    fn should_pump(&self) -> bool {
+        self.can_flow() && !self.backlog.is_empty()
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    pub fn is_exiting(&self) -> bool {
+        self.exiting
+    }
+
+    pub fn memory_depth(&self) -> usize {
+        self.backlog.memory_len()
+    }
+
+    // ---- publishing ----
+
+    /// Stamps `bodies` as new messages (id, `now_unix_ns` timestamp) and
+    /// routes them: straight to the channels when the topic can flow and has
+    /// no backlog (so nothing overtakes the backlog), else into it.
+    pub fn publish(
+        &mut self,
+        bodies: Vec<Bytes>,
+        defer: Option<Duration>,
+        now_unix_ns: i64,
+    ) -> Result<Publish, Exiting> {
+        if self.exiting {
+            return Err(Exiting);
+        }
+        let mut msgs = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            self.message_count += 1;
+            self.message_bytes += body.len() as u64;
+            msgs.push(Message::new(self.guid.next(now_unix_ns), now_unix_ns, body));
+        }
+        if self.can_flow() && self.backlog.is_empty() {
+            return Ok(Publish {
+                fan_out: msgs,
+                defer,
+                ..Publish::default()
+            });
+        }
+        let mut append = Vec::new();
+        for msg in msgs {
+            if self.backlog.has_room() {
+                self.backlog.push_memory(Backlogged { msg, defer });
+            } else if self.backlog.is_durable() {
+                append.push(msg);
+            }
+            // else: an #ephemeral topic's overflow is dropped, as nsqd does
+        }
+        if !append.is_empty() {
+            self.backlog.append_started();
+        }
+        Ok(Publish {
+            fan_out: Vec::new(),
+            defer,
+            append,
+            pump: self.should_pump(),
+        })
+    }
+
+    /// Takes back the count of messages a channel or the backend refused:
+    /// nsqd counts only what it accepted.
+    pub fn unpublish(&mut self, count: u64, bytes: u64) {
+        self.message_count = self.message_count.saturating_sub(count);
+        self.message_bytes = self.message_bytes.saturating_sub(bytes);
+    }
+
+    /// A [`Publish::append`] is done (worked or not). True: pump.
+    pub fn appended(&mut self) -> bool {
+        self.backlog.appended();
+        self.should_pump()
+    }
+
+    // ---- the backlog pump ----
+
+    /// Up to `max` backlog messages to move on, when the topic can flow.
+    pub fn pump(&mut self, max: usize) -> Pump {
+        let mut out = Pump::default();
+        while self.can_flow() && out.batch.len() < max {
+            match self.backlog.pop() {
+                Some((b, _)) => out.batch.push(b),
+                None => {
+                    out.refill = self.backlog.refill(max);
+                    return out;
+                }
+            }
+        }
+        out.more = self.should_pump();
+        out
+    }
+
+    /// A [`Pump::refill`]'s records (decoded) and whether the backend has more.
+    pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool) {
+        let records = msgs
+            .into_iter()
+            .map(|msg| Backlogged { msg, defer: None })
+            .collect();
+        self.backlog.refilled(req, records, more);
+    }
+
+    // ---- channels ----
+
+    pub fn channel(&self, name: &str) -> Option<&C> {
+        self.channels.get(name)
+    }
+
+    /// Channels by name, in name order.
+    pub fn channels(&self) -> impl Iterator<Item = (&String, &C)> {
+        self.channels.iter()
+    }
+
+    pub fn channels_mut(&mut self) -> impl Iterator<Item = (&String, &mut C)> {
+        self.channels.iter_mut()
+    }
+
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// A new channel. True: the backlog can flow now, run the pump.
+    pub fn add_channel(&mut self, name: &str, ch: C) -> Result<bool, Exiting> {
+        if self.exiting {
+            return Err(Exiting);
+        }
+        self.channels.insert(name.to_string(), ch);
+        Ok(self.should_pump())
+    }
+
+    pub fn remove_channel(&mut self, name: &str) -> Option<C> {
+        self.channels.remove(name)
+    }
+
+    // ---- administration ----
+
+    /// Messages may flow (pre-creation or metadata load done). True: pump.
+    pub fn start(&mut self) -> bool {
+        self.started = true;
+        self.should_pump()
+    }
+
+    /// True: pump.
+    pub fn set_paused(&mut self, paused: bool) -> bool {
+        self.paused = paused;
+        self.should_pump()
+    }
+
+    /// Drops the backlog (`/topic/empty`); the server empties the backend.
+    pub fn empty(&mut self) {
+        self.backlog.clear();
+    }
+
+    /// Topic delete: nothing more is accepted, the backlog is dropped, and
+    /// the channels are handed over for the server to delete.
+    pub fn delete(&mut self) -> Vec<(String, C)> {
+        self.exiting = true;
+        self.backlog.clear();
+        std::mem::take(&mut self.channels).into_iter().collect()
+    }
+
+    /// Clean shutdown: nothing more is accepted; returns the in-memory
+    /// backlog for the server to write to the backend before closing it.
+    /// The channels stay, for the server to close each.
+    pub fn close(&mut self) -> Vec<Message> {
+        self.exiting = true;
+        self.backlog.drain_memory().map(|b| b.msg).collect()
+    }
+
+    /// The topic's `/stats` entry without channels; `backend_depth` comes
+    /// from the server's disk queue.
+    pub fn stats(&self, name: &str, backend_depth: i64) -> TopicStats {
+        TopicStats {
+            topic_name: name.to_string(),
+            channels: Vec::new(),
+            depth: self.backlog.memory_len() as i64 + backend_depth,
+            backend_depth,
+            message_count: self.message_count,
+            message_bytes: self.message_bytes,
+            paused: self.paused,
+            e2e_processing_latency: E2eLatency {
+                count: 0,
+                percentiles: None,
+            },
+        }
+    }
+}
+
+/// `n` batches of `msgs`, one per channel: copies that share each body,
+/// and the originals last (with one channel, no body is ever shared).
+pub fn copies(msgs: Vec<Message>, n: usize) -> impl Iterator<Item = Vec<Message>> {
+    let mut last = Some(msgs);
+    (0..n).map(move |i| {
+        if i + 1 == n {
+            last.take().unwrap_or_default()
+        } else {
+            last.as_ref().map(|m| m.to_vec()).unwrap_or_default()
+        }
+    })
+}
+
+#[cfg(test)]
+#[path = "topic_tests.rs"]
+mod tests;

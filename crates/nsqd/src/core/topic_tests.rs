@@ -1,0 +1,344 @@
+//! The topic state machine with real channel state machines under it, driven
+//! the way the server drives them, and an in-memory backend for the backlog.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use nsq_protocol::Message;
+
+use super::*;
+use crate::core::channel::{Channel, ChannelConfig};
+
+const NOW_NS: i64 = 1_796_012_200_000_000_000;
+
+fn cfg(mem: usize) -> TopicConfig {
+    TopicConfig {
+        mem_queue_size: mem,
+        durable: true,
+        backend_unread: false,
+        node_id: 7,
+        started: true,
+    }
+}
+
+fn channel() -> Channel {
+    let cfg = ChannelConfig {
+        mem_queue_size: 1000,
+        durable: true,
+        backend_unread: false,
+        e2e: None,
+        seed: 1,
+    };
+    Channel::new(cfg, Instant::now())
+}
+
+struct Harness {
+    topic: Topic<Channel>,
+    disk: VecDeque<Message>,
+    now: Instant,
+}
+
+impl Harness {
+    fn new(cfg: TopicConfig) -> Harness {
+        Harness {
+            topic: Topic::new(cfg),
+            disk: VecDeque::new(),
+            now: Instant::now(),
+        }
+    }
+
+    fn publish(&mut self, bodies: &[&str], defer: Option<Duration>) {
+        let bodies = bodies
+            .iter()
+            .map(|b| Bytes::copy_from_slice(b.as_bytes()))
+            .collect();
+        let p = self.topic.publish(bodies, defer, NOW_NS).unwrap();
+        self.fan_out(p.fan_out, p.defer);
+        let mut pump = p.pump;
+        if !p.append.is_empty() {
+            self.disk.extend(p.append);
+            pump |= self.topic.appended();
+        }
+        if pump {
+            self.pump();
+        }
+    }
+
+    fn fan_out(&mut self, msgs: Vec<Message>, defer: Option<Duration>) {
+        let n = self.topic.channel_count();
+        let now = self.now;
+        for ((_, ch), batch) in self.topic.channels_mut().zip(copies(msgs, n)) {
+            match defer {
+                Some(d) if !d.is_zero() => ch.put_deferred(batch, d, now),
+                _ => ch.put(batch, now),
+            }
+        }
+    }
+
+    /// The server's pump task, run to completion.
+    fn pump(&mut self) {
+        loop {
+            let p = self.topic.pump(4);
+            for b in p.batch {
+                self.fan_out(vec![b.msg], b.defer);
+            }
+            if let Some(r) = p.refill {
+                let n = r.max.min(self.disk.len());
+                let recs = self.disk.drain(..n).collect();
+                self.topic.refilled(r, recs, !self.disk.is_empty());
+                continue;
+            }
+            if !p.more {
+                return;
+            }
+        }
+    }
+
+    fn add(&mut self, name: &str) {
+        if self.topic.add_channel(name, channel()).unwrap() {
+            self.pump();
+        }
+    }
+
+    fn depth(&self, name: &str) -> usize {
+        self.topic.channel(name).unwrap().memory_depth()
+    }
+
+    /// What a channel holds, delivered to one client with plenty of RDY.
+    fn drain(&mut self, name: &str) -> Vec<Message> {
+        let now = self.now;
+        let ch = self
+            .topic
+            .channels_mut()
+            .find(|(n, _)| n.as_str() == name)
+            .unwrap()
+            .1;
+        ch.add_client(99, Duration::from_secs(60), 0, 0).unwrap();
+        ch.set_rdy(99, 10_000, now);
+        let mut out = Vec::new();
+        ch.flush_deliveries(|_, frames| {
+            let mut f = frames;
+            while !f.is_empty() {
+                let size = u32::from_be_bytes(f[..4].try_into().unwrap()) as usize;
+                out.push(Message::decode(Bytes::copy_from_slice(&f[8..4 + size])).unwrap());
+                f = &f[4 + size..];
+            }
+        });
+        out
+    }
+}
+
+fn bodies(ms: &[Message]) -> Vec<String> {
+    ms.iter()
+        .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
+        .collect()
+}
+
+#[test]
+fn every_channel_gets_every_message_with_the_same_id_and_one_shared_body() {
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    h.add("b");
+    let big = "x".repeat(1000);
+    let p = h
+        .topic
+        .publish(vec![Bytes::from(big.clone())], None, NOW_NS)
+        .unwrap();
+    let batches: Vec<Vec<Message>> = copies(p.fan_out, 2).collect();
+    assert_eq!(batches[0][0].id, batches[1][0].id);
+    assert_eq!(
+        batches[0][0].body.as_ptr(),
+        batches[1][0].body.as_ptr(),
+        "one body for all channels"
+    );
+    h.publish(&["m1", "m2"], None);
+    let (a, b) = (h.drain("a"), h.drain("b"));
+    assert_eq!(bodies(&a), vec!["m1", "m2"]);
+    assert_eq!(bodies(&b), vec!["m1", "m2"]);
+    assert_eq!(
+        a.iter().map(|m| m.id).collect::<Vec<_>>(),
+        b.iter().map(|m| m.id).collect::<Vec<_>>()
+    );
+    assert!(a.iter().all(|m| m.timestamp == NOW_NS));
+}
+
+#[test]
+fn ids_are_unique_and_increasing_within_one_instant() {
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    let p = h
+        .topic
+        .publish(
+            (0..1000).map(|i| Bytes::from(i.to_string())).collect(),
+            None,
+            NOW_NS,
+        )
+        .unwrap();
+    assert!(p.fan_out.windows(2).all(|w| w[0].id < w[1].id));
+}
+
+#[test]
+fn a_topic_with_no_channel_keeps_its_backlog_in_memory_then_on_disk_in_order() {
+    let mut h = Harness::new(cfg(2));
+    h.publish(&["0", "1", "2", "3", "4"], None);
+    assert_eq!(h.topic.memory_depth(), 2);
+    assert_eq!(bodies(h.disk.make_contiguous()), vec!["2", "3", "4"]);
+    let s = h.topic.stats("t", h.disk.len() as i64);
+    assert_eq!(
+        (s.depth, s.backend_depth, s.message_count, s.message_bytes),
+        (5, 3, 5, 5)
+    );
+    h.add("a");
+    assert_eq!(
+        h.topic.memory_depth() + h.disk.len(),
+        0,
+        "the backlog moved on"
+    );
+    assert_eq!(bodies(&h.drain("a")), vec!["0", "1", "2", "3", "4"]);
+}
+
+#[test]
+fn while_a_backlog_drains_new_messages_queue_behind_it() {
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    assert!(!h.topic.set_paused(true));
+    h.publish(&["0", "1"], None);
+    assert_eq!(
+        (h.topic.memory_depth(), h.depth("a")),
+        (2, 0),
+        "paused: held in the topic"
+    );
+    assert!(h.topic.is_paused());
+    // unpaused, but the pump has not run yet: a new message must wait
+    assert!(h.topic.set_paused(false));
+    let p = h
+        .topic
+        .publish(vec![Bytes::from_static(b"2")], None, NOW_NS)
+        .unwrap();
+    assert!(p.fan_out.is_empty() && p.pump);
+    h.pump();
+    assert_eq!(bodies(&h.drain("a")), vec!["0", "1", "2"]);
+}
+
+#[test]
+fn a_topic_not_started_holds_messages_until_its_channels_are_pre_created() {
+    let mut h = Harness::new(TopicConfig {
+        started: false,
+        ..cfg(100)
+    });
+    h.publish(&["first"], None);
+    h.add("from-lookupd-1");
+    h.add("from-lookupd-2");
+    assert_eq!(h.depth("from-lookupd-1"), 0, "nothing flows before start");
+    assert!(h.topic.start());
+    h.pump();
+    assert_eq!(bodies(&h.drain("from-lookupd-1")), vec!["first"]);
+    assert_eq!(bodies(&h.drain("from-lookupd-2")), vec!["first"]);
+}
+
+#[test]
+fn an_ephemeral_topic_drops_what_overflows_its_backlog() {
+    let mut h = Harness::new(TopicConfig {
+        durable: false,
+        ..cfg(2)
+    });
+    let p = h
+        .topic
+        .publish(
+            (0..5).map(|i| Bytes::from(i.to_string())).collect(),
+            None,
+            NOW_NS,
+        )
+        .unwrap();
+    assert!(p.append.is_empty() && p.fan_out.is_empty());
+    assert_eq!(h.topic.memory_depth(), 2);
+    assert_eq!(h.topic.stats("t#ephemeral", 0).message_count, 5);
+}
+
+#[test]
+fn a_dpub_waiting_in_the_backlog_keeps_its_delay_in_memory() {
+    let mut h = Harness::new(cfg(100));
+    h.publish(&["later"], Some(Duration::from_secs(5)));
+    h.add("a");
+    let ch = h.topic.channel("a").unwrap();
+    assert_eq!((ch.deferred_count(), ch.memory_depth()), (1, 0));
+}
+
+#[test]
+fn refused_messages_are_not_counted() {
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    let p = h
+        .topic
+        .publish(
+            vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")],
+            None,
+            NOW_NS,
+        )
+        .unwrap();
+    assert_eq!(p.fan_out.len(), 2);
+    h.topic.unpublish(2, 5);
+    let s = h.topic.stats("t", 0);
+    assert_eq!((s.message_count, s.message_bytes), (0, 0));
+}
+
+#[test]
+fn empty_drops_the_backlog_and_answers_to_old_refills() {
+    let mut h = Harness::new(TopicConfig {
+        backend_unread: true,
+        ..cfg(1)
+    });
+    h.disk.extend((0..3).map(|i| {
+        Message::new(
+            nsq_protocol::MessageId::from_guid(i),
+            0,
+            Bytes::from(i.to_string()),
+        )
+    }));
+    h.topic.add_channel("a", channel()).unwrap();
+    let p = h.topic.pump(4);
+    let r = p.refill.expect("the backend has a backlog");
+    h.topic.empty();
+    h.disk.clear();
+    h.topic.refilled(
+        r,
+        vec![Message::new(
+            nsq_protocol::MessageId::from_guid(0),
+            0,
+            Bytes::new(),
+        )],
+        false,
+    );
+    assert_eq!(
+        h.topic.pump(4).batch.len(),
+        0,
+        "a refill from before the empty is dropped"
+    );
+}
+
+#[test]
+fn delete_hands_over_the_channels_and_refuses_everything_after() {
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    h.add("b");
+    let gone: Vec<String> = h.topic.delete().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(gone, vec!["a", "b"]);
+    assert_eq!(h.topic.channel_count(), 0);
+    assert!(h
+        .topic
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS)
+        .is_err());
+    assert!(h.topic.add_channel("c", channel()).is_err());
+}
+
+#[test]
+fn close_returns_the_backlog_in_order_and_refuses_publishes() {
+    let mut h = Harness::new(cfg(100));
+    h.publish(&["0", "1"], None);
+    assert_eq!(bodies(&h.topic.close()), vec!["0", "1"]);
+    assert!(h.topic.is_exiting());
+    assert!(h
+        .topic
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS)
+        .is_err());
+}

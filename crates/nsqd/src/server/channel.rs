@@ -1,0 +1,324 @@
+//! A channel as the server runs it: the core state machine behind one
+//! short-held mutex, the subscribed clients' outboxes beside it, its disk
+//! queue, and a timer task.
+//!
+//! Every operation is the same three steps ([`Channel::enter`] and
+//! [`Channel::carry_out`]): under the lock, call the core and hand its
+//! frames to the clients' outboxes (memory only); unlocked, do the disk
+//! work it asked for — an append, a refill — and report back, which may
+//! deliver more. The timer task sleeps until the core's next deadline and
+//! is poked only when an earlier one appears: one timer per channel, none
+//! when idle.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nsq_protocol::stats::{ChannelStats, ClientStats};
+use nsq_protocol::{Message, MessageId};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::backend::{Backend, BackendError};
+use super::client::Client;
+use super::context::{now, Context};
+use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, SubError};
+
+struct Locked {
+    core: core::Channel,
+    /// The subscribed clients, whose outboxes the core's frames go to.
+    clients: IdMap<ClientId, Arc<Client>>,
+}
+
+pub struct Channel {
+    pub topic_name: String,
+    pub name: String,
+    pub ephemeral: bool,
+    state: Mutex<Locked>,
+    backend: Backend,
+    timer: Notify,
+    /// Stops the timer task when the channel is deleted or nsqd exits.
+    pub cancel: CancellationToken,
+    ctx: Arc<Context>,
+}
+
+impl std::fmt::Debug for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Channel({}:{})", self.topic_name, self.name)
+    }
+}
+
+impl Channel {
+    /// Opens the channel's disk queue (`<topic>:<channel>`); the caller
+    /// spawns [`Channel::run_timer`].
+    pub fn new(
+        topic_name: &str,
+        name: &str,
+        ctx: &Arc<Context>,
+        parent: &CancellationToken,
+    ) -> Arc<Channel> {
+        let backend = ctx.open_backend(&format!("{topic_name}:{name}"));
+        let cfg = ctx.channel_config(name, &backend);
+        Arc::new(Channel {
+            topic_name: topic_name.to_string(),
+            name: name.to_string(),
+            ephemeral: nsq_protocol::names::is_ephemeral(name),
+            state: Mutex::new(Locked {
+                core: core::Channel::new(cfg, now()),
+                clients: IdMap::default(),
+            }),
+            backend,
+            timer: Notify::new(),
+            cancel: parent.child_token(),
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Calls the core under the lock, hands its frames to the clients'
+    /// outboxes and pokes the timer if needed; returns the disk work left.
+    fn enter<R>(&self, f: impl FnOnce(&mut Locked) -> R) -> (R, DiskWork) {
+        let (r, work, wake) = {
+            let mut st = self.state.lock();
+            let r = f(&mut st);
+            let Locked { core, clients } = &mut *st;
+            core.flush_deliveries(|id, frames| {
+                if let Some(c) = clients.get(&id) {
+                    c.send_frames(frames);
+                }
+            });
+            (r, core.take_disk_work(), core.take_wake())
+        };
+        if wake {
+            self.timer.notify_one();
+        }
+        (r, work)
+    }
+
+    /// Does the disk work, unlocked, and reports each part back to the core
+    /// (which may deliver more or ask for more). The first failed append is
+    /// returned: its messages are lost for this channel, and whoever
+    /// published them must hear so.
+    pub fn carry_out(&self, mut work: DiskWork) -> Result<(), BackendError> {
+        let mut result = Ok(());
+        while !work.is_empty() {
+            let _io = self.backend.lock_io();
+            let appended = (!work.append.is_empty()).then(|| self.append(&work.append));
+            let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
+            if let Some(Err(e)) = &appended {
+                tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "channel disk write failed");
+                result = result.and(Err(e.clone()));
+            }
+            ((), work) = self.enter(|st| {
+                let now = now();
+                if appended.is_some() {
+                    st.core.appended(now);
+                }
+                if let Some((r, (msgs, more))) = refilled {
+                    st.core.refilled(r, msgs, more, now);
+                }
+            });
+        }
+        result
+    }
+
+    fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
+        let r = self.backend.append(msgs);
+        // a disk write that worked means the disk is healthy (again), as
+        // nsqd's channel.put reports on /ping
+        self.ctx.set_health(r.as_ref().err().map(|e| e.to_string()));
+        r
+    }
+
+    fn run<R>(&self, f: impl FnOnce(&mut Locked) -> R) -> R {
+        let (r, work) = self.enter(f);
+        if !work.is_empty() {
+            let _ = self.carry_out(work);
+        }
+        r
+    }
+
+    // ---- from the topic ----
+
+    /// Messages from the topic, deferred by `defer` when set. The memory
+    /// part is done on return; the disk part is returned for the caller to
+    /// [`carry_out`](Channel::carry_out) once it has released its own lock.
+    pub fn put(&self, msgs: Vec<Message>, defer: Option<Duration>, now: Instant) -> DiskWork {
+        let ((), work) = self.enter(|st| match defer {
+            Some(d) if !d.is_zero() => st.core.put_deferred(msgs, d, now),
+            _ => st.core.put(msgs, now),
+        });
+        work
+    }
+
+    // ---- from a subscribed client ----
+
+    pub fn subscribe(
+        &self,
+        client: &Arc<Client>,
+        msg_timeout: Duration,
+        sample_rate: i32,
+    ) -> Result<(), SubError> {
+        let max = self.ctx.opts.max_channel_consumers;
+        self.run(|st| {
+            st.core
+                .add_client(client.id, msg_timeout, sample_rate, max)?;
+            st.clients.insert(client.id, client.clone());
+            Ok(())
+        })
+    }
+
+    /// Returns how many clients remain.
+    pub fn unsubscribe(&self, client: ClientId) -> usize {
+        self.run(|st| {
+            st.clients.remove(&client);
+            st.core.remove_client(client)
+        })
+    }
+
+    pub fn set_rdy(&self, client: ClientId, rdy: i64, now: Instant) {
+        self.run(|st| st.core.set_rdy(client, rdy, now))
+    }
+
+    /// FINs of one read, failures reported per id in order.
+    pub fn finish(
+        &self,
+        client: ClientId,
+        ids: &[MessageId],
+        now: Instant,
+        failed: impl FnMut(&MessageId, InFlightError),
+    ) {
+        let wall = if self.ctx.wants_e2e() {
+            super::context::now_unix_ns()
+        } else {
+            0
+        };
+        self.run(|st| st.core.finish(client, ids, now, wall, failed))
+    }
+
+    pub fn requeue(
+        &self,
+        client: ClientId,
+        id: &MessageId,
+        delay: Duration,
+        now: Instant,
+    ) -> Result<(), InFlightError> {
+        self.run(|st| st.core.requeue(client, id, delay, now))
+    }
+
+    pub fn touch(
+        &self,
+        client: ClientId,
+        id: &MessageId,
+        now: Instant,
+    ) -> Result<(), InFlightError> {
+        let max = self.ctx.opts.max_msg_timeout;
+        self.run(|st| st.core.touch(client, id, now, max))
+    }
+
+    // ---- the timer ----
+
+    /// Sleeps until the next deadline, or until poked; runs the core's timers.
+    pub async fn run_timer(self: Arc<Self>) {
+        loop {
+            let next = self.run(|st| st.core.process_timers(now()));
+            let sleep = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = sleep => {}
+                _ = self.timer.notified() => {}
+                _ = self.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    // ---- administration ----
+
+    pub fn is_paused(&self) -> bool {
+        self.state.lock().core.is_paused()
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        self.run(|st| st.core.set_paused(paused, now()))
+    }
+
+    /// `/channel/empty`: memory, in flight, deferred and the disk queue.
+    pub fn empty(&self) -> Result<(), BackendError> {
+        self.run(|st| st.core.empty());
+        self.backend.empty()
+    }
+
+    /// The subscribed clients (to disconnect them).
+    pub fn clients(&self) -> Vec<Arc<Client>> {
+        self.state.lock().clients.values().cloned().collect()
+    }
+
+    pub fn client_count(&self) -> usize {
+        self.state.lock().core.client_count()
+    }
+
+    /// Channel delete: stops the timer, drops everything, removes the disk
+    /// queue's files and disconnects the clients.
+    pub fn delete(&self) {
+        self.cancel.cancel();
+        let clients = self.run(|st| {
+            st.core.delete();
+            std::mem::take(&mut st.clients)
+        });
+        if let Err(e) = self.backend.delete() {
+            tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "failed to delete channel disk queue");
+        }
+        for c in clients.values() {
+            c.closer.cancel();
+        }
+    }
+
+    /// Clean shutdown: clients disconnected, memory, in-flight and deferred
+    /// messages written to the disk queue, which is closed.
+    pub fn close(&self) -> Result<(), BackendError> {
+        self.cancel.cancel();
+        let _io = self.backend.lock_io();
+        let (msgs, clients) = {
+            let mut st = self.state.lock();
+            (st.core.close(), std::mem::take(&mut st.clients))
+        };
+        for c in clients.values() {
+            c.closer.cancel();
+        }
+        self.backend.close_with(&msgs)
+    }
+
+    pub fn sync_backend(&self) -> Result<(), BackendError> {
+        self.backend.sync_if_needed()
+    }
+
+    // ---- stats ----
+
+    pub fn stats(&self, include_clients: bool, now: Instant) -> ChannelStats {
+        let backend_depth = self.backend.depth();
+        let mut st = self.state.lock();
+        let mut s = st.core.stats(&self.name, backend_depth, now);
+        if include_clients {
+            s.clients = Some(
+                st.clients
+                    .values()
+                    .map(|c| c.stats(st.core.subscriber(c.id)))
+                    .collect(),
+            );
+        }
+        s
+    }
+
+    /// A subscribed client's stats with its counters here.
+    pub fn client_stats(&self, client: &Client) -> ClientStats {
+        client.stats(self.state.lock().core.subscriber(client.id))
+    }
+
+    /// E2E samples of this channel's window (for the topic's merge).
+    pub fn e2e_samples(&self, now: Instant) -> Option<(Vec<f64>, u64)> {
+        self.state.lock().core.e2e_samples(now)
+    }
+}

@@ -1,0 +1,155 @@
+//! What every topic and channel of one nsqd shares: its options and data
+//! directory, its health, the lifecycle events for the lookupd loop, and
+//! the task tracker and cancellation token of the one shutdown path.
+//!
+//! It sits below the topics map ([`super::nsqd::NsqdInner`]), so a topic can
+//! open its disk queues, report a disk error or announce a channel without
+//! reaching up to the registry that holds it.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use nsq_protocol::names::is_ephemeral;
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::backend::{Backend, BackendError, DiskBackend};
+use crate::core::{ChannelConfig, TopicConfig};
+use crate::options::Options;
+
+/// Topic and channel lifecycle, for the lookupd registration loop and the
+/// metadata writer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    TopicCreated(String),
+    TopicDeleted(String),
+    ChannelCreated(String, String),
+    ChannelDeleted(String, String),
+}
+
+pub struct Context {
+    pub opts: Options,
+    pub data_dir: PathBuf,
+    health: Mutex<Option<String>>,
+    events: mpsc::UnboundedSender<Event>,
+    pub tasks: TaskTracker,
+    pub cancel: CancellationToken,
+}
+
+impl Context {
+    pub fn new(opts: Options, data_dir: PathBuf, events: mpsc::UnboundedSender<Event>) -> Context {
+        Context {
+            opts,
+            data_dir,
+            health: Mutex::new(None),
+            events,
+            tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// A disk error (Some) or a write that worked again (None), as `/ping`
+    /// reports it.
+    pub fn set_health(&self, err: Option<String>) {
+        let mut h = self.health.lock();
+        if *h != err {
+            *h = err;
+        }
+    }
+
+    /// `OK` or `NOK - <error>`.
+    pub fn health(&self) -> String {
+        match &*self.health.lock() {
+            None => "OK".into(),
+            Some(e) => format!("NOK - {e}"),
+        }
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.health.lock().is_none()
+    }
+
+    pub fn emit(&self, e: Event) {
+        let _ = self.events.send(e);
+    }
+
+    /// The disk queue of a topic (`name`) or channel (`topic:channel`):
+    /// `Ok(None)` for `#ephemeral` names, which keep nothing. A queue that
+    /// will not open is a disk failure (the data path was locked at start):
+    /// nsqd keeps serving from memory, reports unhealthy, and refuses what
+    /// would have to go to disk.
+    pub fn open_backend(&self, name: &str) -> Backend {
+        if is_ephemeral(name) {
+            return Backend::new(Ok(None));
+        }
+        let o = &self.opts;
+        let opts = nsq_diskqueue::Options {
+            max_bytes_per_file: o.max_bytes_per_file,
+            min_msg_size: nsq_protocol::message::MESSAGE_HEADER_LEN as i32,
+            max_msg_size: (o.max_msg_size + nsq_protocol::message::MESSAGE_HEADER_LEN as i64)
+                as i32,
+            sync_every: o.sync_every,
+            sync_timeout: o.sync_timeout,
+            // DiskBackend runs the syncs on a blocking thread.
+            defer_sync: true,
+        };
+        Backend::new(match DiskBackend::open(name, &self.data_dir, opts) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => {
+                tracing::error!(name, error = %e, "failed to open disk queue");
+                self.set_health(Some(e.to_string()));
+                Err(BackendError::Unavailable(e.to_string()))
+            }
+        })
+    }
+
+    pub fn mem_queue_size(&self) -> usize {
+        self.opts.mem_queue_size.max(0) as usize
+    }
+
+    pub fn topic_config(&self, name: &str, backend: &Backend, started: bool) -> TopicConfig {
+        TopicConfig {
+            mem_queue_size: self.mem_queue_size(),
+            durable: !is_ephemeral(name),
+            backend_unread: backend.has_unread(),
+            node_id: self.opts.node_id,
+            started,
+        }
+    }
+
+    pub fn channel_config(&self, name: &str, backend: &Backend) -> ChannelConfig {
+        let o = &self.opts;
+        ChannelConfig {
+            mem_queue_size: self.mem_queue_size(),
+            durable: !is_ephemeral(name),
+            backend_unread: backend.has_unread(),
+            e2e: (!o.e2e_processing_latency_percentiles.is_empty()).then(|| {
+                (
+                    o.e2e_processing_latency_percentiles.clone(),
+                    o.e2e_processing_latency_window_time,
+                )
+            }),
+            seed: rand::random(),
+        }
+    }
+
+    /// Whether FIN needs the wall clock (E2E percentiles configured).
+    pub fn wants_e2e(&self) -> bool {
+        !self.opts.e2e_processing_latency_percentiles.is_empty()
+    }
+}
+
+/// Wall-clock time in Unix nanoseconds (message timestamps, E2E latency).
+pub fn now_unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Monotonic time for the core (one place, so every read is accounted for).
+pub fn now() -> Instant {
+    Instant::now()
+}

@@ -1,0 +1,109 @@
+//! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
+//! the changes `nsqd.dat` records are persisted before the answer.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+
+use super::{err, ok_text, Query};
+use crate::server::nsqd::NsqdInner;
+
+fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
+    nsqd.persist_metadata().map_err(|e| {
+        tracing::error!(error = %e, "failed to persist metadata");
+        err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR")
+    })
+}
+
+pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Response {
+    let action = &path["/topic/".len()..];
+    let Some(name) = q.get("topic") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
+    };
+    if matches!(action, "create" | "empty") && !is_valid_topic_name(name) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_TOPIC");
+    }
+    if action == "create" {
+        return match nsqd.get_or_create_topic(name) {
+            Some(_) => ok_text(""),
+            None => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        };
+    }
+    if action == "delete" {
+        if !nsqd.delete_topic(name) {
+            return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
+        }
+        return match persist(nsqd) {
+            Ok(()) => ok_text(""),
+            Err(r) => r,
+        };
+    }
+    let Some(topic) = nsqd.get_topic(name) else {
+        return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
+    };
+    match action {
+        "empty" => match topic.empty() {
+            Ok(()) => ok_text(""),
+            Err(_) => err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        },
+        _ => {
+            topic.set_paused(!action.contains("unpause"));
+            match persist(nsqd) {
+                Ok(()) => ok_text(""),
+                Err(r) => r,
+            }
+        }
+    }
+}
+
+pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Response {
+    let action = &path["/channel/".len()..];
+    let Some(tname) = q.get("topic") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
+    };
+    if !is_valid_topic_name(tname) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_ARG_TOPIC");
+    }
+    let Some(cname) = q.get("channel") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_CHANNEL");
+    };
+    if !is_valid_channel_name(cname) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_ARG_CHANNEL");
+    }
+    let Some(topic) = nsqd.get_topic(tname) else {
+        return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
+    };
+    if action == "create" {
+        return match topic.get_or_create_channel(cname) {
+            Ok(_) => ok_text(""),
+            Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        };
+    }
+    if action == "delete" {
+        if !nsqd.delete_channel(&topic, cname) {
+            return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
+        }
+        return match persist(nsqd) {
+            Ok(()) => ok_text(""),
+            Err(r) => r,
+        };
+    }
+    let Some(ch) = topic.get_channel(cname) else {
+        return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
+    };
+    match action {
+        "empty" => match ch.empty() {
+            Ok(()) => ok_text(""),
+            Err(_) => err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+        },
+        _ => {
+            ch.set_paused(!action.contains("unpause"));
+            match persist(nsqd) {
+                Ok(()) => ok_text(""),
+                Err(r) => r,
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! `/pub` and `/mpub` (and simplequeue's `/put`, `/mput`): nsqd's size
+//! checks in nsqd's order, then the topic's publish.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use nsq_protocol::command::parse_mpub_body;
+use nsq_protocol::mpub_text::split_mpub_text;
+use nsq_protocol::names::is_valid_topic_name;
+
+use super::{err, ok_text, read_limited, Query};
+use crate::server::nsqd::NsqdInner;
+
+fn content_length(h: &HeaderMap) -> Option<i64> {
+    h.get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The `topic` parameter for /pub, /mpub and /topic/*.
+fn topic_param<'a>(q: &'a Query, invalid: &str) -> Result<&'a str, Response> {
+    let t = q
+        .get("topic")
+        .ok_or_else(|| err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC"))?;
+    if !is_valid_topic_name(t) {
+        return Err(err(StatusCode::BAD_REQUEST, invalid));
+    }
+    Ok(t)
+}
+
+pub(super) async fn publish(
+    nsqd: &Arc<NsqdInner>,
+    q: &Query,
+    h: &HeaderMap,
+    body: Body,
+) -> Response {
+    let max = nsqd.opts().max_msg_size;
+    if content_length(h).is_some_and(|l| l > max) {
+        return err(StatusCode::PAYLOAD_TOO_LARGE, "MSG_TOO_BIG");
+    }
+    let body = match read_limited(body, max as usize).await {
+        Ok(b) => b,
+        Err(true) => return err(StatusCode::PAYLOAD_TOO_LARGE, "MSG_TOO_BIG"),
+        Err(false) => return err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+    };
+    if body.is_empty() {
+        return err(StatusCode::BAD_REQUEST, "MSG_EMPTY");
+    }
+    let name = match topic_param(q, "INVALID_TOPIC") {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let Some(topic) = nsqd.get_or_create_topic(name) else {
+        return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING");
+    };
+    let defer = match q.get("defer") {
+        None => None,
+        Some(d) => match d.parse::<i64>() {
+            Ok(ms) if ms >= 0 && ms <= nsqd.opts().max_req_timeout.as_millis() as i64 => {
+                Some(Duration::from_millis(ms as u64))
+            }
+            _ => return err(StatusCode::BAD_REQUEST, "INVALID_DEFER"),
+        },
+    };
+    match topic.publish(vec![body], defer) {
+        Ok(()) => ok_text("OK"),
+        Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+    }
+}
+
+pub(super) async fn mpublish(
+    nsqd: &Arc<NsqdInner>,
+    q: &Query,
+    h: &HeaderMap,
+    body: Body,
+) -> Response {
+    let max_body = nsqd.opts().max_body_size;
+    if content_length(h).is_some_and(|l| l > max_body) {
+        return err(StatusCode::PAYLOAD_TOO_LARGE, "BODY_TOO_BIG");
+    }
+    let name = match topic_param(q, "INVALID_TOPIC") {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let Some(topic) = nsqd.get_or_create_topic(name) else {
+        return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING");
+    };
+    let binary = !matches!(q.get("binary"), None | Some("false") | Some("0"));
+    let body = match read_limited(body, max_body as usize).await {
+        Ok(b) => b,
+        Err(true) => return err(StatusCode::PAYLOAD_TOO_LARGE, "BODY_TOO_BIG"),
+        Err(false) => return err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
+    };
+    let bodies = if binary {
+        match parse_mpub_body(body, &nsqd.limits) {
+            Ok(b) => b,
+            Err(e) => return err(StatusCode::PAYLOAD_TOO_LARGE, e.http_code()),
+        }
+    } else {
+        // one message per line (nsqd's doMPUB text mode); `body` is at most
+        // max_body bytes here, so only MSG_TOO_BIG can come back
+        match split_mpub_text(body, nsqd.opts().max_msg_size, max_body) {
+            Ok(b) => b,
+            Err(e) => return err(StatusCode::PAYLOAD_TOO_LARGE, e.http_code()),
+        }
+    };
+    if bodies.is_empty() {
+        return ok_text("OK");
+    }
+    match topic.publish(bodies, None) {
+        Ok(()) => ok_text("OK"),
+        Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+    }
+}

@@ -1,0 +1,49 @@
+//! PUB, MPUB and DPUB: new messages for a topic, created if needed. The OK
+//! goes out once every channel (and the topic's own queue) has them.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use nsq_protocol::frame::OK;
+use nsq_protocol::ProtocolError;
+
+use super::conn::Conn;
+use crate::server::topic::PutError;
+
+pub fn publish(
+    conn: &mut Conn,
+    topic_name: &str,
+    bodies: Vec<Bytes>,
+    defer: Option<Duration>,
+    cmd: &str,
+    code: &'static str,
+) -> Result<(), ProtocolError> {
+    let n = bodies.len() as u64;
+    let exiting = || ProtocolError::fatal(code, format!("{cmd} failed exiting"));
+    let cached = conn
+        .topics
+        .get(topic_name)
+        .filter(|t| !t.cancel.is_cancelled())
+        .cloned();
+    let topic = match cached {
+        Some(t) => t,
+        None => {
+            let t = conn
+                .nsqd
+                .get_or_create_topic(topic_name)
+                .ok_or_else(exiting)?;
+            conn.topics.insert(topic_name.to_string(), t.clone());
+            t
+        }
+    };
+    match topic.publish(bodies, defer) {
+        Ok(()) => {}
+        Err(PutError::Exiting) => return Err(exiting()),
+        Err(PutError::Backend(e)) => {
+            return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}")))
+        }
+    }
+    conn.client.record_pub(topic_name, n);
+    conn.respond(OK);
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! A topic as the server runs it: the core state machine (which holds the
+//! channels) behind one mutex, its disk queue, and the pump task that moves
+//! its backlog on.
+//!
+//! A publish fans out under the topic's lock, so every channel sees the
+//! topic's messages in one order and nothing overtakes the backlog; each
+//! channel's memory work is done there too. The disk work — a channel's
+//! overflow, the topic's own — runs after the lock is released.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use nsq_protocol::stats::{E2eLatency, TopicStats};
+use nsq_protocol::Message;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::backend::{Backend, BackendError};
+use super::channel::Channel;
+use super::context::{now, now_unix_ns, Context, Event};
+use crate::core::e2e::quantiles;
+use crate::core::topic::{copies, PUMP_BATCH};
+use crate::core::{self, DiskWork, Exiting};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PutError {
+    #[error("exiting")]
+    Exiting,
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+}
+
+impl From<Exiting> for PutError {
+    fn from(_: Exiting) -> PutError {
+        PutError::Exiting
+    }
+}
+
+type State = core::Topic<Arc<Channel>>;
+
+pub struct Topic {
+    pub name: String,
+    pub ephemeral: bool,
+    state: Mutex<State>,
+    backend: Backend,
+    pump: Notify,
+    pub cancel: CancellationToken,
+    ctx: Arc<Context>,
+}
+
+/// Channel disk work left from a fan-out, done once the topic is unlocked.
+type Pending = Vec<(Arc<Channel>, DiskWork)>;
+
+/// Hands `msgs` to every channel (memory work only; the disk work is
+/// collected in `pending`).
+fn fan_out(
+    st: &State,
+    msgs: Vec<Message>,
+    defer: Option<Duration>,
+    now: Instant,
+    pending: &mut Pending,
+) {
+    for ((_, ch), batch) in st.channels().zip(copies(msgs, st.channel_count())) {
+        let work = ch.put(batch, defer, now);
+        if !work.is_empty() {
+            pending.push((ch.clone(), work));
+        }
+    }
+}
+
+/// The first channel write that failed: a publisher must not get OK for a
+/// message a channel could not keep (nsqd, writing its topic's queue first,
+/// answers E_PUB_FAILED there too).
+fn carry_out(pending: Pending) -> Result<(), BackendError> {
+    let mut result = Ok(());
+    for (ch, work) in pending {
+        result = result.and(ch.carry_out(work));
+    }
+    result
+}
+
+impl Topic {
+    /// Opens the topic's disk queue; the caller spawns [`Topic::run_pump`].
+    pub fn new(name: &str, ctx: &Arc<Context>, started: bool) -> Arc<Topic> {
+        let backend = ctx.open_backend(name);
+        let cfg = ctx.topic_config(name, &backend, started);
+        Arc::new(Topic {
+            name: name.to_string(),
+            ephemeral: nsq_protocol::names::is_ephemeral(name),
+            state: Mutex::new(core::Topic::new(cfg)),
+            backend,
+            pump: Notify::new(),
+            cancel: ctx.cancel.child_token(),
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Publishes bodies as new messages (all or none on an exiting topic).
+    pub fn publish(&self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Result<(), PutError> {
+        let (now, unix_ns) = (now(), now_unix_ns());
+        let mut pending = Pending::new();
+        let count = bodies.len() as u64;
+        let bytes = bodies.iter().map(|b| b.len() as u64).sum::<u64>();
+        let (p, direct) = {
+            let mut st = self.state.lock();
+            let mut p = st.publish(bodies, defer, unix_ns)?;
+            let direct = !p.fan_out.is_empty();
+            fan_out(
+                &st,
+                std::mem::take(&mut p.fan_out),
+                p.defer,
+                now,
+                &mut pending,
+            );
+            (p, direct)
+        };
+        let mut result = carry_out(pending).map_err(PutError::from);
+        if result.is_err() && direct {
+            self.state.lock().unpublish(count, bytes);
+        }
+        if !p.append.is_empty() {
+            let _io = self.backend.lock_io();
+            let r = self.append(&p.append);
+            let pump = {
+                let mut st = self.state.lock();
+                if r.is_err() {
+                    st.unpublish(
+                        p.append.len() as u64,
+                        p.append.iter().map(|m| m.body.len() as u64).sum(),
+                    );
+                }
+                st.appended()
+            };
+            if pump {
+                self.pump.notify_one();
+            }
+            if let Err(e) = r {
+                result = result.and(Err(e.into()));
+            }
+        }
+        if result.is_ok() && !self.ephemeral && !direct {
+            self.ctx.set_health(None);
+        }
+        if p.pump {
+            self.pump.notify_one();
+        }
+        result
+    }
+
+    fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
+        let r = self.backend.append(msgs);
+        if let Err(e) = &r {
+            tracing::error!(topic = %self.name, error = %e, "topic disk write failed");
+            self.ctx.set_health(Some(e.to_string()));
+        }
+        r
+    }
+
+    /// Moves the backlog to the channels whenever it can flow.
+    pub async fn run_pump(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                _ = self.pump.notified() => {}
+                _ = self.cancel.cancelled() => return,
+            }
+            loop {
+                let mut pending = Pending::new();
+                let p = {
+                    let mut st = self.state.lock();
+                    let now = now();
+                    let mut p = st.pump(PUMP_BATCH);
+                    // consecutive messages with the same deferral go together
+                    let mut batch = std::mem::take(&mut p.batch).into_iter().peekable();
+                    while let Some(first) = batch.next() {
+                        let defer = first.defer;
+                        let mut msgs = vec![first.msg];
+                        while let Some(next) = batch.next_if(|b| b.defer == defer) {
+                            msgs.push(next.msg);
+                        }
+                        fan_out(&st, msgs, defer, now, &mut pending);
+                    }
+                    p
+                };
+                // the backlog pump's path: a failed channel write loses the
+                // message for that channel (logged, /ping unhealthy), as in nsqd
+                let _ = carry_out(pending);
+                if let Some(r) = p.refill {
+                    let _io = self.backend.lock_io();
+                    let (msgs, more) = self.backend.read(r.max);
+                    self.state.lock().refilled(r, msgs, more);
+                } else if !p.more {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    pub fn get_channel(&self, name: &str) -> Option<Arc<Channel>> {
+        self.state.lock().channel(name).cloned()
+    }
+
+    pub fn channel_names(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .channels()
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    pub fn channels(&self) -> Vec<Arc<Channel>> {
+        self.state
+            .lock()
+            .channels()
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    /// The channel, created (and announced) if it did not exist.
+    pub fn get_or_create_channel(&self, name: &str) -> Result<Arc<Channel>, Exiting> {
+        let (ch, pump) = {
+            let mut st = self.state.lock();
+            if st.is_exiting() {
+                return Err(Exiting);
+            }
+            if let Some(ch) = st.channel(name) {
+                return Ok(ch.clone());
+            }
+            // Opened under the topic's lock, so two SUBs racing for a new
+            // channel cannot open its disk queue twice.
+            let ch = Channel::new(&self.name, name, &self.ctx, &self.cancel);
+            let pump = st.add_channel(name, ch.clone())?;
+            (ch, pump)
+        };
+        self.ctx.tasks.spawn(ch.clone().run_timer());
+        tracing::info!(topic = %self.name, channel = %name, "new channel");
+        self.ctx
+            .emit(Event::ChannelCreated(self.name.clone(), name.to_string()));
+        if pump {
+            self.pump.notify_one();
+        }
+        Ok(ch)
+    }
+
+    /// Deletes a channel: its clients are disconnected and its data removed.
+    /// None if there was no such channel; else whether the topic is left
+    /// with no channel at all.
+    pub fn delete_channel(&self, name: &str) -> Option<bool> {
+        let (ch, now_empty) = {
+            let mut st = self.state.lock();
+            let ch = st.remove_channel(name)?;
+            (ch, st.channel_count() == 0)
+        };
+        self.ctx
+            .emit(Event::ChannelDeleted(self.name.clone(), name.to_string()));
+        ch.delete();
+        tracing::info!(topic = %self.name, channel = %name, "deleted channel");
+        Some(now_empty)
+    }
+
+    /// Lets messages flow to the channels (after pre-creation or load).
+    pub fn start(&self) {
+        if self.state.lock().start() {
+            self.pump.notify_one();
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.state.lock().is_paused()
+    }
+
+    pub fn set_paused(&self, paused: bool) {
+        if self.state.lock().set_paused(paused) {
+            self.pump.notify_one();
+        }
+    }
+
+    /// `/topic/empty`: the backlog in memory and on disk.
+    pub fn empty(&self) -> Result<(), BackendError> {
+        self.state.lock().empty();
+        self.backend.empty()
+    }
+
+    /// Topic delete: stop, delete every channel, remove data.
+    pub fn delete(&self) {
+        let channels = self.state.lock().delete();
+        for (name, ch) in channels {
+            self.ctx
+                .emit(Event::ChannelDeleted(self.name.clone(), name));
+            ch.delete();
+        }
+        self.cancel.cancel();
+        if let Err(e) = self.backend.delete() {
+            tracing::error!(topic = %self.name, error = %e, "failed to delete topic disk queue");
+        }
+    }
+
+    /// Clean shutdown: channels persist memory, in-flight and deferred
+    /// messages; the topic's backlog goes to its disk queue.
+    pub fn close(&self) -> Result<(), BackendError> {
+        let _io = self.backend.lock_io();
+        let (backlog, channels) = {
+            let mut st = self.state.lock();
+            (
+                st.close(),
+                st.channels().map(|(_, c)| c.clone()).collect::<Vec<_>>(),
+            )
+        };
+        self.cancel.cancel();
+        for ch in channels {
+            if let Err(e) = ch.close() {
+                tracing::error!(topic = %self.name, channel = %ch.name, error = %e, "failed to persist channel");
+            }
+        }
+        self.backend.close_with(&backlog)
+    }
+
+    /// fsyncs the disk queues with unsynced writes (`--sync-timeout`).
+    pub fn sync_backends(&self) {
+        if let Err(e) = self.backend.sync_if_needed() {
+            tracing::error!(topic = %self.name, error = %e, "sync failed");
+        }
+        for ch in self.channels() {
+            if let Err(e) = ch.sync_backend() {
+                tracing::error!(topic = %self.name, channel = %ch.name, error = %e, "sync failed");
+            }
+        }
+    }
+
+    pub fn depth(&self) -> i64 {
+        self.state.lock().memory_depth() as i64 + self.backend.depth()
+    }
+
+    /// The topic's `/stats` entry; its E2E percentiles merge its channels'.
+    pub fn stats(&self, channel_filter: Option<&str>, include_clients: bool) -> TopicStats {
+        let now = now();
+        let backend_depth = self.backend.depth();
+        let (mut stats, channels) = {
+            let st = self.state.lock();
+            (
+                st.stats(&self.name, backend_depth),
+                st.channels().map(|(_, c)| c.clone()).collect::<Vec<_>>(),
+            )
+        };
+        let percentiles = &self.ctx.opts.e2e_processing_latency_percentiles;
+        let (mut samples, mut count) = (Vec::new(), 0);
+        for ch in &channels {
+            if channel_filter.is_some_and(|f| f != ch.name) {
+                continue;
+            }
+            if let Some((mut v, n)) = ch.e2e_samples(now) {
+                samples.append(&mut v);
+                count += n;
+            }
+            stats.channels.push(ch.stats(include_clients, now));
+        }
+        if !percentiles.is_empty() && !channels.is_empty() {
+            samples.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+            stats.e2e_processing_latency = E2eLatency {
+                count,
+                percentiles: Some(quantiles(percentiles, &samples)),
+            };
+        }
+        stats
+    }
+
+    /// Paused, and (name, paused) of every non-ephemeral channel, for nsqd.dat.
+    pub fn metadata(&self) -> (bool, Vec<(String, bool)>) {
+        let st = self.state.lock();
+        let chans = st
+            .channels()
+            .filter(|(_, c)| !c.ephemeral)
+            .map(|(n, c)| (n.clone(), c.is_paused()))
+            .collect();
+        (st.is_paused(), chans)
+    }
+}

@@ -3,12 +3,14 @@
 #
 #   bash scripts/test.sh
 #
-# 1. builds every binary (debug),
-# 2. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
-# 3. creates .venv (if missing), installs the pinned Python test deps quietly,
-# 4. runs the Python interop tests (pynsq) against the freshly built nsqd,
-# 5. runs nsqadmin in a real browser,
-# 6. fuzzes every cargo-fuzz target for 10 s (scripts/fuzz.sh 10) when a
+# 1. checks formatting (cargo fmt --check, the workspace and fuzz/) and lints
+#    (cargo clippy --workspace --all-targets -- -D warnings),
+# 2. builds every binary (debug),
+# 3. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
+# 4. creates .venv (if missing), installs the pinned Python test deps quietly,
+# 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
+# 6. runs nsqadmin in a real browser,
+# 7. fuzzes every cargo-fuzz target for 10 s (scripts/fuzz.sh 10) when a
 #    nightly toolchain is installed; otherwise prints a SKIPPED line.
 #
 # Needs only the Rust toolchain, Python 3 (3.11) and network access to crates.io/PyPI.
@@ -20,6 +22,13 @@ cd "$ROOT"
 
 # Binaries the black-box tests start (tests/src/lib.rs and tests/python look here).
 export NSQ_BIN_DIR="${NSQ_BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/debug}"
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
+
+echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 echo "==> cargo build --workspace --bins"
 cargo build --workspace --bins

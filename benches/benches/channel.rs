@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::BytesMut;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use nsq_benches::*;
 use nsq_protocol::MessageId;
-use bytes::BytesMut;
 use nsqd::core::{Channel, ChannelConfig, ClientId};
 use nsqd::server::client::Client;
 use nsqd::server::outbox::{Control, Outbox};
@@ -32,14 +32,28 @@ impl Fixture {
     /// A channel with one client at RDY `rdy`.
     fn new(mem_cap: usize, rdy: i64) -> Fixture {
         let now = Instant::now();
-        let cfg = ChannelConfig { mem_queue_size: mem_cap, durable: false, backend_unread: false, e2e: None, seed: 1 };
+        let cfg = ChannelConfig {
+            mem_queue_size: mem_cap,
+            durable: false,
+            backend_unread: false,
+            e2e: None,
+            seed: 1,
+        };
         let mut ch = Channel::new(cfg, now);
         let addr: SocketAddr = "127.0.0.1:4150".parse().unwrap();
         let (client, outbox) = Client::new(addr, 0);
         let cid = client.id;
         ch.add_client(cid, MSG_TIMEOUT, 0, 0).unwrap();
         ch.set_rdy(cid, rdy, now);
-        let mut f = Fixture { ch, cid, client, outbox, frames: BytesMut::new(), controls: Vec::new(), now };
+        let mut f = Fixture {
+            ch,
+            cid,
+            client,
+            outbox,
+            frames: BytesMut::new(),
+            controls: Vec::new(),
+            now,
+        };
         f.drain();
         f
     }
@@ -131,7 +145,13 @@ fn bench_in_flight(c: &mut Criterion) {
             },
             |(mut f, ids)| {
                 for id in &ids {
-                    f.ch.finish(f.cid, std::slice::from_ref(id), f.now, 0, |_, _| unreachable!());
+                    f.ch.finish(
+                        f.cid,
+                        std::slice::from_ref(id),
+                        f.now,
+                        0,
+                        |_, _| unreachable!(),
+                    );
                     f.flush();
                 }
                 debug_assert_eq!(f.ch.in_flight_count(), 0);
@@ -151,7 +171,9 @@ fn bench_process_timers_idle(c: &mut Criterion) {
     f.fill(1, 10_000);
     assert_eq!(f.ch.in_flight_count(), 10_000);
     let now = f.now + Duration::from_secs(1);
-    g.bench_function("10k_in_flight_none_due", |b| b.iter(|| f.ch.process_timers(black_box(now))));
+    g.bench_function("10k_in_flight_none_due", |b| {
+        b.iter(|| f.ch.process_timers(black_box(now)))
+    });
     assert_eq!(f.ch.in_flight_count(), 10_000);
     g.finish();
 }

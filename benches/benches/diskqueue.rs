@@ -15,7 +15,10 @@ const RECORD_LEN: usize = BODY_LEN + 26;
 const MAX_DEPTH: i64 = 300_000;
 
 fn open(dir: &tempfile::TempDir) -> DiskQueue {
-    let opts = Options { sync_every: i64::MAX, ..Options::default() };
+    let opts = Options {
+        sync_every: i64::MAX,
+        ..Options::default()
+    };
     DiskQueue::open("bench", dir.path(), opts).unwrap()
 }
 

@@ -19,7 +19,11 @@ pub fn body(len: usize) -> Bytes {
 
 /// A message with id `n` and a `BODY_LEN`-byte body.
 pub fn message(n: u64, body: &Bytes) -> Message {
-    Message::new(MessageId::from_guid(n), 1_700_000_000_000_000_000, body.clone())
+    Message::new(
+        MessageId::from_guid(n),
+        1_700_000_000_000_000_000,
+        body.clone(),
+    )
 }
 
 /// `PUB <topic>\n<be32 size><body>`.

@@ -24,7 +24,12 @@ fn drain(q: &DiskQueue, what: &str) -> usize {
         match q.read() {
             Ok(Some(rec)) => {
                 if std::env::var_os("FUZZ_DEBUG").is_some() {
-                    eprintln!("{what}: read {} bytes {:02x?} depth={}", rec.len(), &rec[..rec.len().min(16)], q.depth());
+                    eprintln!(
+                        "{what}: read {} bytes {:02x?} depth={}",
+                        rec.len(),
+                        &rec[..rec.len().min(16)],
+                        q.depth()
+                    );
                 }
             }
             Ok(None) => return i,
@@ -43,22 +48,43 @@ fuzz_target!(|data: &[u8]| {
     // Small segments so rollover is reachable; message bounds as nsqd's
     // (26-byte header minimum) or loose, chosen by a bit.
     let max_bytes_per_file = 16 + (u16::from_le_bytes([hdr[0], hdr[1]]) as i64);
-    let (min_msg_size, max_msg_size) = if hdr[2] & 1 == 0 { (26, 1024 * 1024 + 26) } else { (1, 4096) };
+    let (min_msg_size, max_msg_size) = if hdr[2] & 1 == 0 {
+        (26, 1024 * 1024 + 26)
+    } else {
+        (1, 4096)
+    };
     let seg_num = (hdr[2] >> 1) as u64 % 4;
     let meta_len = hdr[3] as usize % 96;
     let meta = take(&mut d, meta_len);
-    let split = if d.is_empty() { 0 } else { d[0] as usize * d.len() / 256 };
+    let split = if d.is_empty() {
+        0
+    } else {
+        d[0] as usize * d.len() / 256
+    };
     let (seg_a, seg_b) = d.split_at(split);
 
     // tmpfs when available: the queue fsyncs, and disk fsyncs would cap the
     // fuzzer at a few hundred execs/s.
     let shm = std::path::Path::new("/dev/shm");
-    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("tempdir");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("tempdir");
     let p = dir.path();
     std::fs::write(p.join(format!("{NAME}.diskqueue.meta.dat")), meta).unwrap();
-    std::fs::write(p.join(format!("{NAME}.diskqueue.{:06}.dat", seg_num)), seg_a).unwrap();
+    std::fs::write(
+        p.join(format!("{NAME}.diskqueue.{:06}.dat", seg_num)),
+        seg_a,
+    )
+    .unwrap();
     if !seg_b.is_empty() {
-        std::fs::write(p.join(format!("{NAME}.diskqueue.{:06}.dat", seg_num + 1)), seg_b).unwrap();
+        std::fs::write(
+            p.join(format!("{NAME}.diskqueue.{:06}.dat", seg_num + 1)),
+            seg_b,
+        )
+        .unwrap();
     }
 
     let opts = Options {
@@ -74,7 +100,12 @@ fuzz_target!(|data: &[u8]| {
             for e in std::fs::read_dir(p).unwrap() {
                 let e = e.unwrap();
                 let body = std::fs::read(e.path()).unwrap_or_default();
-                eprintln!("{when}: {:?} {} bytes {:02x?}", e.file_name(), body.len(), &body[..body.len().min(48)]);
+                eprintln!(
+                    "{when}: {:?} {} bytes {:02x?}",
+                    e.file_name(),
+                    body.len(),
+                    &body[..body.len().min(48)]
+                );
             }
         }
     };
@@ -94,7 +125,11 @@ fuzz_target!(|data: &[u8]| {
     if got.is_none() && !strict {
         return;
     }
-    assert_eq!(got.as_deref(), Some(&rec[..]), "record put after recovery not read back");
+    assert_eq!(
+        got.as_deref(),
+        Some(&rec[..]),
+        "record put after recovery not read back"
+    );
     q.put(&rec).expect("second put");
     q.sync().expect("sync");
     q.close().expect("close");
@@ -103,7 +138,11 @@ fuzz_target!(|data: &[u8]| {
     // Reopen: exactly the unread record comes back.
     let q = DiskQueue::open(NAME, p, opts).expect("reopen");
     let first = q.read().expect("read after reopen");
-    assert_eq!(first.as_deref(), Some(&rec[..]), "the unread record must come back first after reopen");
+    assert_eq!(
+        first.as_deref(),
+        Some(&rec[..]),
+        "the unread record must come back first after reopen"
+    );
     let extra = drain(&q, "after reopen");
     // Known finding (see README.md, "Findings"): when recovery skips to a
     // segment number that already holds bytes, new records overwrite its

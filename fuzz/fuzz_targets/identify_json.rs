@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use nsq_protocol::identify::{negotiate, IdentifyRequest, IdentifyResponse, ServerFeatures};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(req) = IdentifyRequest::parse(data) else { return };
+    let Ok(req) = IdentifyRequest::parse(data) else {
+        return;
+    };
     let srv = ServerFeatures::default();
     if let Ok(n) = negotiate(&req, &srv) {
         let resp = IdentifyResponse::new(&n, &srv);

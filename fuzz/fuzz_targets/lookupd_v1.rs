@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
     // Half the inputs get the right magic so the parser is reached.
     let (magic_ok, mut rest) = match data.split_first() {
         Some((b, r)) if b & 1 == 0 => (true, r),
-        Some((_, r)) => (r.len() >= 4 && &r[..4] == MAGIC_V1, r.get(4..).unwrap_or_default()),
+        Some((_, r)) => (
+            r.len() >= 4 && &r[..4] == MAGIC_V1,
+            r.get(4..).unwrap_or_default(),
+        ),
         None => return,
     };
     if !magic_ok {
@@ -33,7 +36,9 @@ fuzz_target!(|data: &[u8]| {
     let mut session = Session::new("127.0.0.1:4150".to_owned());
     let now = Instant::now();
     for _ in 0..10_000 {
-        let Some(nl) = rest.iter().position(|&b| b == b'\n') else { break };
+        let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+            break;
+        };
         let line = &rest[..nl];
         rest = &rest[nl + 1..];
         let words = v1::split_line(line);

@@ -9,10 +9,16 @@ use libfuzzer_sys::fuzz_target;
 use nsq_protocol::compress::{DeflateDecoder, DeflateEncoder, SnappyDecoder, SnappyEncoder};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, input)) = data.split_first() else { return };
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
     let snappy = sel & 1 == 0;
     // Piece size 1..=128 bytes (0x7f mask) or all at once.
-    let piece = if sel & 0x80 != 0 { input.len().max(1) } else { 1 + ((sel >> 1) as usize & 0x3f) * 2 };
+    let piece = if sel & 0x80 != 0 {
+        input.len().max(1)
+    } else {
+        1 + ((sel >> 1) as usize & 0x3f) * 2
+    };
 
     let mut src = BytesMut::new();
     let mut dst = BytesMut::new();
@@ -22,12 +28,26 @@ fuzz_target!(|data: &[u8]| {
     for chunk in input.chunks(piece) {
         src.extend_from_slice(chunk);
         fed += chunk.len();
-        let res = if snappy { sd.decode(&mut src, &mut dst) } else { dd.decode(&mut src, &mut dst) };
+        let res = if snappy {
+            sd.decode(&mut src, &mut dst)
+        } else {
+            dd.decode(&mut src, &mut dst)
+        };
         let consumed = fed - src.len();
         if snappy {
-            assert!(dst.len() <= (consumed / 4) * 65536, "snappy: {} out for {} in", dst.len(), consumed);
+            assert!(
+                dst.len() <= (consumed / 4) * 65536,
+                "snappy: {} out for {} in",
+                dst.len(),
+                consumed
+            );
         } else {
-            assert!(dst.len() <= consumed * 1032 + 65536, "deflate: {} out for {} in", dst.len(), consumed);
+            assert!(
+                dst.len() <= consumed * 1032 + 65536,
+                "deflate: {} out for {} in",
+                dst.len(),
+                consumed
+            );
         }
         if res.is_err() {
             break;
@@ -41,12 +61,14 @@ fuzz_target!(|data: &[u8]| {
         let mut e = SnappyEncoder::new();
         e.encode(input, &mut wire).expect("snappy encode");
         let mut d = SnappyDecoder::new();
-        d.decode(&mut wire, &mut plain).expect("snappy decode of own output");
+        d.decode(&mut wire, &mut plain)
+            .expect("snappy decode of own output");
     } else {
         let mut e = DeflateEncoder::new(1 + (sel as u32 % 9));
         e.encode(input, &mut wire).expect("deflate encode");
         let mut d = DeflateDecoder::new();
-        d.decode(&mut wire, &mut plain).expect("deflate decode of own output");
+        d.decode(&mut wire, &mut plain)
+            .expect("deflate decode of own output");
     }
     assert_eq!(&plain[..], input, "round trip mismatch");
     assert!(wire.is_empty(), "decoder left bytes of a complete stream");

@@ -50,5 +50,8 @@ fuzz_target!(|data: &[u8]| {
     let cut = (data[0] as usize * data.len()) / 256;
     let (a, b) = data.split_at(cut);
     let split = run(a, Some(b), &limits);
-    assert_eq!(whole, split, "result depends on how the bytes arrived (cut at {cut})");
+    assert_eq!(
+        whole, split,
+        "result depends on how the bytes arrived (cut at {cut})"
+    );
 });

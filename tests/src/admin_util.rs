@@ -38,12 +38,24 @@ impl Daemon {
         http_get(&self.http_addr, path)
     }
 
-    pub fn req(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> HttpResponse {
-        http_request(&self.http_addr, method, path, headers, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    pub fn req(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> HttpResponse {
+        http_request(&self.http_addr, method, path, headers, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
     pub fn post_json(&self, path: &str, body: &str) -> HttpResponse {
-        self.req("POST", path, &[("Content-Type", "application/json")], Some(body.as_bytes()))
+        self.req(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body.as_bytes()),
+        )
     }
 
     pub fn delete(&self, path: &str, body: Option<&str>) -> HttpResponse {
@@ -71,7 +83,10 @@ impl Drop for Daemon {
 }
 
 fn spawn(bin: &str, args: Vec<String>) -> (Child, tempfile::TempDir) {
-    let log_dir = tempfile::Builder::new().prefix(&format!("{bin}-log-")).tempdir().unwrap();
+    let log_dir = tempfile::Builder::new()
+        .prefix(&format!("{bin}-log-"))
+        .tempdir()
+        .unwrap();
     let child = Command::new(bin_path(bin))
         .args(&args)
         .stdin(Stdio::null())
@@ -88,15 +103,24 @@ fn wait_ping(d: &mut Daemon, what: &str, ping: &str) -> Result<(), String> {
     loop {
         if let Some(st) = d.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
             d.child = None;
-            return Err(format!("{what} exited during startup with {st}\nargs {:?}\nstderr:\n{}", d.args, d.stderr()));
+            return Err(format!(
+                "{what} exited during startup with {st}\nargs {:?}\nstderr:\n{}",
+                d.args,
+                d.stderr()
+            ));
         }
-        if let Ok(r) = http_request_timeout(&d.http_addr, "GET", ping, &[], None, Duration::from_secs(2)) {
+        if let Ok(r) =
+            http_request_timeout(&d.http_addr, "GET", ping, &[], None, Duration::from_secs(2))
+        {
             if r.status == 200 && r.body == b"OK" {
                 return Ok(());
             }
         }
         if Instant::now() > deadline {
-            return Err(format!("{what} did not answer /ping\nstderr:\n{}", d.stderr()));
+            return Err(format!(
+                "{what} did not answer /ping\nstderr:\n{}",
+                d.stderr()
+            ));
         }
         sleep_ms(50);
     }
@@ -108,9 +132,18 @@ pub fn start_lookupd() -> Daemon {
     for _ in 0..5 {
         let tcp = format!("127.0.0.1:{}", free_port());
         let http = format!("127.0.0.1:{}", free_port());
-        let args = vec![format!("--tcp-address={tcp}"), format!("--http-address={http}")];
+        let args = vec![
+            format!("--tcp-address={tcp}"),
+            format!("--http-address={http}"),
+        ];
         let (child, log_dir) = spawn("nsqlookupd", args.clone());
-        let mut d = Daemon { child: Some(child), http_addr: http, tcp_addr: tcp, log_dir, args };
+        let mut d = Daemon {
+            child: Some(child),
+            http_addr: http,
+            tcp_addr: tcp,
+            log_dir,
+            args,
+        };
         match wait_ping(&mut d, "nsqlookupd", "/ping") {
             Ok(()) => return d,
             Err(e) => last = e,
@@ -125,18 +158,34 @@ pub fn start_admin(args: &[&str]) -> Daemon {
 }
 
 pub fn try_start_admin(args: &[&str]) -> Result<Daemon, String> {
-    let base = args.iter().find_map(|a| a.strip_prefix("--base-path=")).unwrap_or("").trim_matches('/');
-    let ping = if base.is_empty() { "/ping".to_string() } else { format!("/{base}/ping") };
+    let base = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--base-path="))
+        .unwrap_or("")
+        .trim_matches('/');
+    let ping = if base.is_empty() {
+        "/ping".to_string()
+    } else {
+        format!("/{base}/ping")
+    };
     let mut last = String::new();
     for _ in 0..5 {
         let http = format!("127.0.0.1:{}", free_port());
         let mut all = vec![format!("--http-address={http}")];
         all.extend(args.iter().map(|s| s.to_string()));
         let (child, log_dir) = spawn("nsqadmin", all.clone());
-        let mut d = Daemon { child: Some(child), http_addr: http, tcp_addr: String::new(), log_dir, args: all };
+        let mut d = Daemon {
+            child: Some(child),
+            http_addr: http,
+            tcp_addr: String::new(),
+            log_dir,
+            args: all,
+        };
         match wait_ping(&mut d, "nsqadmin", &ping) {
             Ok(()) => return Ok(d),
-            Err(e) if e.contains("exited") && !e.contains("Address already in use") => return Err(e),
+            Err(e) if e.contains("exited") && !e.contains("Address already in use") => {
+                return Err(e)
+            }
             Err(e) => last = e,
         }
     }
@@ -145,7 +194,10 @@ pub fn try_start_admin(args: &[&str]) -> Result<Daemon, String> {
 
 /// Starts an nsqd registered with `lookupd` and broadcasting 127.0.0.1.
 pub fn start_nsqd_with_lookupd(lookupd: &Daemon) -> Nsqd {
-    Nsqd::start(&[&format!("--lookupd-tcp-address={}", lookupd.tcp_addr), "--broadcast-address=127.0.0.1"])
+    Nsqd::start(&[
+        &format!("--lookupd-tcp-address={}", lookupd.tcp_addr),
+        "--broadcast-address=127.0.0.1",
+    ])
 }
 
 /// One nsqlookupd, two nsqds registered with it, and nsqadmin in lookupd mode.
@@ -158,12 +210,22 @@ pub struct Cluster {
 impl Cluster {
     pub fn start(admin_args: &[&str]) -> Cluster {
         let lookupd = start_lookupd();
-        let nsqds = vec![start_nsqd_with_lookupd(&lookupd), start_nsqd_with_lookupd(&lookupd)];
-        let mut args = vec![format!("--lookupd-http-address={}", lookupd.http_addr), "--http-client-request-timeout=2s".to_string()];
+        let nsqds = vec![
+            start_nsqd_with_lookupd(&lookupd),
+            start_nsqd_with_lookupd(&lookupd),
+        ];
+        let mut args = vec![
+            format!("--lookupd-http-address={}", lookupd.http_addr),
+            "--http-client-request-timeout=2s".to_string(),
+        ];
         args.extend(admin_args.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let admin = start_admin(&refs);
-        let c = Cluster { lookupd, nsqds, admin };
+        let c = Cluster {
+            lookupd,
+            nsqds,
+            admin,
+        };
         c.wait_nodes(2);
         c
     }
@@ -175,26 +237,44 @@ impl Cluster {
 
     /// Waits until nsqlookupd lists `n` nsqds.
     pub fn wait_nodes(&self, n: usize) {
-        wait_for(Duration::from_secs(15), &format!("{n} nsqds registered with nsqlookupd"), || {
-            let r = self.lookupd.get("/nodes");
-            (r.status == 200 && r.json()["producers"].as_array().map_or(0, |a| a.len()) == n).then_some(())
-        });
+        wait_for(
+            Duration::from_secs(15),
+            &format!("{n} nsqds registered with nsqlookupd"),
+            || {
+                let r = self.lookupd.get("/nodes");
+                (r.status == 200 && r.json()["producers"].as_array().map_or(0, |a| a.len()) == n)
+                    .then_some(())
+            },
+        );
     }
 
     /// Waits until nsqlookupd lists `n` producers of `topic`.
     pub fn wait_producers(&self, topic: &str, n: usize) {
-        wait_for(Duration::from_secs(15), &format!("{n} producers of {topic} on nsqlookupd"), || {
-            let r = self.lookupd.get(&format!("/lookup?topic={topic}"));
-            (r.status == 200 && r.json()["producers"].as_array().map_or(0, |a| a.len()) == n).then_some(())
-        });
+        wait_for(
+            Duration::from_secs(15),
+            &format!("{n} producers of {topic} on nsqlookupd"),
+            || {
+                let r = self.lookupd.get(&format!("/lookup?topic={topic}"));
+                (r.status == 200 && r.json()["producers"].as_array().map_or(0, |a| a.len()) == n)
+                    .then_some(())
+            },
+        );
     }
 
     /// Waits until nsqlookupd knows channel `channel` of `topic`.
     pub fn wait_channel(&self, topic: &str, channel: &str) {
-        wait_for(Duration::from_secs(15), &format!("channel {topic}/{channel} on nsqlookupd"), || {
-            let r = self.lookupd.get(&format!("/channels?topic={topic}"));
-            (r.status == 200 && r.json()["channels"].as_array().is_some_and(|a| a.iter().any(|c| c == channel))).then_some(())
-        });
+        wait_for(
+            Duration::from_secs(15),
+            &format!("channel {topic}/{channel} on nsqlookupd"),
+            || {
+                let r = self.lookupd.get(&format!("/channels?topic={topic}"));
+                (r.status == 200
+                    && r.json()["channels"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|c| c == channel)))
+                .then_some(())
+            },
+        );
     }
 }
 
@@ -214,7 +294,10 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -259,7 +342,11 @@ fn serve_one(mut s: TcpStream, reqs: Arc<Mutex<Vec<Recorded>>>) {
             let head = String::from_utf8_lossy(&buf[..i]).to_string();
             let len = head
                 .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim().eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim().parse().unwrap_or(0)))
+                .find_map(|l| {
+                    l.split_once(':')
+                        .filter(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                        .map(|(_, v)| v.trim().parse().unwrap_or(0))
+                })
                 .unwrap_or(0usize);
             break (i + 4, len);
         }
@@ -276,9 +363,19 @@ fn serve_one(mut s: TcpStream, reqs: Arc<Mutex<Vec<Recorded>>>) {
     let mut parts = first.split(' ');
     let method = parts.next().unwrap_or("").to_string();
     let path = parts.next().unwrap_or("").to_string();
-    let headers = lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))).collect();
+    let headers = lines
+        .filter_map(|l| {
+            l.split_once(':')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
     let body = buf[head_end..(head_end + len).min(buf.len())].to_vec();
-    reqs.lock().unwrap().push(Recorded { method, path, headers, body });
+    reqs.lock().unwrap().push(Recorded {
+        method,
+        path,
+        headers,
+        body,
+    });
     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
@@ -302,7 +399,14 @@ pub fn fake_upstream(routes: impl FnOnce(u16) -> Vec<(&'static str, String)>) ->
                     }
                 }
                 let head = String::from_utf8_lossy(&buf).to_string();
-                let path = head.split(' ').nth(1).unwrap_or("").split('?').next().unwrap_or("").to_string();
+                let path = head
+                    .split(' ')
+                    .nth(1)
+                    .unwrap_or("")
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
                 let (status, body) = match routes.iter().find(|(p, _)| *p == path) {
                     Some((_, b)) => ("200 OK", b.clone()),
                     None => ("404 Not Found", r#"{"message":"NOT_FOUND"}"#.to_string()),
@@ -331,7 +435,12 @@ pub fn assert_keys(obj: &ojson::J, spec: &[&str], what: &str) {
             panic!("{what}: expected key {name:?} at position {i}; keys are {keys:?}");
         }
     }
-    assert_eq!(i, keys.len(), "{what}: unexpected extra keys {:?} (all keys {keys:?})", &keys[i..]);
+    assert_eq!(
+        i,
+        keys.len(),
+        "{what}: unexpected extra keys {:?} (all keys {keys:?})",
+        &keys[i..]
+    );
 }
 
 pub const TOPIC_KEYS: &[&str] = &[

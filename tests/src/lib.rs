@@ -56,7 +56,11 @@ pub fn bin_dir() -> PathBuf {
     if let Ok(d) = std::env::var("CARGO_TARGET_DIR") {
         if !d.is_empty() {
             let p = PathBuf::from(d);
-            let p = if p.is_absolute() { p } else { workspace_root().join(p) };
+            let p = if p.is_absolute() {
+                p
+            } else {
+                workspace_root().join(p)
+            };
             return p.join("debug");
         }
     }
@@ -76,7 +80,9 @@ pub fn bin_path(name: &str) -> PathBuf {
 
 /// `tests/fixtures/<name>` (copies of the spec samples, so the suite is self-contained).
 pub fn fixture(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name);
     fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading fixture {}: {e}", p.display()))
 }
 
@@ -235,7 +241,10 @@ pub struct Nsqd {
 impl Nsqd {
     /// Start nsqd with a fresh temporary `--data-path` plus `extra` flags.
     pub fn start(extra: &[&str]) -> Nsqd {
-        let dir = tempfile::Builder::new().prefix("nsqd-data-").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("nsqd-data-")
+            .tempdir()
+            .unwrap();
         let mut n = Nsqd::start_in(dir.path(), extra);
         n._data_dir = Some(dir);
         n
@@ -244,9 +253,7 @@ impl Nsqd {
     /// Start nsqd on the given (caller-owned) `--data-path`.
     pub fn start_in(data_path: &Path, extra: &[&str]) -> Nsqd {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Nsqd::start_with(data_path, move |p: &Ports| {
-            default_args(p, &extra)
-        })
+        Nsqd::start_with(data_path, move |p: &Ports| default_args(p, &extra))
     }
 
     /// Start nsqd with a fully custom argument list, built from freshly picked
@@ -271,13 +278,14 @@ impl Nsqd {
     /// One attempt with the default flags: spawn and wait up to 20 s for `GET /ping` → 200 `OK`.
     pub fn try_start_in(data_path: &Path, extra: &[&str]) -> Result<Nsqd, String> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Nsqd::try_start_with(data_path, &move |p: &Ports| {
-            default_args(p, &extra)
-        })
+        Nsqd::try_start_with(data_path, &move |p: &Ports| default_args(p, &extra))
     }
 
     /// One attempt with custom arguments.
-    pub fn try_start_with(data_path: &Path, build: &dyn Fn(&Ports) -> Vec<String>) -> Result<Nsqd, String> {
+    pub fn try_start_with(
+        data_path: &Path,
+        build: &dyn Fn(&Ports) -> Vec<String>,
+    ) -> Result<Nsqd, String> {
         let tcp_port = free_port();
         let mut http_port = free_port();
         while http_port == tcp_port {
@@ -309,7 +317,10 @@ impl Nsqd {
             data_path: data_path.to_path_buf(),
         });
 
-        let log_dir = tempfile::Builder::new().prefix("nsqd-log-").tempdir().unwrap();
+        let log_dir = tempfile::Builder::new()
+            .prefix("nsqd-log-")
+            .tempdir()
+            .unwrap();
         let child = Command::new(bin_path("nsqd"))
             .args(&args)
             .stdin(Stdio::null())
@@ -344,7 +355,14 @@ impl Nsqd {
                     n.stdout()
                 ));
             }
-            if let Ok(r) = http_request_timeout(&n.http_addr, "GET", "/ping", &[], None, Duration::from_secs(2)) {
+            if let Ok(r) = http_request_timeout(
+                &n.http_addr,
+                "GET",
+                "/ping",
+                &[],
+                None,
+                Duration::from_secs(2),
+            ) {
                 if r.status == 200 && r.body == b"OK" {
                     // TCP must be up too.
                     if TcpStream::connect(&n.tcp_addr).is_ok() {
@@ -355,7 +373,10 @@ impl Nsqd {
             if Instant::now() >= deadline {
                 let log = format!("stderr:\n{}\nstdout:\n{}", n.stderr(), n.stdout());
                 n.kill();
-                return Err(format!("nsqd did not answer GET /ping within 20 s\nargs: {:?}\n{log}", n.args));
+                return Err(format!(
+                    "nsqd did not answer GET /ping within 20 s\nargs: {:?}\n{log}",
+                    n.args
+                ));
             }
             sleep_ms(50);
         }
@@ -416,7 +437,10 @@ impl Nsqd {
                 let _ = child.kill();
                 let _ = child.wait();
                 self.child = None;
-                panic!("nsqd did not exit within {timeout:?} after SIGTERM\nstderr:\n{}", self.stderr());
+                panic!(
+                    "nsqd did not exit within {timeout:?} after SIGTERM\nstderr:\n{}",
+                    self.stderr()
+                );
             }
         }
     }
@@ -493,7 +517,11 @@ impl Nsqd {
     /// Check the daemon still serves: `/ping` → OK, and a fresh TCP connection can PUB.
     pub fn assert_alive(&self) {
         let r = self.get("/ping");
-        assert_eq!((r.status, r.body.as_slice()), (200, &b"OK"[..]), "GET /ping after the previous client");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"OK"[..]),
+            "GET /ping after the previous client"
+        );
         let mut c = self.connect();
         c.send(&pub_cmd("alive_check", b"x"));
         c.expect_ok();
@@ -502,7 +530,11 @@ impl Nsqd {
     /// Publish one message over HTTP (asserts 200 OK).
     pub fn http_pub(&self, topic: &str, body: &[u8]) {
         let r = self.post(&format!("/pub?topic={topic}"), body);
-        assert_eq!((r.status, r.text().as_str()), (200, "OK"), "POST /pub?topic={topic}");
+        assert_eq!(
+            (r.status, r.text().as_str()),
+            (200, "OK"),
+            "POST /pub?topic={topic}"
+        );
     }
 
     /// Read `<data-path>/nsqd.dat` if present.
@@ -519,7 +551,10 @@ impl Drop for Nsqd {
 
 /// Find a topic object in a `/stats?format=json` document.
 pub fn find_topic<'a>(stats: &'a Value, topic: &str) -> Option<&'a Value> {
-    stats["topics"].as_array()?.iter().find(|t| t["topic_name"] == topic)
+    stats["topics"]
+        .as_array()?
+        .iter()
+        .find(|t| t["topic_name"] == topic)
 }
 
 /// Find a channel object in a `/stats?format=json` document.
@@ -606,9 +641,17 @@ pub fn http_request(
 
 /// Build the raw request bytes (Content-Length added when a body is given,
 /// unless the caller supplied one).
-pub fn build_http_request(method: &str, path: &str, host: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Vec<u8> {
+pub fn build_http_request(
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Vec<u8> {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nUser-Agent: nsq-tests\r\n");
-    let has_cl = headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-length"));
+    let has_cl = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-length"));
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -689,7 +732,11 @@ fn response_complete(buf: &[u8]) -> Option<bool> {
     let body = &buf[end + 4..];
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or("");
-    let status: u16 = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     if status == 204 || status == 304 || (100..200).contains(&status) {
         return Some(true);
     }
@@ -733,7 +780,12 @@ fn decode_chunked(mut b: &[u8]) -> Option<Vec<u8>> {
 }
 
 pub fn parse_http_response(buf: &[u8]) -> io::Result<HttpResponse> {
-    let bad = |m: &str| io::Error::new(ErrorKind::InvalidData, format!("{m}: {:?}", String::from_utf8_lossy(buf)));
+    let bad = |m: &str| {
+        io::Error::new(
+            ErrorKind::InvalidData,
+            format!("{m}: {:?}", String::from_utf8_lossy(buf)),
+        )
+    };
     let end = find_subslice(buf, b"\r\n\r\n").ok_or_else(|| bad("no header terminator"))?;
     let head = String::from_utf8_lossy(&buf[..end]).to_string();
     let rest = &buf[end + 4..];
@@ -752,9 +804,9 @@ pub fn parse_http_response(buf: &[u8]) -> io::Result<HttpResponse> {
             headers.push((k.trim().to_string(), v.trim().to_string()));
         }
     }
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked"));
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
+    });
     let cl: Option<usize> = headers
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
@@ -766,7 +818,12 @@ pub fn parse_http_response(buf: &[u8]) -> io::Result<HttpResponse> {
     } else {
         rest.to_vec()
     };
-    Ok(HttpResponse { status, reason, headers, body })
+    Ok(HttpResponse {
+        status,
+        reason,
+        headers,
+        body,
+    })
 }
 
 pub fn http_get(addr: &str, path: &str) -> HttpResponse {
@@ -856,7 +913,10 @@ impl Frame {
         self.ftype == FRAME_RESPONSE && self.data == HEARTBEAT
     }
     pub fn msg(&self) -> Msg {
-        assert_eq!(self.ftype, FRAME_MESSAGE, "expected a message frame, got {self:?}");
+        assert_eq!(
+            self.ftype, FRAME_MESSAGE,
+            "expected a message frame, got {self:?}"
+        );
         Msg::parse(&self.data)
     }
 }
@@ -873,7 +933,12 @@ impl std::fmt::Debug for Frame {
             let m = Msg::parse(&self.data);
             write!(f, "Frame(message {m:?})")
         } else {
-            write!(f, "Frame({kind}={}, {:?})", self.ftype, String::from_utf8_lossy(&self.data))
+            write!(
+                f,
+                "Frame({kind}={}, {:?})",
+                self.ftype,
+                String::from_utf8_lossy(&self.data)
+            )
         }
     }
 }
@@ -933,7 +998,10 @@ pub enum ReadOutcome {
 pub fn is_closed_err(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe | ErrorKind::UnexpectedEof
+        ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionAborted
+            | ErrorKind::BrokenPipe
+            | ErrorKind::UnexpectedEof
     )
 }
 
@@ -1043,7 +1111,11 @@ impl Conn {
             return None;
         }
         let size = i32::from_be_bytes(self.buf[0..4].try_into().unwrap());
-        assert!(size >= 4, "invalid frame size {size} (buffer {:?})", self.buf);
+        assert!(
+            size >= 4,
+            "invalid frame size {size} (buffer {:?})",
+            self.buf
+        );
         let total = 4 + size as usize;
         if self.buf.len() < total {
             return None;
@@ -1087,7 +1159,9 @@ impl Conn {
         match self.try_read_frame(self.timeout) {
             ReadOutcome::Frame(f) => f,
             ReadOutcome::Timeout => panic!("timed out ({:?}) waiting for a frame", self.timeout),
-            ReadOutcome::Closed(rest) => panic!("connection closed while waiting for a frame (trailing bytes {rest:?})"),
+            ReadOutcome::Closed(rest) => {
+                panic!("connection closed while waiting for a frame (trailing bytes {rest:?})")
+            }
         }
     }
 
@@ -1121,7 +1195,12 @@ impl Conn {
     /// Expect exactly the response frame `F(0, data)`.
     pub fn expect_response(&mut self, data: &[u8]) {
         let f = self.recv();
-        assert_eq!(f.bytes(), frame(FRAME_RESPONSE, data), "expected response {:?}, got {f:?}", String::from_utf8_lossy(data));
+        assert_eq!(
+            f.bytes(),
+            frame(FRAME_RESPONSE, data),
+            "expected response {:?}, got {f:?}",
+            String::from_utf8_lossy(data)
+        );
     }
 
     /// Expect `F(0,"OK")`, i.e. exactly `00 00 00 06 00 00 00 00 4F 4B`.
@@ -1163,7 +1242,11 @@ impl Conn {
     /// is still usable (`NOP`, then a `PUB` that gets `OK`).
     pub fn expect_error_nonfatal(&mut self, msg: &str) {
         let f = self.recv();
-        assert_eq!(f.bytes(), frame(FRAME_ERROR, msg.as_bytes()), "expected non-fatal error {msg:?}, got {f:?}");
+        assert_eq!(
+            f.bytes(),
+            frame(FRAME_ERROR, msg.as_bytes()),
+            "expected non-fatal error {msg:?}, got {f:?}"
+        );
         self.nop();
         self.send(&pub_cmd("nonfatal_check", b"still-open"));
         self.expect_ok();
@@ -1233,7 +1316,11 @@ impl Conn {
     /// Assert the server closes within `timeout` and sends nothing at all before.
     pub fn expect_closed_silently(&mut self, timeout: Duration) {
         let got = self.read_until_closed(timeout);
-        assert!(got.is_empty(), "expected a silent close, got bytes {:?}", String::from_utf8_lossy(&got));
+        assert!(
+            got.is_empty(),
+            "expected a silent close, got bytes {:?}",
+            String::from_utf8_lossy(&got)
+        );
     }
 
     pub fn shutdown(&mut self) {
@@ -1247,9 +1334,12 @@ pub fn recv_msgs(c: &mut Conn, n: usize, timeout: Duration, fin: bool) -> Vec<Ms
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
         let rem = deadline.saturating_duration_since(Instant::now());
-        let f = c
-            .recv_timeout(rem)
-            .unwrap_or_else(|| panic!("received only {} of {n} messages within {timeout:?}", out.len()));
+        let f = c.recv_timeout(rem).unwrap_or_else(|| {
+            panic!(
+                "received only {} of {n} messages within {timeout:?}",
+                out.len()
+            )
+        });
         let m = f.msg();
         if fin {
             c.fin(&m.id);
@@ -1400,11 +1490,16 @@ pub mod ojson {
                 Some(c) if c == b'-' || c.is_ascii_digit() => {
                     let st = self.i;
                     while self.i < self.b.len()
-                        && matches!(self.b[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                        && matches!(
+                            self.b[self.i],
+                            b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+                        )
                     {
                         self.i += 1;
                     }
-                    Ok(J::Num(String::from_utf8_lossy(&self.b[st..self.i]).into_owned()))
+                    Ok(J::Num(
+                        String::from_utf8_lossy(&self.b[st..self.i]).into_owned(),
+                    ))
                 }
                 _ => Err(format!("unexpected byte at {}", self.i)),
             }
@@ -1422,7 +1517,8 @@ pub mod ojson {
                         self.i += 1;
                         match e {
                             b'u' => {
-                                let h = std::str::from_utf8(&self.b[self.i..self.i + 4]).map_err(|e| e.to_string())?;
+                                let h = std::str::from_utf8(&self.b[self.i..self.i + 4])
+                                    .map_err(|e| e.to_string())?;
                                 let cp = u32::from_str_radix(h, 16).map_err(|e| e.to_string())?;
                                 self.i += 4;
                                 let ch = char::from_u32(cp).unwrap_or('\u{fffd}');
@@ -1456,7 +1552,11 @@ pub mod ojson {
 
     fn walk(e: &J, a: &J, path: &str, out: &mut Vec<String>) {
         if e.type_name() != a.type_name() {
-            out.push(format!("{path}: expected {} got {} ({a:?})", e.type_name(), a.type_name()));
+            out.push(format!(
+                "{path}: expected {} got {} ({a:?})",
+                e.type_name(),
+                a.type_name()
+            ));
             return;
         }
         match (e, a) {
@@ -1464,7 +1564,9 @@ pub mod ojson {
                 let ek: Vec<&str> = ekv.iter().map(|(k, _)| k.as_str()).collect();
                 let ak: Vec<&str> = akv.iter().map(|(k, _)| k.as_str()).collect();
                 if ek != ak {
-                    out.push(format!("{path}: key order differs\n   expected {ek:?}\n   got      {ak:?}"));
+                    out.push(format!(
+                        "{path}: key order differs\n   expected {ek:?}\n   got      {ak:?}"
+                    ));
                 }
                 for (k, ev) in ekv {
                     if let Some((_, av)) = akv.iter().find(|(ak, _)| ak == k) {
@@ -1474,7 +1576,11 @@ pub mod ojson {
             }
             (J::Arr(ea), J::Arr(aa)) => {
                 if ea.len() != aa.len() {
-                    out.push(format!("{path}: array length expected {} got {}", ea.len(), aa.len()));
+                    out.push(format!(
+                        "{path}: array length expected {} got {}",
+                        ea.len(),
+                        aa.len()
+                    ));
                 }
                 for (i, (ev, av)) in ea.iter().zip(aa.iter()).enumerate() {
                     walk(ev, av, &format!("{path}[{i}]"), out);
@@ -1489,9 +1595,14 @@ pub mod ojson {
 /// (see [`ojson::shape_diff`]).
 pub fn assert_same_shape(expected_json: &str, actual_json: &str) {
     let e = ojson::parse(expected_json).expect("expected JSON parses");
-    let a = ojson::parse(actual_json).unwrap_or_else(|err| panic!("actual is not JSON ({err}): {actual_json}"));
+    let a = ojson::parse(actual_json)
+        .unwrap_or_else(|err| panic!("actual is not JSON ({err}): {actual_json}"));
     let d = ojson::shape_diff(&e, &a);
-    assert!(d.is_empty(), "JSON shape differs from the reference:\n{}\nactual: {actual_json}", d.join("\n"));
+    assert!(
+        d.is_empty(),
+        "JSON shape differs from the reference:\n{}\nactual: {actual_json}",
+        d.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1554,53 +1665,6 @@ impl FakePeer {
     }
 }
 
-#[cfg(test)]
-mod harness_tests {
-    use super::*;
-
-    #[test]
-    fn frame_encoding_matches_spec_examples() {
-        assert_eq!(frame(0, b"OK"), vec![0, 0, 0, 6, 0, 0, 0, 0, b'O', b'K']);
-        let mut bp = vec![0, 0, 0, 0x12, 0, 0, 0, 1];
-        bp.extend_from_slice(b"E_BAD_PROTOCOL");
-        assert_eq!(frame(1, b"E_BAD_PROTOCOL"), bp);
-        assert_eq!(&frame(0, HEARTBEAT)[..4], &[0, 0, 0, 0x0F]);
-        assert_eq!(pub_cmd("t", b"hello"), b"PUB t\n\x00\x00\x00\x05hello".to_vec());
-        assert_eq!(mpub_body(&[b"a", b"b"]), vec![0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 1, b'b']);
-    }
-
-    #[test]
-    fn message_parsing() {
-        let mut d = 1234567890123i64.to_be_bytes().to_vec();
-        d.extend_from_slice(&3u16.to_be_bytes());
-        d.extend_from_slice(b"0123456789abcdef");
-        d.extend_from_slice(b"body");
-        let m = Msg::parse(&d);
-        assert_eq!((m.ts, m.attempts, m.id.as_str(), m.body.as_slice()), (1234567890123, 3, "0123456789abcdef", &b"body"[..]));
-    }
-
-    #[test]
-    fn http_parsing_chunked_and_length() {
-        let r = parse_http_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nOKextra").unwrap();
-        assert_eq!((r.status, r.body.as_slice(), r.header("x-a")), (200, &b"OK"[..], Some("b")));
-        let r = parse_http_response(b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
-        assert_eq!((r.status, r.body.as_slice()), (404, &b"abcde"[..]));
-        assert_eq!(response_complete(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"), Some(false));
-    }
-
-    #[test]
-    fn json_shape_compares_key_order_and_types() {
-        let stats = fixture("stats.json");
-        let with_producer = fixture("stats_with_producer.json");
-        assert!(ojson::shape_diff(&ojson::parse(&stats).unwrap(), &ojson::parse(&stats).unwrap()).is_empty());
-        let d = ojson::shape_diff(&ojson::parse(&stats).unwrap(), &ojson::parse(&with_producer).unwrap());
-        assert!(!d.is_empty(), "pub_counts/producers/memory differ");
-        let d = ojson::shape_diff(&ojson::parse(r#"{"a":1,"b":[{"c":null}]}"#).unwrap(), &ojson::parse(r#"{"b":[{"c":[]}],"a":1}"#).unwrap());
-        assert_eq!(d.len(), 2, "{d:?}");
-        assert!(ojson::shape_diff(&ojson::parse(r#"{"a":"x"}"#).unwrap(), &ojson::parse(r#"{"a":"y\"z\u00e9"}"#).unwrap()).is_empty());
-    }
-}
-
 // ---------------------------------------------------------------------------
 // nsqlookupd process
 // ---------------------------------------------------------------------------
@@ -1619,7 +1683,10 @@ impl Lookupd {
     /// Starts nsqlookupd with `extra` flags and waits for `/ping`.
     pub fn start(extra: &[&str]) -> Lookupd {
         for _ in 0..5 {
-            let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+            let (tcp, http) = (
+                format!("127.0.0.1:{}", free_port()),
+                format!("127.0.0.1:{}", free_port()),
+            );
             let mut child = std::process::Command::new(bin_path("nsqlookupd"))
                 .arg(format!("--tcp-address={tcp}"))
                 .arg(format!("--http-address={http}"))
@@ -1631,7 +1698,9 @@ impl Lookupd {
                 .expect("spawn nsqlookupd");
             let up = (0..100).any(|_| {
                 sleep_ms(50);
-                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1)).map(|r| r.status == 200).unwrap_or(false)
+                http_request_timeout(&http, "GET", "/ping", &[], None, Duration::from_secs(1))
+                    .map(|r| r.status == 200)
+                    .unwrap_or(false)
             });
             if up {
                 return Lookupd { child, tcp, http };
@@ -1644,7 +1713,15 @@ impl Lookupd {
 
     /// `GET /lookup?topic=` body, if the lookupd answers 200.
     pub fn lookup(&self, topic: &str) -> Option<Value> {
-        let r = http_request_timeout(&self.http, "GET", &format!("/lookup?topic={topic}"), &[], None, Duration::from_secs(2)).ok()?;
+        let r = http_request_timeout(
+            &self.http,
+            "GET",
+            &format!("/lookup?topic={topic}"),
+            &[],
+            None,
+            Duration::from_secs(2),
+        )
+        .ok()?;
         (r.status == 200).then(|| r.json())
     }
 
@@ -1733,9 +1810,16 @@ impl Nsqd {
         }
     }
 
-    fn try_start_on(data_path: &Path, tcp_port: u16, http_port: u16, extra: &[&str]) -> Result<Nsqd, String> {
+    fn try_start_on(
+        data_path: &Path,
+        tcp_port: u16,
+        http_port: u16,
+        extra: &[&str],
+    ) -> Result<Nsqd, String> {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        Nsqd::spawn_on(data_path, tcp_port, http_port, free_port(), &|p: &Ports| default_args(p, &extra))
+        Nsqd::spawn_on(data_path, tcp_port, http_port, free_port(), &|p: &Ports| {
+            default_args(p, &extra)
+        })
     }
 }
 
@@ -1776,5 +1860,83 @@ impl Lookupd {
             }
             sleep_ms(200);
         }
+    }
+}
+
+#[cfg(test)]
+mod harness_tests {
+    use super::*;
+
+    #[test]
+    fn frame_encoding_matches_spec_examples() {
+        assert_eq!(frame(0, b"OK"), vec![0, 0, 0, 6, 0, 0, 0, 0, b'O', b'K']);
+        let mut bp = vec![0, 0, 0, 0x12, 0, 0, 0, 1];
+        bp.extend_from_slice(b"E_BAD_PROTOCOL");
+        assert_eq!(frame(1, b"E_BAD_PROTOCOL"), bp);
+        assert_eq!(&frame(0, HEARTBEAT)[..4], &[0, 0, 0, 0x0F]);
+        assert_eq!(
+            pub_cmd("t", b"hello"),
+            b"PUB t\n\x00\x00\x00\x05hello".to_vec()
+        );
+        assert_eq!(
+            mpub_body(&[b"a", b"b"]),
+            vec![0, 0, 0, 2, 0, 0, 0, 1, b'a', 0, 0, 0, 1, b'b']
+        );
+    }
+
+    #[test]
+    fn message_parsing() {
+        let mut d = 1234567890123i64.to_be_bytes().to_vec();
+        d.extend_from_slice(&3u16.to_be_bytes());
+        d.extend_from_slice(b"0123456789abcdef");
+        d.extend_from_slice(b"body");
+        let m = Msg::parse(&d);
+        assert_eq!(
+            (m.ts, m.attempts, m.id.as_str(), m.body.as_slice()),
+            (1234567890123, 3, "0123456789abcdef", &b"body"[..])
+        );
+    }
+
+    #[test]
+    fn http_parsing_chunked_and_length() {
+        let r =
+            parse_http_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nOKextra")
+                .unwrap();
+        assert_eq!(
+            (r.status, r.body.as_slice(), r.header("x-a")),
+            (200, &b"OK"[..], Some("b"))
+        );
+        let r = parse_http_response(b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (404, &b"abcde"[..]));
+        assert_eq!(
+            response_complete(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab"),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn json_shape_compares_key_order_and_types() {
+        let stats = fixture("stats.json");
+        let with_producer = fixture("stats_with_producer.json");
+        assert!(ojson::shape_diff(
+            &ojson::parse(&stats).unwrap(),
+            &ojson::parse(&stats).unwrap()
+        )
+        .is_empty());
+        let d = ojson::shape_diff(
+            &ojson::parse(&stats).unwrap(),
+            &ojson::parse(&with_producer).unwrap(),
+        );
+        assert!(!d.is_empty(), "pub_counts/producers/memory differ");
+        let d = ojson::shape_diff(
+            &ojson::parse(r#"{"a":1,"b":[{"c":null}]}"#).unwrap(),
+            &ojson::parse(r#"{"b":[{"c":[]}],"a":1}"#).unwrap(),
+        );
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(ojson::shape_diff(
+            &ojson::parse(r#"{"a":"x"}"#).unwrap(),
+            &ojson::parse(r#"{"a":"y\"z\u00e9"}"#).unwrap()
+        )
+        .is_empty());
     }
 }

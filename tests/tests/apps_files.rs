@@ -43,7 +43,10 @@ struct App {
 
 impl App {
     fn start(name: &'static str, args: &[String]) -> App {
-        let logs = tempfile::Builder::new().prefix("app-log-").tempdir().unwrap();
+        let logs = tempfile::Builder::new()
+            .prefix("app-log-")
+            .tempdir()
+            .unwrap();
         let child = Command::new(bin_path(name))
             .args(args)
             .stdin(Stdio::null())
@@ -61,8 +64,13 @@ impl App {
     /// SIGTERM; the exit status (panics with the log if it does not exit).
     fn sigterm(&mut self, timeout: Duration) -> ExitStatus {
         send_signal(self.child.id(), libc::SIGTERM);
-        wait_timeout(&mut self.child, timeout)
-            .unwrap_or_else(|| panic!("{} did not exit after SIGTERM; stderr:\n{}", self.name, self.stderr()))
+        wait_timeout(&mut self.child, timeout).unwrap_or_else(|| {
+            panic!(
+                "{} did not exit after SIGTERM; stderr:\n{}",
+                self.name,
+                self.stderr()
+            )
+        })
     }
 
     fn assert_running(&mut self) {
@@ -85,19 +93,36 @@ fn short_hostname() -> String {
 
 /// Sorted file names in `dir`.
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     v.sort();
     v
 }
 
 /// Every line of every plain file in `dir`.
 fn all_lines(dir: &Path) -> Vec<String> {
-    names(dir).iter().flat_map(|n| fs::read_to_string(dir.join(n)).unwrap().lines().map(str::to_string).collect::<Vec<_>>()).collect()
+    names(dir)
+        .iter()
+        .flat_map(|n| {
+            fs::read_to_string(dir.join(n))
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// `<prefix>` + `YYYY-MM-DD_HH` + `<suffix>`?
 fn is_dated(name: &str, prefix: &str, suffix: &str) -> bool {
-    let Some(mid) = name.strip_prefix(prefix).and_then(|r| r.strip_suffix(suffix)) else { return false };
+    let Some(mid) = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_suffix(suffix))
+    else {
+        return false;
+    };
     let b = mid.as_bytes();
     b.len() == 13
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -109,10 +134,14 @@ fn is_dated(name: &str, prefix: &str, suffix: &str) -> bool {
 
 /// Waits until the channel exists and has `n` clients.
 fn wait_clients(n: &Nsqd, topic: &str, channel: &str, count: usize) {
-    wait_for(Duration::from_secs(20), &format!("{count} client(s) on {topic}/{channel}"), || {
-        let c = n.channel_stats(topic, channel)?;
-        (c["clients"].as_array().map_or(0, |a| a.len()) == count).then_some(())
-    });
+    wait_for(
+        Duration::from_secs(20),
+        &format!("{count} client(s) on {topic}/{channel}"),
+        || {
+            let c = n.channel_stats(topic, channel)?;
+            (c["clients"].as_array().map_or(0, |a| a.len()) == count).then_some(())
+        },
+    );
 }
 
 /// Asserts nsqd considers every message of the channel done.
@@ -128,8 +157,17 @@ fn assert_drained(n: &Nsqd, topic: &str, channel: &str, messages: i64, requeued:
 
 /// `gzip -dc` of a file (multi-member streams included).
 fn gunzip(path: &Path) -> String {
-    let out = Command::new("gzip").arg("-dc").arg(path).output().expect("run gzip -dc");
-    assert!(out.status.success(), "gzip -dc {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("gzip")
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .expect("run gzip -dc");
+    assert!(
+        out.status.success(),
+        "gzip -dc {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -157,31 +195,50 @@ fn quick_start_nsq_to_file_started_before_the_topic_exists() {
     for i in 0..5 {
         n.http_pub("test", format!("before {i}").as_bytes());
     }
-    let clients = n.channel_stats("test", "nsq_to_file").and_then(|c| c["clients"].as_array().map(Vec::len)).unwrap_or(0);
+    let clients = n
+        .channel_stats("test", "nsq_to_file")
+        .and_then(|c| c["clients"].as_array().map(Vec::len))
+        .unwrap_or(0);
     assert_eq!(clients, 0, "connected before the messages were published");
     wait_clients(&n, "test", "nsq_to_file", 1);
     for i in 0..5 {
         n.http_pub("test", format!("after {i}").as_bytes());
     }
-    wait_for(Duration::from_secs(10), "10 lines written", || (all_lines(out.path()).len() == 10).then_some(()));
+    wait_for(Duration::from_secs(10), "10 lines written", || {
+        (all_lines(out.path()).len() == 10).then_some(())
+    });
     // Written but not synced yet (--sync-interval 30s), so not FINed --
     // except the first: opening a file forces a sync in NSQ's loop.
     let c = n.channel_stats("test", "nsq_to_file").unwrap();
-    assert_eq!(int(&c, "in_flight_count"), 9, "messages FINed before a sync: {c}\nstderr:\n{}", app.stderr());
+    assert_eq!(
+        int(&c, "in_flight_count"),
+        9,
+        "messages FINed before a sync: {c}\nstderr:\n{}",
+        app.stderr()
+    );
 
     let st = app.sigterm(Duration::from_secs(20));
     assert_eq!(st.code(), Some(0), "stderr:\n{}", app.stderr());
     let files = names(out.path());
     assert_eq!(files.len(), 1, "{files:?}");
     // Default format, no <REV>: test.<short host>.<YYYY-MM-DD_HH>.log
-    assert!(is_dated(&files[0], &format!("test.{}.", short_hostname()), ".log"), "{files:?}");
+    assert!(
+        is_dated(&files[0], &format!("test.{}.", short_hostname()), ".log"),
+        "{files:?}"
+    );
     let mut lines = all_lines(out.path());
     lines.sort();
-    let mut want: Vec<String> = (0..5).flat_map(|i| [format!("before {i}"), format!("after {i}")]).collect();
+    let mut want: Vec<String> = (0..5)
+        .flat_map(|i| [format!("before {i}"), format!("after {i}")])
+        .collect();
     want.sort();
     assert_eq!(lines, want, "every message exactly once");
     assert_drained(&n, "test", "nsq_to_file", 10, 0);
-    assert!(app.stderr().contains("syncing 9 records to disk"), "stderr:\n{}", app.stderr());
+    assert!(
+        app.stderr().contains("syncing 9 records to disk"),
+        "stderr:\n{}",
+        app.stderr()
+    );
 }
 
 #[test]
@@ -202,13 +259,23 @@ fn rotation_by_size_numbers_revisions() {
     for i in 0..20 {
         n.http_pub("rot", format!("message-{i:02}").as_bytes());
     }
-    wait_for(Duration::from_secs(10), "20 lines written", || (all_lines(out.path()).len() == 20).then_some(()));
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    wait_for(Duration::from_secs(10), "20 lines written", || {
+        (all_lines(out.path()).len() == 20).then_some(())
+    });
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
     let files = names(out.path());
     assert_eq!(files.len(), 4, "{files:?}");
     let host = short_hostname();
     for (rev, f) in files.iter().enumerate() {
-        assert!(is_dated(f, &format!("rot.{host}-{rev:06}."), ".log"), "{files:?}");
+        assert!(
+            is_dated(f, &format!("rot.{host}-{rev:06}."), ".log"),
+            "{files:?}"
+        );
         let text = fs::read_to_string(out.path().join(f)).unwrap();
         assert_eq!(text.len(), 55, "{f}: {text:?}");
     }
@@ -237,7 +304,9 @@ fn rotation_by_interval_with_skip_empty_files() {
         for i in 0..3 {
             n.http_pub("tick", format!("b{batch}-{i}").as_bytes());
         }
-        wait_for(Duration::from_secs(10), "batch written", || (all_lines(out.path()).len() == 3 * (batch + 1)).then_some(()));
+        wait_for(Duration::from_secs(10), "batch written", || {
+            (all_lines(out.path()).len() == 3 * (batch + 1)).then_some(())
+        });
         // Synced (and so FINed) by the ticker, well before the 30 s default.
         wait_for(Duration::from_secs(5), "batch FINed", || {
             let c = n.channel_stats("tick", "nsq_to_file")?;
@@ -245,14 +314,22 @@ fn rotation_by_interval_with_skip_empty_files() {
         });
         sleep_ms(1800);
     }
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
     let files = names(out.path());
     // One file per batch; the ticker closed each when it expired instead
     // of opening empty ones.
     assert_eq!(files.len(), 3, "{files:?}\nstderr:\n{}", app.stderr());
     let host = short_hostname();
     for (rev, f) in files.iter().enumerate() {
-        assert!(is_dated(f, &format!("tick.{host}-{rev:06}."), ".log"), "{files:?}");
+        assert!(
+            is_dated(f, &format!("tick.{host}-{rev:06}."), ".log"),
+            "{files:?}"
+        );
         let text = fs::read_to_string(out.path().join(f)).unwrap();
         assert_eq!(text, format!("b{rev}-0\nb{rev}-1\nb{rev}-2\n"), "{f}");
     }
@@ -294,19 +371,37 @@ fn gzip_with_work_dir_moves_a_multi_member_file() {
     // In progress: in the work dir, nothing in the output dir yet.
     assert_eq!(names(work.path()).len(), 1);
     assert!(names(out.path()).is_empty());
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
 
-    assert!(names(work.path()).is_empty(), "left in work dir: {:?}", names(work.path()));
+    assert!(
+        names(work.path()).is_empty(),
+        "left in work dir: {:?}",
+        names(work.path())
+    );
     let files = names(out.path());
     assert_eq!(files.len(), 1, "{files:?}");
-    assert!(is_dated(&files[0], &format!("gz.{}-000000.", short_hostname()), ".log.gz"), "{files:?}");
+    assert!(
+        is_dated(
+            &files[0],
+            &format!("gz.{}-000000.", short_hostname()),
+            ".log.gz"
+        ),
+        "{files:?}"
+    );
     let path = out.path().join(&files[0]);
     let raw = fs::read(&path).unwrap();
     let members = raw.windows(3).filter(|w| *w == [0x1f, 0x8b, 0x08]).count();
     assert!(members >= 2, "one gzip member per sync, got {members}");
     let mut lines: Vec<String> = gunzip(&path).lines().map(str::to_string).collect();
     lines.sort();
-    let mut want: Vec<String> = (0..10).flat_map(|i| [format!("first {i}"), format!("second {i}")]).collect();
+    let mut want: Vec<String> = (0..10)
+        .flat_map(|i| [format!("first {i}"), format!("second {i}")])
+        .collect();
     want.sort();
     assert_eq!(lines, want);
     assert_drained(&n, "gz", "nsq_to_file", 20, 0);
@@ -330,7 +425,9 @@ fn sighup_closes_and_moves_the_file_and_the_next_message_opens_a_new_revision() 
     for i in 0..3 {
         n.http_pub("hup", format!("one {i}").as_bytes());
     }
-    wait_for(Duration::from_secs(10), "3 lines in the work dir", || (all_lines(work.path()).len() == 3).then_some(()));
+    wait_for(Duration::from_secs(10), "3 lines in the work dir", || {
+        (all_lines(work.path()).len() == 3).then_some(())
+    });
     send_signal(app.child.id(), libc::SIGHUP);
     // Synced (FINed), closed and moved to the output dir.
     wait_for(Duration::from_secs(10), "file moved on SIGHUP", || {
@@ -341,16 +438,37 @@ fn sighup_closes_and_moves_the_file_and_the_next_message_opens_a_new_revision() 
         (int(&c, "in_flight_count") == 0).then_some(())
     });
     n.http_pub("hup", b"two");
-    wait_for(Duration::from_secs(10), "a new file for the next message", || (all_lines(work.path()).len() == 1).then_some(()));
+    wait_for(
+        Duration::from_secs(10),
+        "a new file for the next message",
+        || (all_lines(work.path()).len() == 1).then_some(()),
+    );
     app.assert_running();
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
     let files = names(out.path());
     let host = short_hostname();
     assert_eq!(files.len(), 2, "{files:?}");
-    assert!(is_dated(&files[0], &format!("hup.{host}-000000."), ".log"), "{files:?}");
-    assert!(is_dated(&files[1], &format!("hup.{host}-000001."), ".log"), "{files:?}");
-    assert_eq!(fs::read_to_string(out.path().join(&files[0])).unwrap(), "one 0\none 1\none 2\n");
-    assert_eq!(fs::read_to_string(out.path().join(&files[1])).unwrap(), "two\n");
+    assert!(
+        is_dated(&files[0], &format!("hup.{host}-000000."), ".log"),
+        "{files:?}"
+    );
+    assert!(
+        is_dated(&files[1], &format!("hup.{host}-000001."), ".log"),
+        "{files:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(out.path().join(&files[0])).unwrap(),
+        "one 0\none 1\none 2\n"
+    );
+    assert_eq!(
+        fs::read_to_string(out.path().join(&files[1])).unwrap(),
+        "two\n"
+    );
     assert_drained(&n, "hup", "nsq_to_file", 4, 0);
 }
 
@@ -376,41 +494,104 @@ fn topic_pattern_discovers_new_topics_through_lookupd() {
     n.http_pub("other", b"o1");
     wait_clients(&n, "disc_a", "nsq_to_file", 1);
     n.http_pub("disc_a", b"a2");
-    let file = out.path().join("disc_a").join(format!("id-{}.log", short_hostname()));
-    wait_for(Duration::from_secs(10), "disc_a file has 2 lines", || (fs::read_to_string(&file).ok()?.lines().count() == 2).then_some(()));
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    let file = out
+        .path()
+        .join("disc_a")
+        .join(format!("id-{}.log", short_hostname()));
+    wait_for(Duration::from_secs(10), "disc_a file has 2 lines", || {
+        (fs::read_to_string(&file).ok()?.lines().count() == 2).then_some(())
+    });
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
     assert_eq!(fs::read_to_string(&file).unwrap(), "a1\na2\n");
-    assert_eq!(names(out.path()), ["disc_a"], "only the matching topic is archived");
+    assert_eq!(
+        names(out.path()),
+        ["disc_a"],
+        "only the matching topic is archived"
+    );
     assert!(n.channel_stats("other", "nsq_to_file").is_none());
-    assert!(app.stderr().contains("skipping topic other (doesn't match pattern ^disc)"), "stderr:\n{}", app.stderr());
+    assert!(
+        app.stderr()
+            .contains("skipping topic other (doesn't match pattern ^disc)"),
+        "stderr:\n{}",
+        app.stderr()
+    );
 }
 
 #[test]
 fn nsq_to_file_command_line() {
     let r = run_bin("nsq_to_file", &["--version"], Duration::from_secs(5));
-    assert_eq!((r.status.and_then(|s| s.code()), r.stdout.as_str()), (Some(0), "nsq_to_file v1.3.0\n"));
+    assert_eq!(
+        (r.status.and_then(|s| s.code()), r.stdout.as_str()),
+        (Some(0), "nsq_to_file v1.3.0\n")
+    );
     let r = run_bin("nsq_to_file", &["--help"], Duration::from_secs(5));
     assert_eq!(r.status.and_then(|s| s.code()), Some(0));
     assert!(r.stderr.starts_with("Usage of nsqd:\n"), "{}", r.stderr);
-    assert!(r.stderr.contains("  -rotate-size rotate-size\n"), "{}", r.stderr);
-    assert!(r.stderr.contains("(default \"<TOPIC>.<HOST><REV>.<DATETIME>.log\")"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("  -rotate-size rotate-size\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("(default \"<TOPIC>.<HOST><REV>.<DATETIME>.log\")"),
+        "{}",
+        r.stderr
+    );
     let r = run_bin("nsq_to_file", &["--bogus"], Duration::from_secs(5));
     assert_eq!(r.status.and_then(|s| s.code()), Some(2));
-    assert!(r.stderr.starts_with("flag provided but not defined: -bogus\nUsage of nsqd:\n"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("flag provided but not defined: -bogus\nUsage of nsqd:\n"),
+        "{}",
+        r.stderr
+    );
     for (a, msg) in [
-        (vec!["--topic=t"], "--nsqd-tcp-address or --lookupd-http-address required."),
         (
-            vec!["--topic=t", "--nsqd-tcp-address=a", "--lookupd-http-address=b"],
+            vec!["--topic=t"],
+            "--nsqd-tcp-address or --lookupd-http-address required.",
+        ),
+        (
+            vec![
+                "--topic=t",
+                "--nsqd-tcp-address=a",
+                "--lookupd-http-address=b",
+            ],
             "use --nsqd-tcp-address or --lookupd-http-address not both",
         ),
-        (vec!["--nsqd-tcp-address=a"], "--topic or --topic-pattern required"),
-        (vec!["--nsqd-tcp-address=a", "--topic-pattern=x"], "--lookupd-http-address must be specified when no --topic specified"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "--gzip-level=10"], "invalid --gzip-level value (10), should be 1-9"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "--channel="], "--channel is required"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "extra"], "unknown arguments: [extra]"),
+        (
+            vec!["--nsqd-tcp-address=a"],
+            "--topic or --topic-pattern required",
+        ),
+        (
+            vec!["--nsqd-tcp-address=a", "--topic-pattern=x"],
+            "--lookupd-http-address must be specified when no --topic specified",
+        ),
+        (
+            vec!["--topic=t", "--nsqd-tcp-address=a", "--gzip-level=10"],
+            "invalid --gzip-level value (10), should be 1-9",
+        ),
+        (
+            vec!["--topic=t", "--nsqd-tcp-address=a", "--channel="],
+            "--channel is required",
+        ),
+        (
+            vec!["--topic=t", "--nsqd-tcp-address=a", "extra"],
+            "unknown arguments: [extra]",
+        ),
     ] {
         let r = run_bin("nsq_to_file", &a, Duration::from_secs(5));
-        assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{a:?}: {}", r.stderr);
+        assert_eq!(
+            r.status.and_then(|s| s.code()),
+            Some(1),
+            "{a:?}: {}",
+            r.stderr
+        );
         assert!(r.stderr.trim_end().ends_with(msg), "{a:?}: {}", r.stderr);
     }
 }
@@ -430,7 +611,10 @@ struct Req {
 
 impl Req {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     fn body_str(&self) -> String {
@@ -473,10 +657,14 @@ impl TestServer {
     }
 
     fn wait_requests(&self, n: usize) -> Vec<Req> {
-        wait_for(Duration::from_secs(20), &format!("{n} HTTP requests"), || {
-            let r = self.requests();
-            (r.len() >= n).then_some(r)
-        })
+        wait_for(
+            Duration::from_secs(20),
+            &format!("{n} HTTP requests"),
+            || {
+                let r = self.requests();
+                (r.len() >= n).then_some(r)
+            },
+        )
     }
 }
 
@@ -490,7 +678,10 @@ fn serve_conn(conn: TcpStream, reqs: Arc<Mutex<Vec<Req>>>, respond: Respond) {
             return;
         }
         let mut parts = line.split_whitespace();
-        let (method, target) = (parts.next().unwrap_or_default().to_string(), parts.next().unwrap_or_default().to_string());
+        let (method, target) = (
+            parts.next().unwrap_or_default().to_string(),
+            parts.next().unwrap_or_default().to_string(),
+        );
         let mut headers = Vec::new();
         loop {
             let mut h = String::new();
@@ -505,20 +696,31 @@ fn serve_conn(conn: TcpStream, reqs: Arc<Mutex<Vec<Req>>>, respond: Respond) {
                 headers.push((k.trim().to_string(), v.trim().to_string()));
             }
         }
-        let len: usize =
-            headers.iter().find(|(k, _)| k.eq_ignore_ascii_case("content-length")).and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
         let mut body = vec![0; len];
         if r.read_exact(&mut body).is_err() {
             return;
         }
-        let mut req = Req { method, target, headers, body, status: 0 };
+        let mut req = Req {
+            method,
+            target,
+            headers,
+            body,
+            status: 0,
+        };
         let status = {
             let mut all = reqs.lock().unwrap();
             req.status = respond(&req, &all);
             all.push(req.clone());
             req.status
         };
-        let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok");
+        let resp = format!(
+            "HTTP/1.1 {status} X\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
+        );
         if w.write_all(resp.as_bytes()).is_err() {
             return;
         }
@@ -526,7 +728,10 @@ fn serve_conn(conn: TcpStream, reqs: Arc<Mutex<Vec<Req>>>, respond: Respond) {
 }
 
 fn start_to_http(n: &Nsqd, topic: &str, extra: &[String]) -> App {
-    let mut a = vec![format!("--topic={topic}"), format!("--nsqd-tcp-address={}", n.tcp_addr)];
+    let mut a = vec![
+        format!("--topic={topic}"),
+        format!("--nsqd-tcp-address={}", n.tcp_addr),
+    ];
     a.extend_from_slice(extra);
     let app = App::start("nsq_to_http", &a);
     wait_clients(n, topic, "nsq_to_http", 1);
@@ -541,15 +746,28 @@ fn start_to_http(n: &Nsqd, topic: &str, extra: &[String]) -> App {
 fn nsq_to_http_get_substitutes_the_escaped_body() {
     let n = Nsqd::start(&[]);
     let srv = TestServer::start(|_, _| 200);
-    let mut app = start_to_http(&n, "hget", &[format!("--get={}", srv.url("/in?m=%s&x=1")), "--header=X-Test: yes".into()]);
+    let mut app = start_to_http(
+        &n,
+        "hget",
+        &[
+            format!("--get={}", srv.url("/in?m=%s&x=1")),
+            "--header=X-Test: yes".into(),
+        ],
+    );
     let bodies = ["plain", "a b&c=d/é", "50%"];
     for b in bodies {
         n.http_pub("hget", b.as_bytes());
     }
     let reqs = srv.wait_requests(3);
     let targets: BTreeSet<String> = reqs.iter().map(|r| r.target.clone()).collect();
-    let want: BTreeSet<String> =
-        ["/in?m=plain&x=1", "/in?m=a+b%26c%3Dd%2F%C3%A9&x=1", "/in?m=50%25&x=1"].iter().map(|s| s.to_string()).collect();
+    let want: BTreeSet<String> = [
+        "/in?m=plain&x=1",
+        "/in?m=a+b%26c%3Dd%2F%C3%A9&x=1",
+        "/in?m=50%25&x=1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     assert_eq!(targets, want);
     for r in &reqs {
         assert_eq!(r.method, "GET");
@@ -559,20 +777,35 @@ fn nsq_to_http_get_substitutes_the_escaped_body() {
     assert_drained(&n, "hget", "nsq_to_http", 3, 0);
     sleep_ms(300);
     assert_eq!(srv.requests().len(), 3, "each message sent once");
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
 }
 
 #[test]
 fn nsq_to_http_post_sends_the_body() {
     let n = Nsqd::start(&[]);
     let srv = TestServer::start(|_, _| 201);
-    let mut app = start_to_http(&n, "hpost", &[format!("--post={}", srv.url("/post")), "--content-type=text/plain".into()]);
+    let mut app = start_to_http(
+        &n,
+        "hpost",
+        &[
+            format!("--post={}", srv.url("/post")),
+            "--content-type=text/plain".into(),
+        ],
+    );
     for i in 0..20 {
         n.http_pub("hpost", format!("body {i}\nwith newline").as_bytes());
     }
     let reqs = srv.wait_requests(20);
     let got: BTreeSet<String> = reqs.iter().map(Req::body_str).collect();
-    assert_eq!(got, (0..20).map(|i| format!("body {i}\nwith newline")).collect());
+    assert_eq!(
+        got,
+        (0..20).map(|i| format!("body {i}\nwith newline")).collect()
+    );
     for r in &reqs {
         assert_eq!((r.method.as_str(), r.target.as_str()), ("POST", "/post"));
         assert_eq!(r.header("Content-Type"), Some("text/plain"));
@@ -580,7 +813,12 @@ fn nsq_to_http_post_sends_the_body() {
     }
     // Any 2xx is success for POST.
     assert_drained(&n, "hpost", "nsq_to_http", 20, 0);
-    assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0), "stderr:\n{}", app.stderr());
+    assert_eq!(
+        app.sigterm(Duration::from_secs(20)).code(),
+        Some(0),
+        "stderr:\n{}",
+        app.stderr()
+    );
 }
 
 /// Requests per path.
@@ -596,30 +834,66 @@ fn per_path(reqs: &[Req]) -> BTreeMap<String, usize> {
 fn nsq_to_http_modes_over_several_endpoints() {
     let n = Nsqd::start(&[]);
     let srv = TestServer::start(|_, _| 200);
-    let endpoints = [format!("--post={}", srv.url("/a")), format!("--post={}", srv.url("/b"))];
+    let endpoints = [
+        format!("--post={}", srv.url("/a")),
+        format!("--post={}", srv.url("/b")),
+    ];
 
     // round-robin: a shared counter, evenly split.
-    let mut rr = start_to_http(&n, "rr", &[endpoints[0].clone(), endpoints[1].clone(), "--mode=round-robin".into()]);
+    let mut rr = start_to_http(
+        &n,
+        "rr",
+        &[
+            endpoints[0].clone(),
+            endpoints[1].clone(),
+            "--mode=round-robin".into(),
+        ],
+    );
     for i in 0..10 {
         n.http_pub("rr", format!("rr {i}").as_bytes());
     }
     let reqs = srv.wait_requests(10);
-    assert_eq!(per_path(&reqs), BTreeMap::from([("/a".to_string(), 5), ("/b".to_string(), 5)]));
+    assert_eq!(
+        per_path(&reqs),
+        BTreeMap::from([("/a".to_string(), 5), ("/b".to_string(), 5)])
+    );
     assert_drained(&n, "rr", "nsq_to_http", 10, 0);
     assert_eq!(rr.sigterm(Duration::from_secs(20)).code(), Some(0));
 
     // Any unknown mode is "all": every endpoint gets every message.
     let srv = TestServer::start(|_, _| 200);
-    let endpoints = [format!("--post={}", srv.url("/a")), format!("--post={}", srv.url("/b"))];
-    let mut all = start_to_http(&n, "all", &[endpoints[0].clone(), endpoints[1].clone(), "--mode=fanout".into()]);
+    let endpoints = [
+        format!("--post={}", srv.url("/a")),
+        format!("--post={}", srv.url("/b")),
+    ];
+    let mut all = start_to_http(
+        &n,
+        "all",
+        &[
+            endpoints[0].clone(),
+            endpoints[1].clone(),
+            "--mode=fanout".into(),
+        ],
+    );
     for i in 0..10 {
         n.http_pub("all", format!("all {i}").as_bytes());
     }
     let reqs = srv.wait_requests(20);
-    assert_eq!(per_path(&reqs), BTreeMap::from([("/a".to_string(), 10), ("/b".to_string(), 10)]));
+    assert_eq!(
+        per_path(&reqs),
+        BTreeMap::from([("/a".to_string(), 10), ("/b".to_string(), 10)])
+    );
     for path in ["/a", "/b"] {
-        let bodies: BTreeSet<String> = reqs.iter().filter(|r| r.target == path).map(Req::body_str).collect();
-        assert_eq!(bodies, (0..10).map(|i| format!("all {i}")).collect(), "{path}");
+        let bodies: BTreeSet<String> = reqs
+            .iter()
+            .filter(|r| r.target == path)
+            .map(Req::body_str)
+            .collect();
+        assert_eq!(
+            bodies,
+            (0..10).map(|i| format!("all {i}")).collect(),
+            "{path}"
+        );
     }
     assert_drained(&n, "all", "nsq_to_http", 10, 0);
     assert_eq!(all.sigterm(Duration::from_secs(20)).code(), Some(0));
@@ -645,7 +919,11 @@ fn nsq_to_http_modes_over_several_endpoints() {
     let reqs = srv.requests();
     let counts = per_path(&reqs);
     assert_eq!(counts.get("/down"), Some(&1), "{counts:?}");
-    let ok: BTreeSet<String> = reqs.iter().filter(|r| r.status == 200).map(Req::body_str).collect();
+    let ok: BTreeSet<String> = reqs
+        .iter()
+        .filter(|r| r.status == 200)
+        .map(Req::body_str)
+        .collect();
     assert_eq!(ok, (0..10).map(|i| format!("hp {i}")).collect());
     assert_eq!(hp.sigterm(Duration::from_secs(20)).code(), Some(0));
 }
@@ -662,48 +940,139 @@ fn nsq_to_http_failures_are_requeued_and_redelivered() {
             200
         }
     });
-    let opts = ["--consumer-opt=default_requeue_delay,100ms".to_string(), "--consumer-opt=max_backoff_duration,0".to_string()];
-    let mut app = start_to_http(&n, "h5xx", &[format!("--post={}", srv.url("/p")), opts[0].clone(), opts[1].clone()]);
+    let opts = [
+        "--consumer-opt=default_requeue_delay,100ms".to_string(),
+        "--consumer-opt=max_backoff_duration,0".to_string(),
+    ];
+    let mut app = start_to_http(
+        &n,
+        "h5xx",
+        &[
+            format!("--post={}", srv.url("/p")),
+            opts[0].clone(),
+            opts[1].clone(),
+        ],
+    );
     n.http_pub("h5xx", b"ok-1");
     n.http_pub("h5xx", b"fail-me");
     n.http_pub("h5xx", b"ok-2");
     let reqs = srv.wait_requests(4);
     assert_drained(&n, "h5xx", "nsq_to_http", 3, 1);
-    let fails: Vec<u16> = reqs.iter().filter(|r| r.body == b"fail-me").map(|r| r.status).collect();
-    assert_eq!(fails, [500, 200], "the server sees the message again after the 500");
+    let fails: Vec<u16> = reqs
+        .iter()
+        .filter(|r| r.body == b"fail-me")
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        fails,
+        [500, 200],
+        "the server sees the message again after the 500"
+    );
     assert_eq!(srv.requests().len(), 4);
     assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0));
 
     // GET succeeds only on exactly 200: a 201 is a failure too.
-    let srv = TestServer::start(|r, earlier| if earlier.iter().any(|e| e.target == r.target) { 200 } else { 201 });
-    let mut app = start_to_http(&n, "hget201", &[format!("--get={}", srv.url("/g?%s")), opts[0].clone(), opts[1].clone()]);
+    let srv = TestServer::start(|r, earlier| {
+        if earlier.iter().any(|e| e.target == r.target) {
+            200
+        } else {
+            201
+        }
+    });
+    let mut app = start_to_http(
+        &n,
+        "hget201",
+        &[
+            format!("--get={}", srv.url("/g?%s")),
+            opts[0].clone(),
+            opts[1].clone(),
+        ],
+    );
     n.http_pub("hget201", b"once");
     srv.wait_requests(2);
     assert_drained(&n, "hget201", "nsq_to_http", 1, 1);
-    assert_eq!(srv.requests().iter().map(|r| r.status).collect::<Vec<_>>(), [201, 200]);
+    assert_eq!(
+        srv.requests().iter().map(|r| r.status).collect::<Vec<_>>(),
+        [201, 200]
+    );
     assert_eq!(app.sigterm(Duration::from_secs(20)).code(), Some(0));
 }
 
 #[test]
 fn nsq_to_http_command_line() {
     let r = run_bin("nsq_to_http", &["--version"], Duration::from_secs(5));
-    assert_eq!((r.status.and_then(|s| s.code()), r.stdout.as_str()), (Some(0), "nsq_to_http v1.3.0\n"));
-    let r = run_bin("nsq_to_http", &["--consumer-opt=bogus,1"], Duration::from_secs(5));
+    assert_eq!(
+        (r.status.and_then(|s| s.code()), r.stdout.as_str()),
+        (Some(0), "nsq_to_http v1.3.0\n")
+    );
+    let r = run_bin(
+        "nsq_to_http",
+        &["--consumer-opt=bogus,1"],
+        Duration::from_secs(5),
+    );
     assert_eq!(r.status.and_then(|s| s.code()), Some(2));
-    assert!(r.stderr.starts_with("invalid value \"bogus,1\" for flag -consumer-opt: invalid option bogus\nUsage of "), "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with(
+            "invalid value \"bogus,1\" for flag -consumer-opt: invalid option bogus\nUsage of "
+        ),
+        "{}",
+        r.stderr
+    );
     for (a, msg) in [
-        (vec!["--header=nocolon"], "--header value format should be 'key=value'"),
-        (vec!["--post=http://x/"], "--topic and --channel are required"),
-        (vec!["--topic=t", "--content-type=x", "--get=http://h/%s"], "--content-type only used with --post"),
-        (vec!["--topic=t", "--content-type=", "--post=http://h/"], "--content-type requires a value when used"),
-        (vec!["--topic=t", "--post=http://h/"], "--nsqd-tcp-address or --lookupd-http-address required"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a"], "--get or --post required"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "--get=http://h/", "--post=http://h/"], "use --get or --post not both"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "--get=http://h/%s/%s"], "invalid GET address - must be a printf string"),
-        (vec!["--topic=t", "--nsqd-tcp-address=a", "--post=http://h/", "--sample=2"], "ERROR: --sample must be between 0.0 and 1.0"),
+        (
+            vec!["--header=nocolon"],
+            "--header value format should be 'key=value'",
+        ),
+        (
+            vec!["--post=http://x/"],
+            "--topic and --channel are required",
+        ),
+        (
+            vec!["--topic=t", "--content-type=x", "--get=http://h/%s"],
+            "--content-type only used with --post",
+        ),
+        (
+            vec!["--topic=t", "--content-type=", "--post=http://h/"],
+            "--content-type requires a value when used",
+        ),
+        (
+            vec!["--topic=t", "--post=http://h/"],
+            "--nsqd-tcp-address or --lookupd-http-address required",
+        ),
+        (
+            vec!["--topic=t", "--nsqd-tcp-address=a"],
+            "--get or --post required",
+        ),
+        (
+            vec![
+                "--topic=t",
+                "--nsqd-tcp-address=a",
+                "--get=http://h/",
+                "--post=http://h/",
+            ],
+            "use --get or --post not both",
+        ),
+        (
+            vec!["--topic=t", "--nsqd-tcp-address=a", "--get=http://h/%s/%s"],
+            "invalid GET address - must be a printf string",
+        ),
+        (
+            vec![
+                "--topic=t",
+                "--nsqd-tcp-address=a",
+                "--post=http://h/",
+                "--sample=2",
+            ],
+            "ERROR: --sample must be between 0.0 and 1.0",
+        ),
     ] {
         let r = run_bin("nsq_to_http", &a, Duration::from_secs(5));
-        assert_eq!(r.status.and_then(|s| s.code()), Some(1), "{a:?}: {}", r.stderr);
+        assert_eq!(
+            r.status.and_then(|s| s.code()),
+            Some(1),
+            "{a:?}: {}",
+            r.stderr
+        );
         assert!(r.stderr.trim_end().ends_with(msg), "{a:?}: {}", r.stderr);
     }
 }

@@ -549,11 +549,21 @@ impl TermLedger {
     /// (nsqd persists in-flight and deferred messages with their attempts).
     fn delivered(&mut self, m: &Msg, when: &str) {
         let name = String::from_utf8_lossy(&m.body).into_owned();
-        assert!(self.published.contains(&m.body), "{when}: {name} was never acknowledged");
-        assert!(!self.finned.contains(&m.body), "{when}: {name} was FINed before, yet delivered again");
+        assert!(
+            self.published.contains(&m.body),
+            "{when}: {name} was never acknowledged"
+        );
+        assert!(
+            !self.finned.contains(&m.body),
+            "{when}: {name} was FINed before, yet delivered again"
+        );
         let k = self.deliveries.entry(m.body.clone()).or_default();
         *k += 1;
-        assert_eq!(m.attempts as usize, *k, "{when}: {name}: attempts {} but delivery #{k}", m.attempts);
+        assert_eq!(
+            m.attempts as usize, *k,
+            "{when}: {name}: attempts {} but delivery #{k}",
+            m.attempts
+        );
     }
 }
 
@@ -569,7 +579,11 @@ struct TermCycle {
 impl TermCycle {
     fn handle(&mut self, cycle: usize, m: &Msg, fate: Fate, c: &mut Conn, led: &mut TermLedger) {
         led.delivered(m, &format!("cycle {cycle}"));
-        assert!(self.seen.insert(m.body.clone()), "cycle {cycle}: {} delivered twice in one cycle", m.body_str());
+        assert!(
+            self.seen.insert(m.body.clone()),
+            "cycle {cycle}: {} delivered twice in one cycle",
+            m.body_str()
+        );
         match fate {
             Fate::Fin => {
                 c.fin(&m.id);
@@ -625,7 +639,9 @@ fn sigterm_cycles_under_consumer_lose_nothing_and_redeliver_only_unfinished() {
             p.publish("term", &b);
             led.published.insert(b);
         }
-        let batch: Vec<Vec<u8>> = (0..10).map(|i| format!("term-{cycle:04}-m{i:02}").into_bytes()).collect();
+        let batch: Vec<Vec<u8>> = (0..10)
+            .map(|i| format!("term-{cycle:04}-m{i:02}").into_bytes())
+            .collect();
         let refs: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
         p.mpublish("term", &refs);
         led.published.extend(batch.iter().cloned());
@@ -669,7 +685,10 @@ fn sigterm_cycles_under_consumer_lose_nothing_and_redeliver_only_unfinished() {
                 cs.handle(cycle, &f.msg(), Fate::Hold, &mut c, &mut led);
             }
             let st = n.channel_stats("term", "c").expect("channel term/c");
-            let (inflight, deferred) = (int(&st, "in_flight_count") as usize, int(&st, "deferred_count") as usize);
+            let (inflight, deferred) = (
+                int(&st, "in_flight_count") as usize,
+                int(&st, "deferred_count") as usize,
+            );
             if inflight == cs.held.len() && deferred == 5 + cs.reqs {
                 break;
             }
@@ -691,7 +710,11 @@ fn sigterm_cycles_under_consumer_lose_nothing_and_redeliver_only_unfinished() {
         let t_stop = Instant::now();
         let st = n.sigterm_and_wait(secs(15));
         let exit_in = t_stop.elapsed();
-        assert!(st.success(), "cycle {cycle}: nsqd exit status {st} after SIGTERM\n{}", n.stderr());
+        assert!(
+            st.success(),
+            "cycle {cycle}: nsqd exit status {st} after SIGTERM\n{}",
+            n.stderr()
+        );
         drop(c);
         let t_start = Instant::now();
         n = Nsqd::start_in(dir.path(), &args);
@@ -719,7 +742,11 @@ fn sigterm_cycles_under_consumer_lose_nothing_and_redeliver_only_unfinished() {
         assert_eq!(f.ftype, FRAME_MESSAGE, "drain: {f:?}");
         let m = f.msg();
         led.delivered(&m, "drain");
-        assert!(drained.insert(m.body.clone()), "drain: {} delivered twice", m.body_str());
+        assert!(
+            drained.insert(m.body.clone()),
+            "drain: {} delivered twice",
+            m.body_str()
+        );
         c.fin(&m.id);
     }
     let missing: Vec<String> = led
@@ -738,7 +765,16 @@ fn sigterm_cycles_under_consumer_lose_nothing_and_redeliver_only_unfinished() {
         missing.len(),
         started.elapsed()
     );
-    assert!(missing.is_empty(), "{} acknowledged, unFINed messages lost across clean restarts (first 20): {:?}", missing.len(), &missing[..missing.len().min(20)]);
-    assert_eq!(led.finned.len() + drained.len(), led.published.len(), "every message FINed exactly once overall");
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged, unFINed messages lost across clean restarts (first 20): {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+    assert_eq!(
+        led.finned.len() + drained.len(),
+        led.published.len(),
+        "every message FINed exactly once overall"
+    );
     n.assert_alive();
 }

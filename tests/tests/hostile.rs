@@ -36,7 +36,10 @@ struct Target {
 impl Target {
     fn start() -> Target {
         let lookupd = Lookupd::start(&[]);
-        let nsqd = Nsqd::start(&[&format!("--lookupd-tcp-address={}", lookupd.tcp), "--broadcast-address=127.0.0.1"]);
+        let nsqd = Nsqd::start(&[
+            &format!("--lookupd-tcp-address={}", lookupd.tcp),
+            "--broadcast-address=127.0.0.1",
+        ]);
         let admin = start_admin(&[&format!("--lookupd-http-address={}", lookupd.http)]);
         let mut publisher = nsqd.connect();
         publisher.publish("normal", b"warmup");
@@ -45,7 +48,14 @@ impl Target {
         subscriber.rdy(1);
         let m = subscriber.expect_msg_within(secs(5));
         subscriber.fin(&m.id);
-        Target { lookupd, nsqd, admin, publisher, subscriber, round_trips: 0 }
+        Target {
+            lookupd,
+            nsqd,
+            admin,
+            publisher,
+            subscriber,
+            round_trips: 0,
+        }
     }
 
     /// One PUB+SUB round trip for the normal client; returns its latency.
@@ -55,7 +65,11 @@ impl Target {
         self.publisher.publish("normal", body.as_bytes());
         self.subscriber.rdy(1);
         let m = self.subscriber.expect_msg_within(secs(5));
-        assert_eq!(m.body, body.as_bytes(), "the normal client gets its own message back");
+        assert_eq!(
+            m.body,
+            body.as_bytes(),
+            "the normal client gets its own message back"
+        );
         self.subscriber.fin(&m.id);
         self.round_trips += 1;
         t.elapsed()
@@ -63,17 +77,32 @@ impl Target {
 
     /// Every daemon answers `/ping`, and the normal client is served.
     fn check_alive(&mut self, phase: &str) {
-        for (name, addr) in [("nsqd", &self.nsqd.http_addr), ("nsqlookupd", &self.lookupd.http), ("nsqadmin", &self.admin.http_addr)] {
+        for (name, addr) in [
+            ("nsqd", &self.nsqd.http_addr),
+            ("nsqlookupd", &self.lookupd.http),
+            ("nsqadmin", &self.admin.http_addr),
+        ] {
             let r = http_request_timeout(addr, "GET", "/ping", &[], None, secs(5))
                 .unwrap_or_else(|e| panic!("{name} /ping after {phase}: {e}"));
-            assert_eq!((r.status, r.body.as_slice()), (200, &b"OK"[..]), "{name} /ping after {phase}");
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, &b"OK"[..]),
+                "{name} /ping after {phase}"
+            );
         }
         let lat = self.round_trip();
-        assert!(lat < secs(3), "normal round trip took {lat:?} after {phase}");
+        assert!(
+            lat < secs(3),
+            "normal round trip took {lat:?} after {phase}"
+        );
     }
 
     fn rss(&self) -> [u64; 3] {
-        [rss_kib(self.nsqd.pid()), rss_kib(self.lookupd.pid()), rss_kib(self.admin.pid())]
+        [
+            rss_kib(self.nsqd.pid()),
+            rss_kib(self.lookupd.pid()),
+            rss_kib(self.admin.pid()),
+        ]
     }
 
     /// (name, address, is_http) of every port.
@@ -118,9 +147,31 @@ fn garbage(rng: &mut Rng, port: &str) -> Vec<u8> {
     let len = 1 + rng.below(600) as usize;
     let noise = rng.bytes(len);
     let prefixes: &[&[u8]] = match port {
-        "nsqd-tcp" => &[b"", b"  V2", b"  V2PUB t\n", b"  V2MPUB t\n", b"  V2IDENTIFY\n", b"  V2SUB t c\n", b"  V2AUTH\n", b"  V2DPUB t 10\n"],
-        "nsqlookupd-tcp" => &[b"", b"  V1", b"  V1IDENTIFY\n", b"  V1REGISTER ", b"  V1PING\n"],
-        _ => &[b"", b"GET /", b"POST /pub?topic=g HTTP/1.1\r\n", b"POST /mpub?topic=g&binary=true HTTP/1.1\r\nContent-Length: 64\r\n\r\n", b"GET /stats HTTP/1.1\r\n", b"PUT /api/topics HTTP/1.1\r\n"],
+        "nsqd-tcp" => &[
+            b"",
+            b"  V2",
+            b"  V2PUB t\n",
+            b"  V2MPUB t\n",
+            b"  V2IDENTIFY\n",
+            b"  V2SUB t c\n",
+            b"  V2AUTH\n",
+            b"  V2DPUB t 10\n",
+        ],
+        "nsqlookupd-tcp" => &[
+            b"",
+            b"  V1",
+            b"  V1IDENTIFY\n",
+            b"  V1REGISTER ",
+            b"  V1PING\n",
+        ],
+        _ => &[
+            b"",
+            b"GET /",
+            b"POST /pub?topic=g HTTP/1.1\r\n",
+            b"POST /mpub?topic=g&binary=true HTTP/1.1\r\nContent-Length: 64\r\n\r\n",
+            b"GET /stats HTTP/1.1\r\n",
+            b"PUT /api/topics HTTP/1.1\r\n",
+        ],
     };
     let mut p = prefixes[rng.below(prefixes.len() as u64) as usize].to_vec();
     p.extend_from_slice(&noise);
@@ -132,7 +183,10 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     let n_garbage = env_usize("NSQ_HOSTILE_N", 2000);
     let mut t = Target::start();
     let rss0 = t.rss();
-    eprintln!("RSS before (KiB): nsqd {} nsqlookupd {} nsqadmin {}", rss0[0], rss0[1], rss0[2]);
+    eprintln!(
+        "RSS before (KiB): nsqd {} nsqlookupd {} nsqadmin {}",
+        rss0[0], rss0[1], rss0[2]
+    );
 
     // ---- 1. garbage ----------------------------------------------------
     let mut rng = Rng::new(0x6a72_6261_6765);
@@ -141,17 +195,25 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
         let (mut closed, mut answered) = (0usize, 0usize);
         for i in 0..n_garbage {
             let payload = garbage(&mut rng, name);
-            let got = send_and_drain(&addr, &payload, secs(10))
-                .unwrap_or_else(|| panic!("{name}: garbage #{i} left the connection open after EOF: {payload:?}"));
+            let got = send_and_drain(&addr, &payload, secs(10)).unwrap_or_else(|| {
+                panic!("{name}: garbage #{i} left the connection open after EOF: {payload:?}")
+            });
             if is_http && !got.is_empty() {
-                assert!(got.starts_with(b"HTTP/1."), "{name}: garbage #{i} answered with non-HTTP {:?}", String::from_utf8_lossy(&got));
+                assert!(
+                    got.starts_with(b"HTTP/1."),
+                    "{name}: garbage #{i} answered with non-HTTP {:?}",
+                    String::from_utf8_lossy(&got)
+                );
                 answered += 1;
             } else {
                 closed += 1;
             }
             if i % 200 == 199 {
                 let lat = t.round_trip();
-                assert!(lat < secs(3), "{name}: normal round trip took {lat:?} during garbage");
+                assert!(
+                    lat < secs(3),
+                    "{name}: normal round trip took {lat:?} during garbage"
+                );
             }
         }
         eprintln!("{name}: {n_garbage} garbage payloads in {:?} ({answered} HTTP answers, {closed} closes)", t0.elapsed());
@@ -159,18 +221,28 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     }
 
     // ---- 2. oversized headers and bodies -------------------------------
-    let huge_header = format!("GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(1 << 20));
+    let huge_header = format!(
+        "GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(1 << 20)
+    );
     for (name, addr, is_http) in t.ports() {
         if is_http {
             match http_raw(&addr, huge_header.as_bytes(), secs(10)) {
-                Ok(r) => assert!(r.status >= 400, "{name}: 1 MiB header answered {}", r.status),
-                Err(e) => assert!(is_closed_err(&e) || e.kind() == std::io::ErrorKind::InvalidData, "{name}: 1 MiB header: {e}"),
+                Ok(r) => assert!(
+                    r.status >= 400,
+                    "{name}: 1 MiB header answered {}",
+                    r.status
+                ),
+                Err(e) => assert!(
+                    is_closed_err(&e) || e.kind() == std::io::ErrorKind::InvalidData,
+                    "{name}: 1 MiB header: {e}"
+                ),
             }
         } else {
             // A 1 MiB command line with no newline: nsqd/nsqlookupd must close.
             let magic: &[u8] = if name == "nsqd-tcp" { b"  V2" } else { b"  V1" };
             let mut p = magic.to_vec();
-            p.extend(std::iter::repeat(b'A').take(1 << 20));
+            p.extend(std::iter::repeat_n(b'A', 1 << 20));
             let mut c = Conn::connect_raw(&addr);
             let _ = c.try_send(&p);
             c.read_until_closed(secs(10));
@@ -181,14 +253,25 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     for path in ["/pub?topic=big", "/mpub?topic=big"] {
         match http_request_timeout(&t.nsqd.http_addr, "POST", path, &[], Some(&big), secs(30)) {
             Ok(r) => {
-                let want = if path.starts_with("/pub") { "MSG_TOO_BIG" } else { "BODY_TOO_BIG" };
+                let want = if path.starts_with("/pub") {
+                    "MSG_TOO_BIG"
+                } else {
+                    "BODY_TOO_BIG"
+                };
                 r.assert_error(413, want);
             }
             Err(e) => assert!(is_closed_err(&e), "20 MiB POST {path}: {e}"),
         }
         t.check_alive(&format!("20 MiB body to nsqd {path}"));
     }
-    for (name, addr, path) in [("nsqlookupd-http", t.lookupd.http.clone(), "/topic/create?topic=big"), ("nsqadmin-http", t.admin.http_addr.clone(), "/api/topics")] {
+    for (name, addr, path) in [
+        (
+            "nsqlookupd-http",
+            t.lookupd.http.clone(),
+            "/topic/create?topic=big",
+        ),
+        ("nsqadmin-http", t.admin.http_addr.clone(), "/api/topics"),
+    ] {
         match http_request_timeout(&addr, "POST", path, &[], Some(&big), secs(30)) {
             Ok(r) => eprintln!("{name}: 20 MiB POST {path} → {}", r.status),
             Err(e) => eprintln!("{name}: 20 MiB POST {path} → {e}"),
@@ -232,7 +315,10 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     for th in threads {
         th.join().expect("slow client");
     }
-    assert!(worst < secs(1), "a slow client delayed the normal client by {worst:?}");
+    assert!(
+        worst < secs(1),
+        "a slow client delayed the normal client by {worst:?}"
+    );
     t.check_alive("slow connections");
 
     // ---- 5. invalid UTF-8 (and other bad bytes) in names ---------------------
@@ -245,10 +331,17 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     let mut c = t.nsqd.connect();
     c.send(b"SUB t \xed\xa0\x80\n");
     c.expect_error_fatal(b"E_BAD_CHANNEL SUB channel name \"\\xed\\xa0\\x80\" is not valid");
-    t.nsqd.post("/pub?topic=%FF%FE", b"x").assert_error(400, "INVALID_TOPIC");
-    t.nsqd.post("/topic/create?topic=t%C3", b"").assert_error(400, "INVALID_TOPIC");
-    t.nsqd.post("/channel/create?topic=t&channel=%ED%A0%80", b"").assert_error(400, "INVALID_ARG_CHANNEL");
-    http_post(&t.lookupd.http, "/topic/create?topic=%FF", b"").assert_error(400, "INVALID_ARG_TOPIC");
+    t.nsqd
+        .post("/pub?topic=%FF%FE", b"x")
+        .assert_error(400, "INVALID_TOPIC");
+    t.nsqd
+        .post("/topic/create?topic=t%C3", b"")
+        .assert_error(400, "INVALID_TOPIC");
+    t.nsqd
+        .post("/channel/create?topic=t&channel=%ED%A0%80", b"")
+        .assert_error(400, "INVALID_ARG_CHANNEL");
+    http_post(&t.lookupd.http, "/topic/create?topic=%FF", b"")
+        .assert_error(400, "INVALID_ARG_TOPIC");
     // nsqlookupd TCP: REGISTER with an invalid UTF-8 name, echoed as raw bytes.
     let mut l = Conn::connect_raw(&t.lookupd.tcp);
     let body = r#"{"broadcast_address":"127.0.0.1","tcp_port":1,"http_port":2,"version":"1.3.0"}"#;
@@ -260,16 +353,34 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
     let got = l.read_until_closed(secs(5));
     let msg: &[u8] = b"E_BAD_TOPIC REGISTER topic name '\xff' is not valid";
     let want = [&(msg.len() as u32).to_be_bytes()[..], msg].concat();
-    assert!(got.ends_with(&want), "nsqlookupd REGISTER \\xff: got {:?}", String::from_utf8_lossy(&got));
+    assert!(
+        got.ends_with(&want),
+        "nsqlookupd REGISTER \\xff: got {:?}",
+        String::from_utf8_lossy(&got)
+    );
     // Raw (not percent-encoded) bad bytes in request lines: refused, never a 2xx or 5xx.
     for (name, addr, is_http) in t.ports() {
         if !is_http {
             continue;
         }
         for path in ["/topic/create?topic=\u{fffd}", "/api/topics/\u{fffd}"] {
-            let raw = [&b"POST "[..], &path.as_bytes().iter().map(|&b| if b >= 0x80 { 0xff } else { b }).collect::<Vec<u8>>(), b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"].concat();
+            let raw = [
+                &b"POST "[..],
+                &path
+                    .as_bytes()
+                    .iter()
+                    .map(|&b| if b >= 0x80 { 0xff } else { b })
+                    .collect::<Vec<u8>>(),
+                b" HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            ]
+            .concat();
             match http_raw(&addr, &raw, secs(5)) {
-                Ok(r) => assert!((400..500).contains(&r.status), "{name}: raw \\xff in {path} answered {} {}", r.status, r.text()),
+                Ok(r) => assert!(
+                    (400..500).contains(&r.status),
+                    "{name}: raw \\xff in {path} answered {} {}",
+                    r.status,
+                    r.text()
+                ),
                 Err(e) => assert!(is_closed_err(&e), "{name}: raw \\xff in {path}: {e}"),
             }
         }
@@ -299,7 +410,11 @@ fn garbage_oversized_half_open_slow_and_bad_names_on_every_port() {
 #[test]
 fn one_byte_per_second_clients_on_every_port_are_served_and_stall_no_one() {
     let mut t = Target::start();
-    let longest = slow_requests(&t).iter().map(|(_, r, _)| r.len()).max().unwrap_or(0) as u64;
+    let longest = slow_requests(&t)
+        .iter()
+        .map(|(_, r, _)| r.len())
+        .max()
+        .unwrap_or(0) as u64;
     let threads = slow_clients(&t, secs(1));
     let t0 = Instant::now();
     let mut worst = Duration::ZERO;
@@ -314,18 +429,41 @@ fn one_byte_per_second_clients_on_every_port_are_served_and_stall_no_one() {
         eprintln!("one byte per second: request answered after {took:?}");
     }
     eprintln!("{trips} normal round trips meanwhile, worst {worst:?}");
-    assert!(worst < secs(1), "a slow client delayed the normal client by {worst:?}");
+    assert!(
+        worst < secs(1),
+        "a slow client delayed the normal client by {worst:?}"
+    );
     t.check_alive("one-byte-per-second connections");
 }
 
 /// One short request per port, each with the start of its expected answer.
 fn slow_requests(t: &Target) -> Vec<(String, Vec<u8>, Vec<u8>)> {
     vec![
-        (t.nsqd.tcp_addr.clone(), b"  V2PUB s\n\x00\x00\x00\x01x".to_vec(), frame(FRAME_RESPONSE, b"OK")),
-        (t.nsqd.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
-        (t.lookupd.tcp.clone(), b"  V1PING\n".to_vec(), [&2u32.to_be_bytes()[..], b"OK"].concat()),
-        (t.lookupd.http.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
-        (t.admin.http_addr.clone(), b"GET /ping HTTP/1.0\r\n\r\n".to_vec(), b"HTTP/1.0 200".to_vec()),
+        (
+            t.nsqd.tcp_addr.clone(),
+            b"  V2PUB s\n\x00\x00\x00\x01x".to_vec(),
+            frame(FRAME_RESPONSE, b"OK"),
+        ),
+        (
+            t.nsqd.http_addr.clone(),
+            b"GET /ping HTTP/1.0\r\n\r\n".to_vec(),
+            b"HTTP/1.0 200".to_vec(),
+        ),
+        (
+            t.lookupd.tcp.clone(),
+            b"  V1PING\n".to_vec(),
+            [&2u32.to_be_bytes()[..], b"OK"].concat(),
+        ),
+        (
+            t.lookupd.http.clone(),
+            b"GET /ping HTTP/1.0\r\n\r\n".to_vec(),
+            b"HTTP/1.0 200".to_vec(),
+        ),
+        (
+            t.admin.http_addr.clone(),
+            b"GET /ping HTTP/1.0\r\n\r\n".to_vec(),
+            b"HTTP/1.0 200".to_vec(),
+        ),
     ]
 }
 
@@ -340,13 +478,19 @@ fn slow_clients(t: &Target, per_byte: Duration) -> Vec<std::thread::JoinHandle<D
                 s.set_nodelay(true).ok();
                 let t0 = Instant::now();
                 for b in &req {
-                    s.write_all(&[*b]).unwrap_or_else(|e| panic!("{addr}: slow client cut off after {:?}: {e}", t0.elapsed()));
+                    s.write_all(&[*b]).unwrap_or_else(|e| {
+                        panic!("{addr}: slow client cut off after {:?}: {e}", t0.elapsed())
+                    });
                     std::thread::sleep(per_byte);
                 }
                 s.set_read_timeout(Some(secs(5))).ok();
                 let mut got = vec![0u8; want.len()];
-                s.read_exact(&mut got).unwrap_or_else(|e| panic!("{addr}: slow request unanswered: {e}"));
-                assert_eq!(got, want, "{addr}: answer to a request sent one byte at a time");
+                s.read_exact(&mut got)
+                    .unwrap_or_else(|e| panic!("{addr}: slow request unanswered: {e}"));
+                assert_eq!(
+                    got, want,
+                    "{addr}: answer to a request sent one byte at a time"
+                );
                 t0.elapsed()
             })
         })

@@ -51,7 +51,10 @@ fn ms(n: u64) -> Duration {
 fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
     let r = n.post(&format!("/topic/create?topic={topic}"), b"");
     assert_eq!(r.status, 200, "topic create: {}", r.text());
-    let r = n.post(&format!("/channel/create?topic={topic}&channel={channel}"), b"");
+    let r = n.post(
+        &format!("/channel/create?topic={topic}&channel={channel}"),
+        b"",
+    );
     assert_eq!(r.status, 200, "channel create: {}", r.text());
 }
 
@@ -60,11 +63,19 @@ fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
 fn raise_nofile_limit() -> (u64, u64) {
     unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
-        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl), 0, "getrlimit");
+        assert_eq!(
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl),
+            0,
+            "getrlimit"
+        );
         if rl.rlim_cur < rl.rlim_max {
             rl.rlim_cur = rl.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                eprintln!("setrlimit(RLIMIT_NOFILE, {}) failed: {}", rl.rlim_max, std::io::Error::last_os_error());
+                eprintln!(
+                    "setrlimit(RLIMIT_NOFILE, {}) failed: {}",
+                    rl.rlim_max,
+                    std::io::Error::last_os_error()
+                );
             }
         }
         let mut now: libc::rlimit = std::mem::zeroed();
@@ -102,7 +113,13 @@ struct LoadShared {
 /// Connects `chans.len()` consumers (`SUB topic ch_<i>` + `RDY 1`, pipelined
 /// with the magic), then polls them: FIN every message, NOP every
 /// heartbeat. Returns per-channel counts of message index (`m<idx>` bodies).
-fn load_worker(addr: String, topic: String, chans: Vec<usize>, total_msgs: usize, sh: Arc<LoadShared>) -> Vec<(usize, Vec<u16>)> {
+fn load_worker(
+    addr: String,
+    topic: String,
+    chans: Vec<usize>,
+    total_msgs: usize,
+    sh: Arc<LoadShared>,
+) -> Vec<(usize, Vec<u16>)> {
     let mut conns: Vec<PollConn> = Vec::with_capacity(chans.len());
     for ch in chans {
         let mut s = loop {
@@ -113,16 +130,27 @@ fn load_worker(addr: String, topic: String, chans: Vec<usize>, total_msgs: usize
                         return Vec::new();
                     }
                     // Backlog overflow under a connection storm: retry.
-                    sh.errors.lock().unwrap().push(format!("connect retry: {e}"));
+                    sh.errors
+                        .lock()
+                        .unwrap()
+                        .push(format!("connect retry: {e}"));
                     sleep_ms(20);
                 }
             }
         };
         s.set_nodelay(true).ok();
-        s.write_all(format!("  V2SUB {topic} ch_{ch}\nRDY 1\n").as_bytes()).expect("write SUB");
+        s.write_all(format!("  V2SUB {topic} ch_{ch}\nRDY 1\n").as_bytes())
+            .expect("write SUB");
         s.set_nonblocking(true).unwrap();
         sh.connected.fetch_add(1, Ordering::SeqCst);
-        conns.push(PollConn { s, inb: Vec::new(), out: Vec::new(), ch, subscribed: false, closed: false });
+        conns.push(PollConn {
+            s,
+            inb: Vec::new(),
+            out: Vec::new(),
+            ch,
+            subscribed: false,
+            closed: false,
+        });
     }
     let mut counts: HashMap<usize, Vec<u16>> = HashMap::new();
     let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
@@ -137,7 +165,11 @@ fn load_worker(addr: String, topic: String, chans: Vec<usize>, total_msgs: usize
                     ev |= libc::POLLOUT;
                 }
             }
-            pfds.push(libc::pollfd { fd: if c.closed { -1 } else { c.s.as_raw_fd() }, events: ev, revents: 0 });
+            pfds.push(libc::pollfd {
+                fd: if c.closed { -1 } else { c.s.as_raw_fd() },
+                events: ev,
+                revents: 0,
+            });
         }
         let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
         if r <= 0 {
@@ -181,16 +213,27 @@ fn load_worker(addr: String, topic: String, chans: Vec<usize>, total_msgs: usize
                     }
                     FRAME_MESSAGE => {
                         let m = Msg::parse(data);
-                        let idx: usize = std::str::from_utf8(&m.body[1..]).ok().and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+                        let idx: usize = std::str::from_utf8(&m.body[1..])
+                            .ok()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(usize::MAX);
                         if idx < total_msgs {
                             counts.entry(c.ch).or_insert_with(|| vec![0; total_msgs])[idx] += 1;
                         } else {
-                            sh.errors.lock().unwrap().push(format!("unexpected body {:?}", String::from_utf8_lossy(&m.body)));
+                            sh.errors.lock().unwrap().push(format!(
+                                "unexpected body {:?}",
+                                String::from_utf8_lossy(&m.body)
+                            ));
                         }
                         sh.delivered.fetch_add(1, Ordering::SeqCst);
-                        c.out.extend_from_slice(format!("FIN {}\n", m.id).as_bytes());
+                        c.out
+                            .extend_from_slice(format!("FIN {}\n", m.id).as_bytes());
                     }
-                    _ => sh.errors.lock().unwrap().push(format!("ch_{}: frame {ftype} {:?}", c.ch, String::from_utf8_lossy(data))),
+                    _ => sh.errors.lock().unwrap().push(format!(
+                        "ch_{}: frame {ftype} {:?}",
+                        c.ch,
+                        String::from_utf8_lossy(data)
+                    )),
                 }
                 off += 4 + size;
             }
@@ -254,8 +297,15 @@ fn ten_thousand_connections() {
     let mut workers = Vec::new();
     let all: Vec<usize> = (0..conns).map(|i| i % LOAD_CHANNELS).collect();
     for part in all.chunks(CONNS_PER_THREAD) {
-        let (addr, topic, part, sh) = (n.tcp_addr.clone(), topic.to_string(), part.to_vec(), sh.clone());
-        workers.push(std::thread::spawn(move || load_worker(addr, topic, part, total_msgs, sh)));
+        let (addr, topic, part, sh) = (
+            n.tcp_addr.clone(),
+            topic.to_string(),
+            part.to_vec(),
+            sh.clone(),
+        );
+        workers.push(std::thread::spawn(move || {
+            load_worker(addr, topic, part, total_msgs, sh)
+        }));
     }
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let deadline = secs(30 + conns as u64 / 100);
@@ -295,16 +345,21 @@ fn ten_thousand_connections() {
             p.join().expect("publisher");
         }
         let want = total_msgs * LOAD_CHANNELS;
-        wait_for(secs(60 + want as u64 / 1000), "every channel receives every message", || {
-            (sh.delivered.load(Ordering::SeqCst) >= want).then_some(())
-        });
+        wait_for(
+            secs(60 + want as u64 / 1000),
+            "every channel receives every message",
+            || (sh.delivered.load(Ordering::SeqCst) >= want).then_some(()),
+        );
         let t_deliver = t_pub.elapsed();
         sleep_ms(500); // any duplicate would show up now
         let rss_after = rss_kib(n.pid());
         eprintln!(
             "{want} deliveries ({total_msgs} messages × {LOAD_CHANNELS} channels) in {t_deliver:?}; nsqd RSS after delivery {rss_after} KiB"
         );
-        assert!(per_conn < 64.0, "nsqd RSS per connection {per_conn:.2} KiB ≥ 64 KiB");
+        assert!(
+            per_conn < 64.0,
+            "nsqd RSS per connection {per_conn:.2} KiB ≥ 64 KiB"
+        );
         (per_conn, rss_after)
     }));
     sh.stop.store(true, Ordering::SeqCst);
@@ -329,13 +384,41 @@ fn ten_thousand_connections() {
         );
         std::panic::resume_unwind(e);
     }
-    let errs: Vec<String> = sh.errors.lock().unwrap().iter().filter(|e| !e.starts_with("connect retry")).cloned().collect();
-    assert!(errs.is_empty(), "unexpected frames: {:?}", &errs[..errs.len().min(10)]);
-    assert_eq!(sh.closed.load(Ordering::SeqCst), 0, "no consumer connection may be closed by nsqd");
-    assert_eq!(per_channel.len(), LOAD_CHANNELS, "every channel received messages");
+    let errs: Vec<String> = sh
+        .errors
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| !e.starts_with("connect retry"))
+        .cloned()
+        .collect();
+    assert!(
+        errs.is_empty(),
+        "unexpected frames: {:?}",
+        &errs[..errs.len().min(10)]
+    );
+    assert_eq!(
+        sh.closed.load(Ordering::SeqCst),
+        0,
+        "no consumer connection may be closed by nsqd"
+    );
+    assert_eq!(
+        per_channel.len(),
+        LOAD_CHANNELS,
+        "every channel received messages"
+    );
     for (ch, counts) in &per_channel {
-        let bad: Vec<(usize, u16)> = counts.iter().copied().enumerate().filter(|&(_, c)| c != 1).take(5).collect();
-        assert!(bad.is_empty(), "ch_{ch}: messages not delivered exactly once (index, count): {bad:?}");
+        let bad: Vec<(usize, u16)> = counts
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|&(_, c)| c != 1)
+            .take(5)
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "ch_{ch}: messages not delivered exactly once (index, count): {bad:?}"
+        );
     }
     n.assert_alive();
 }
@@ -355,14 +438,24 @@ struct SoakCounts {
 /// `mixed`, a message on attempt < 4 is FINed (80 %), REQed with 0–200 ms
 /// (10 %) or left to time out (10 %); later attempts and all messages when not
 /// `mixed` are FINed. Records FINed message indexes.
-fn soak_consumer(addr: &str, channel: &str, mixed: bool, fined: &Mutex<HashMap<usize, u32>>, counts: &SoakCounts, stop: &AtomicBool, seed: u64) {
+fn soak_consumer(
+    addr: &str,
+    channel: &str,
+    mixed: bool,
+    fined: &Mutex<HashMap<usize, u32>>,
+    counts: &SoakCounts,
+    stop: &AtomicBool,
+    seed: u64,
+) {
     let mut c = Conn::connect(addr);
     c.identify(r#"{"msg_timeout":1000,"heartbeat_interval":5000}"#);
     c.sub("soak", channel);
     c.rdy(20);
     let mut rng = Rng::new(seed);
     while !stop.load(Ordering::SeqCst) {
-        let Some(f) = c.recv_timeout(ms(200)) else { continue };
+        let Some(f) = c.recv_timeout(ms(200)) else {
+            continue;
+        };
         assert_eq!(f.ftype, FRAME_MESSAGE, "{channel}: unexpected frame {f:?}");
         let m = f.msg();
         let idx: usize = m.body_str()[1..].parse().expect("soak body s<idx>");
@@ -401,9 +494,23 @@ fn soak_mixed() {
     let fined_mixed = Arc::new(Mutex::new(HashMap::new()));
     let fined_fin = Arc::new(Mutex::new(HashMap::new()));
     let mut consumers = Vec::new();
-    for (i, (ch, mixed, fined)) in [("mixed", true, &fined_mixed), ("mixed", true, &fined_mixed), ("fin", false, &fined_fin)].into_iter().enumerate() {
-        let (addr, fined, counts, stop) = (n.tcp_addr.clone(), fined.clone(), counts.clone(), stop.clone());
-        consumers.push(std::thread::spawn(move || soak_consumer(&addr, ch, mixed, &fined, &counts, &stop, 7 + i as u64)));
+    for (i, (ch, mixed, fined)) in [
+        ("mixed", true, &fined_mixed),
+        ("mixed", true, &fined_mixed),
+        ("fin", false, &fined_fin),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (addr, fined, counts, stop) = (
+            n.tcp_addr.clone(),
+            fined.clone(),
+            counts.clone(),
+            stop.clone(),
+        );
+        consumers.push(std::thread::spawn(move || {
+            soak_consumer(&addr, ch, mixed, &fined, &counts, &stop, 7 + i as u64)
+        }));
     }
     let pub_stop = Arc::new(AtomicBool::new(false));
     let publisher = {
@@ -420,7 +527,9 @@ fn soak_mixed() {
                     std::thread::sleep(d);
                 }
                 if ticks % 100 == 99 {
-                    let bodies: Vec<Vec<u8>> = (next..next + 10).map(|i| format!("s{i}").into_bytes()).collect();
+                    let bodies: Vec<Vec<u8>> = (next..next + 10)
+                        .map(|i| format!("s{i}").into_bytes())
+                        .collect();
                     let refs: Vec<&[u8]> = bodies.iter().map(|b| b.as_slice()).collect();
                     c.mpublish("soak", &refs);
                     next += 10;
@@ -440,7 +549,7 @@ fn soak_mixed() {
     while t0.elapsed() < dur {
         sleep_ms(1000);
         let el = t0.elapsed().as_secs();
-        if el % 10 == 0 && samples.last().map(|s| s.0) != Some(el) {
+        if el.is_multiple_of(10) && samples.last().map(|s| s.0) != Some(el) {
             let rss = rss_kib(n.pid());
             samples.push((el, rss));
             if rss_start == 0 && el >= 10 {
@@ -454,7 +563,10 @@ fn soak_mixed() {
                 counts.timeout.load(Ordering::Relaxed)
             );
             assert!(!publisher.is_finished(), "publisher died");
-            assert!(consumers.iter().all(|c| !c.is_finished()), "a consumer died");
+            assert!(
+                consumers.iter().all(|c| !c.is_finished()),
+                "a consumer died"
+            );
         }
     }
     let rss_end = rss_kib(n.pid());
@@ -466,15 +578,23 @@ fn soak_mixed() {
     let total = published.load(Ordering::SeqCst);
     // Drain: every published body FINed on both channels.
     let drained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for(secs(60), "every published message FINed on both channels", || {
-            let a = fined_mixed.lock().unwrap();
-            let b = fined_fin.lock().unwrap();
-            ((0..total).all(|i| a.contains_key(&i) && b.contains_key(&i))).then_some(())
-        });
+        wait_for(
+            secs(60),
+            "every published message FINed on both channels",
+            || {
+                let a = fined_mixed.lock().unwrap();
+                let b = fined_fin.lock().unwrap();
+                ((0..total).all(|i| a.contains_key(&i) && b.contains_key(&i))).then_some(())
+            },
+        );
         wait_for(secs(10), "channels empty", || {
             let ok = ["mixed", "fin"].iter().all(|ch| {
                 n.channel_stats("soak", ch)
-                    .map(|c| int(&c, "depth") == 0 && int(&c, "in_flight_count") == 0 && int(&c, "deferred_count") == 0)
+                    .map(|c| {
+                        int(&c, "depth") == 0
+                            && int(&c, "in_flight_count") == 0
+                            && int(&c, "deferred_count") == 0
+                    })
                     .unwrap_or(false)
             });
             ok.then_some(())
@@ -495,13 +615,25 @@ fn soak_mixed() {
         counts.timeout.load(Ordering::Relaxed)
     );
     if let Err(e) = drained {
-        let missing: Vec<usize> = (0..total).filter(|i| !fm.contains_key(i)).take(10).collect();
-        eprintln!("not FINed on mixed (first 10): {missing:?}; stats {:?}", n.channel_stats("soak", "mixed"));
+        let missing: Vec<usize> = (0..total)
+            .filter(|i| !fm.contains_key(i))
+            .take(10)
+            .collect();
+        eprintln!(
+            "not FINed on mixed (first 10): {missing:?}; stats {:?}",
+            n.channel_stats("soak", "mixed")
+        );
         std::panic::resume_unwind(e);
     }
-    assert!(counts.req.load(Ordering::Relaxed) > 0 && counts.timeout.load(Ordering::Relaxed) > 0, "the mix includes REQ and timeouts");
+    assert!(
+        counts.req.load(Ordering::Relaxed) > 0 && counts.timeout.load(Ordering::Relaxed) > 0,
+        "the mix includes REQ and timeouts"
+    );
     let bound = (rss_start / 4).max(10 * 1024);
-    assert!(rss_end <= rss_start + bound, "RSS grew from {rss_start} KiB to {rss_end} KiB (bound +{bound} KiB)");
+    assert!(
+        rss_end <= rss_start + bound,
+        "RSS grew from {rss_start} KiB to {rss_end} KiB (bound +{bound} KiB)"
+    );
     n.assert_alive();
 }
 
@@ -517,14 +649,20 @@ struct TmpfsMount {
 
 impl TmpfsMount {
     fn mount(size: &str) -> Result<TmpfsMount, String> {
-        let dir = tempfile::Builder::new().prefix("nsqd-tmpfs-").tempdir().map_err(|e| e.to_string())?;
+        let dir = tempfile::Builder::new()
+            .prefix("nsqd-tmpfs-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir.path())
             .output()
             .map_err(|e| format!("running mount: {e}"))?;
         if !out.status.success() {
-            return Err(format!("mount -t tmpfs refused: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "mount -t tmpfs refused: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         Ok(TmpfsMount { dir })
     }
@@ -534,14 +672,26 @@ impl TmpfsMount {
     }
 
     fn resize(&self, size: &str) {
-        let out = Command::new("mount").args(["-o", &format!("remount,size={size}")]).arg(self.path()).output().expect("mount remount");
-        assert!(out.status.success(), "remount: {}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(self.path())
+            .output()
+            .expect("mount remount");
+        assert!(
+            out.status.success(),
+            "remount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// `mount -o remount,<opts>`; the error is mount's stderr (e.g. "mount
     /// point is busy" when going read-only while a file is open for writing).
     fn remount(&self, opts: &str) -> Result<(), String> {
-        let out = Command::new("mount").args(["-o", &format!("remount,{opts}")]).arg(self.path()).output().map_err(|e| e.to_string())?;
+        let out = Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(self.path())
+            .output()
+            .map_err(|e| e.to_string())?;
         if out.status.success() {
             Ok(())
         } else {
@@ -553,7 +703,11 @@ impl TmpfsMount {
 impl Drop for TmpfsMount {
     fn drop(&mut self) {
         let p: PathBuf = self.dir.path().to_path_buf();
-        let ok = Command::new("umount").arg(&p).status().map(|s| s.success()).unwrap_or(false);
+        let ok = Command::new("umount")
+            .arg(&p)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
         if !ok {
             let _ = Command::new("umount").arg("-l").arg(&p).status();
         }
@@ -593,7 +747,14 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
     };
     let data = mnt.path().join("data");
     std::fs::create_dir(&data).unwrap();
-    let mut n = Nsqd::start_in(&data, &["--mem-queue-size=0", "--max-bytes-per-file=262144", "--sync-every=1"]);
+    let mut n = Nsqd::start_in(
+        &data,
+        &[
+            "--mem-queue-size=0",
+            "--max-bytes-per-file=262144",
+            "--sync-every=1",
+        ],
+    );
     let r = n.post("/topic/create?topic=full", b"");
     assert_eq!(r.status, 200);
 
@@ -607,7 +768,10 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
     let mut c = Conn::connect(&n.tcp_addr);
     let mut acked = 0usize;
     let failure = loop {
-        assert!(acked < 4000, "2 MiB tmpfs never filled after {acked} × 4 KiB");
+        assert!(
+            acked < 4000,
+            "2 MiB tmpfs never filled after {acked} × 4 KiB"
+        );
         c.send(&pub_cmd("full", &body(acked)));
         let f = c.recv();
         if f.bytes() == frame(FRAME_RESPONSE, b"OK") {
@@ -617,10 +781,19 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
         }
     };
     let err = failure.text();
-    eprintln!("PUB #{acked} failed on a full disk: {:?} ({} acknowledged)", err, acked);
+    eprintln!(
+        "PUB #{acked} failed on a full disk: {:?} ({} acknowledged)",
+        err, acked
+    );
     assert_eq!(failure.ftype, FRAME_ERROR, "{failure:?}");
-    assert!(err.starts_with("E_PUB_FAILED PUB failed "), "NSQ's error for a failed disk write: {err:?}");
-    assert!(err.to_lowercase().contains("no space"), "error names the cause: {err:?}");
+    assert!(
+        err.starts_with("E_PUB_FAILED PUB failed "),
+        "NSQ's error for a failed disk write: {err:?}"
+    );
+    assert!(
+        err.to_lowercase().contains("no space"),
+        "error names the cause: {err:?}"
+    );
     c.read_until_closed(secs(5)); // fatal: the connection closes
     assert!(acked > 100, "a 2 MiB disk holds > 100 × 4 KiB ({acked})");
 
@@ -638,7 +811,10 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
     c2.send(&mpub_cmd("full", &[&body(acked), &body(acked + 1)]));
     let f = c2.recv();
     eprintln!("MPUB while full: {:?}", f.text());
-    assert!(f.ftype == FRAME_ERROR && f.text().starts_with("E_MPUB_FAILED MPUB failed "), "{f:?}");
+    assert!(
+        f.ftype == FRAME_ERROR && f.text().starts_with("E_MPUB_FAILED MPUB failed "),
+        "{f:?}"
+    );
     assert!(n.is_running(), "nsqd keeps running on a full disk");
 
     // Space returns.
@@ -649,12 +825,27 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
     let mut seen: HashSet<usize> = HashSet::new();
     let deadline = Instant::now() + secs(30);
     while seen.len() < acked {
-        assert!(Instant::now() < deadline, "only {} of {acked} acknowledged messages delivered", seen.len());
-        let Some(f) = cons.recv_timeout(secs(5)) else { continue };
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {acked} acknowledged messages delivered",
+            seen.len()
+        );
+        let Some(f) = cons.recv_timeout(secs(5)) else {
+            continue;
+        };
         assert_eq!(f.ftype, FRAME_MESSAGE, "{f:?}");
         let m = f.msg();
-        let i: usize = std::str::from_utf8(&m.body).unwrap().split(':').nth(1).unwrap().parse().unwrap();
-        assert!(i < acked, "message #{i} was never acknowledged (the failed PUBs must not be stored)");
+        let i: usize = std::str::from_utf8(&m.body)
+            .unwrap()
+            .split(':')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            i < acked,
+            "message #{i} was never acknowledged (the failed PUBs must not be stored)"
+        );
         assert_eq!(m.body, body(i), "message #{i} intact");
         assert!(seen.insert(i), "message #{i} delivered twice");
         cons.fin(&m.id);
@@ -667,15 +858,27 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
     assert_eq!(m.body, b"after-recovery");
     cons.fin(&m.id);
     let ping = n.get("/ping");
-    eprintln!("/ping after a successful PUB fanned out to the channel: {} {:?}", ping.status, ping.text());
+    eprintln!(
+        "/ping after a successful PUB fanned out to the channel: {} {:?}",
+        ping.status,
+        ping.text()
+    );
     if check_ping_after_channel_write {
-        assert_eq!((ping.status, ping.text().as_str()), (200, "OK"), "/ping OK after a successful (channel) disk write");
+        assert_eq!(
+            (ping.status, ping.text().as_str()),
+            (200, "OK"),
+            "/ping OK after a successful (channel) disk write"
+        );
     }
     // A write to a topic's own disk queue (a topic without channels, so
     // nothing is fanned out) resets health, as in NSQ.
     p.publish("full_nochan", b"x");
     let ping = n.get("/ping");
-    assert_eq!((ping.status, ping.text().as_str()), (200, "OK"), "/ping OK after a successful topic-queue write");
+    assert_eq!(
+        (ping.status, ping.text().as_str()),
+        (200, "OK"),
+        "/ping OK after a successful topic-queue write"
+    );
     let r = n.post("/pub?topic=full", b"http-after");
     assert_eq!(r.status, 200, "{}", r.text());
     eprintln!("recovered: {acked} acknowledged messages delivered intact, PUB OK, /ping OK");
@@ -721,7 +924,10 @@ fn drain_counts(n: &Nsqd, topic: &str, channel: &str) -> HashMap<Vec<u8>, usize>
     let mut counts: HashMap<Vec<u8>, usize> = HashMap::new();
     let deadline = Instant::now() + secs(60);
     while let Some(f) = c.recv_timeout(secs(2)) {
-        assert!(Instant::now() < deadline, "{topic}/{channel} still delivering after 60 s");
+        assert!(
+            Instant::now() < deadline,
+            "{topic}/{channel} still delivering after 60 s"
+        );
         assert_eq!(f.ftype, FRAME_MESSAGE, "{topic}/{channel}: {f:?}");
         let m = f.msg();
         c.fin(&m.id);
@@ -739,8 +945,14 @@ fn expect_ro_failure(n: &Nsqd, cmd: &[u8], code: &str, verb: &str) -> String {
     let f = c.recv();
     let text = f.text();
     assert_eq!(f.ftype, FRAME_ERROR, "{verb} on a read-only disk: {f:?}");
-    assert!(text.starts_with(&format!("{code} {verb} failed ")), "NSQ's error for a failed disk write: {text:?}");
-    assert!(text.contains("Read-only file system"), "error names the cause: {text:?}");
+    assert!(
+        text.starts_with(&format!("{code} {verb} failed ")),
+        "NSQ's error for a failed disk write: {text:?}"
+    );
+    assert!(
+        text.contains("Read-only file system"),
+        "error names the cause: {text:?}"
+    );
     c.read_until_closed(secs(5)); // fatal, as in nsqd
     text
 }
@@ -770,8 +982,14 @@ fn expect_ro_failure(n: &Nsqd, cmd: &[u8], code: &str, verb: &str) -> String {
 /// comes back.
 #[test]
 fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
-    let Some((mnt, data)) = read_only_test_dir() else { return };
-    let args = ["--mem-queue-size=0", "--max-bytes-per-file=65536", "--sync-every=1"];
+    let Some((mnt, data)) = read_only_test_dir() else {
+        return;
+    };
+    let args = [
+        "--mem-queue-size=0",
+        "--max-bytes-per-file=65536",
+        "--sync-every=1",
+    ];
     let mut n = Nsqd::start_in(&data, &args);
     let r = n.post("/topic/create?topic=ro", b"");
     assert_eq!(r.status, 200);
@@ -796,36 +1014,93 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
             assert!(st.success(), "nsqd exit status {st}\n{}", n.stderr());
             n = Nsqd::start_in(&data, &args);
             // nsqd may still be writing metadata right after its start
-            wait_for(secs(10), "mount -o remount,ro accepted", || mnt.remount("ro").ok());
+            wait_for(secs(10), "mount -o remount,ro accepted", || {
+                mnt.remount("ro").ok()
+            });
         }
     }
-    assert!(std::fs::write(data.join("probe"), b"x").is_err(), "the data disk is read-only");
+    assert!(
+        std::fs::write(data.join("probe"), b"x").is_err(),
+        "the data disk is read-only"
+    );
 
-    let err = expect_ro_failure(&n, &pub_cmd("ro", &kib_body("ro-failed", 0)), "E_PUB_FAILED", "PUB");
+    let err = expect_ro_failure(
+        &n,
+        &pub_cmd("ro", &kib_body("ro-failed", 0)),
+        "E_PUB_FAILED",
+        "PUB",
+    );
     eprintln!("PUB on a read-only disk: {err:?}");
     let failed1 = kib_body("ro-failed", 1);
     let failed2 = kib_body("ro-failed", 2);
-    let err = expect_ro_failure(&n, &mpub_cmd("ro", &[&failed1, &failed2]), "E_MPUB_FAILED", "MPUB");
+    let err = expect_ro_failure(
+        &n,
+        &mpub_cmd("ro", &[&failed1, &failed2]),
+        "E_MPUB_FAILED",
+        "MPUB",
+    );
     eprintln!("MPUB on a read-only disk: {err:?}");
-    let err = expect_ro_failure(&n, &dpub_cmd("ro", 1000, &kib_body("ro-failed", 3)), "E_DPUB_FAILED", "DPUB");
+    let err = expect_ro_failure(
+        &n,
+        &dpub_cmd("ro", 1000, &kib_body("ro-failed", 3)),
+        "E_DPUB_FAILED",
+        "DPUB",
+    );
     eprintln!("DPUB on a read-only disk: {err:?}");
     let r = n.post("/pub?topic=ro", &kib_body("ro-failed", 4));
-    assert_eq!((r.status, r.text().contains("EXITING")), (503, true), "HTTP /pub: {} {}", r.status, r.text());
-    let r = n.post("/mpub?topic=ro", &[kib_body("ro-failed", 5), b"\n".to_vec(), kib_body("ro-failed", 6)].concat());
-    assert_eq!((r.status, r.text().contains("EXITING")), (503, true), "HTTP /mpub: {} {}", r.status, r.text());
+    assert_eq!(
+        (r.status, r.text().contains("EXITING")),
+        (503, true),
+        "HTTP /pub: {} {}",
+        r.status,
+        r.text()
+    );
+    let r = n.post(
+        "/mpub?topic=ro",
+        &[
+            kib_body("ro-failed", 5),
+            b"\n".to_vec(),
+            kib_body("ro-failed", 6),
+        ]
+        .concat(),
+    );
+    assert_eq!(
+        (r.status, r.text().contains("EXITING")),
+        (503, true),
+        "HTTP /mpub: {} {}",
+        r.status,
+        r.text()
+    );
 
     let t = Instant::now();
     let ping = n.get("/ping");
-    eprintln!("/ping on a read-only disk: {} {:?} in {:?}", ping.status, ping.text(), t.elapsed());
+    eprintln!(
+        "/ping on a read-only disk: {} {:?} in {:?}",
+        ping.status,
+        ping.text(),
+        t.elapsed()
+    );
     assert_eq!(ping.status, 500, "/ping NOK while the disk is read-only");
-    assert!(ping.text().starts_with("NOK - ") && ping.text().contains("Read-only file system"), "{:?}", ping.text());
+    assert!(
+        ping.text().starts_with("NOK - ") && ping.text().contains("Read-only file system"),
+        "{:?}",
+        ping.text()
+    );
     let depth = n.topic_stats("ro").map(|t| int(&t, "depth"));
-    assert_eq!(depth, Some(n_ro as i64), "/stats answers, nothing failed was counted");
+    assert_eq!(
+        depth,
+        Some(n_ro as i64),
+        "/stats answers, nothing failed was counted"
+    );
 
     // Consumers keep being served from the read-only disk.
     let counts = drain_counts(&n, "ro_ch", "c");
     for i in 0..n_ch {
-        assert_eq!(counts.get(&kib_body("ro_ch", i)), Some(&1), "ro_ch message #{i} delivered once, intact, from the read-only disk");
+        assert_eq!(
+            counts.get(&kib_body("ro_ch", i)),
+            Some(&1),
+            "ro_ch message #{i} delivered once, intact, from the read-only disk"
+        );
     }
     assert_eq!(counts.len(), n_ch, "nothing else on ro_ch");
     assert!(n.is_running(), "nsqd keeps running on a read-only disk");
@@ -840,7 +1115,11 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
         p.publish("ro", b);
     }
     let ping = n.get("/ping");
-    assert_eq!((ping.status, ping.text().as_str()), (200, "OK"), "/ping OK after a successful disk write");
+    assert_eq!(
+        (ping.status, ping.text().as_str()),
+        (200, "OK"),
+        "/ping OK after a successful disk write"
+    );
     let r = n.post("/pub?topic=ro", &kib_body("ro-after", 3));
     assert_eq!(r.status, 200, "{}", r.text());
 
@@ -849,16 +1128,31 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
     want.extend(after.iter().cloned());
     want.push(kib_body("ro-after", 3));
     for b in &want {
-        assert_eq!(counts.get(b), Some(&1), "acknowledged {:?}… delivered once and intact", String::from_utf8_lossy(&b[..16]));
+        assert_eq!(
+            counts.get(b),
+            Some(&1),
+            "acknowledged {:?}… delivered once and intact",
+            String::from_utf8_lossy(&b[..16])
+        );
     }
-    let extra: Vec<String> = counts.keys().filter(|b| !want.contains(b)).map(|b| String::from_utf8_lossy(&b[..16]).into_owned()).collect();
-    assert!(extra.is_empty(), "never acknowledged, yet delivered: {extra:?}");
+    let extra: Vec<String> = counts
+        .keys()
+        .filter(|b| !want.contains(b))
+        .map(|b| String::from_utf8_lossy(&b[..16]).into_owned())
+        .collect();
+    assert!(
+        extra.is_empty(),
+        "never acknowledged, yet delivered: {extra:?}"
+    );
     n.assert_alive();
 
     // One more clean restart: what was FINed (also while read-only) stays FINed.
     let st = n.sigterm_and_wait(secs(15));
     assert!(st.success(), "nsqd exit status {st}\n{}", n.stderr());
-    let mut files: Vec<String> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut files: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     files.sort();
     eprintln!("data dir after the read-only episode and a clean stop: {files:?}");
     // a segment consumed while read-only (its removal failed) is removed once writable
@@ -869,7 +1163,11 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
     let n = Nsqd::start_in(&data, &args);
     for (t, ch) in [("ro_ch", "c"), ("ro", "c")] {
         let again = drain_counts(&n, t, ch);
-        assert!(again.is_empty(), "{t}/{ch}: {} FINed messages delivered again after restart", again.len());
+        assert!(
+            again.is_empty(),
+            "{t}/{ch}: {} FINed messages delivered again after restart",
+            again.len()
+        );
     }
     eprintln!("read-only disk: {n_ro} + {n_ch} acknowledged messages intact, {} after recovery, failed ones never delivered", want.len() - n_ro);
     drop(n); // before the unmount guard
@@ -882,18 +1180,26 @@ fn read_only_disk_pub_fails_acknowledged_data_intact_and_recovers() {
 /// too). Found as a bug by this test (docs/reliability.md, limit 3).
 #[test]
 fn read_only_disk_pub_to_a_topic_with_channels_fails() {
-    let Some((mnt, data)) = read_only_test_dir() else { return };
+    let Some((mnt, data)) = read_only_test_dir() else {
+        return;
+    };
     let args = ["--mem-queue-size=0", "--sync-every=1"];
     let n = Nsqd::start_in(&data, &args);
     create_channel(&n, "ro_fan", "c");
-    wait_for(secs(10), "mount -o remount,ro accepted", || mnt.remount("ro").ok());
+    wait_for(secs(10), "mount -o remount,ro accepted", || {
+        mnt.remount("ro").ok()
+    });
     let mut c = n.connect();
     c.send(&pub_cmd("ro_fan", b"must-not-be-acknowledged"));
     let f = c.recv();
     let ok = f.bytes() == frame(FRAME_RESPONSE, b"OK");
     mnt.remount("rw").expect("mount -o remount,rw");
     let delivered = drain_counts(&n, "ro_fan", "c");
-    eprintln!("PUB to a topic with a channel on a read-only disk: {:?}; delivered after remount rw: {}", f.text(), delivered.len());
+    eprintln!(
+        "PUB to a topic with a channel on a read-only disk: {:?}; delivered after remount rw: {}",
+        f.text(),
+        delivered.len()
+    );
     assert!(
         f.text().starts_with("E_PUB_FAILED PUB failed "),
         "PUB to a topic with a channel on a read-only disk answered {:?} (acknowledged: {ok}); delivered after remount rw: {}",

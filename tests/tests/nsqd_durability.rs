@@ -35,7 +35,10 @@ fn ms(n: u64) -> Duration {
 }
 
 fn data_dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("nsqd-durability-").tempdir().unwrap()
+    tempfile::Builder::new()
+        .prefix("nsqd-durability-")
+        .tempdir()
+        .unwrap()
 }
 
 /// Sorted file names in `dir`.
@@ -52,7 +55,12 @@ fn files(dir: &Path) -> Vec<String> {
 /// SIGTERM and require exit status 0.
 fn stop(n: &mut Nsqd) {
     let st = n.sigterm_and_wait(secs(20));
-    assert_eq!(st.code(), Some(0), "nsqd exit status after SIGTERM: {st}\nstderr:\n{}", n.stderr());
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "nsqd exit status after SIGTERM: {st}\nstderr:\n{}",
+        n.stderr()
+    );
 }
 
 /// `<data>/<name>.diskqueue.<NNNNNN>.dat`
@@ -104,7 +112,12 @@ struct DiskMsg {
 
 impl DiskMsg {
     fn new(ts: i64, id: &str, body: &[u8]) -> DiskMsg {
-        DiskMsg { ts, attempts: 0, id: id.to_string(), body: body.to_vec() }
+        DiskMsg {
+            ts,
+            attempts: 0,
+            id: id.to_string(),
+            body: body.to_vec(),
+        }
     }
     fn record(&self) -> Vec<u8> {
         disk_record(&encode_msg(self.ts, self.attempts, &self.id, &self.body))
@@ -133,7 +146,13 @@ fn file_size(p: &Path) -> Option<u64> {
 }
 
 /// Wait until the channel's (depth, backend_depth) equal `want`; report the last value otherwise.
-fn wait_chan_depths(n: &Nsqd, topic: &str, channel: &str, want: (i64, i64), timeout: Duration) -> Value {
+fn wait_chan_depths(
+    n: &Nsqd,
+    topic: &str,
+    channel: &str,
+    want: (i64, i64),
+    timeout: Duration,
+) -> Value {
     let mut last = Value::Null;
     let deadline = std::time::Instant::now() + timeout;
     loop {
@@ -159,7 +178,10 @@ fn wait_file_eq(p: &Path, want: &str, timeout: Duration) {
             return;
         }
         if std::time::Instant::now() >= deadline {
-            panic!("{}: expected {want:?} within {timeout:?}, got {got:?}", p.display());
+            panic!(
+                "{}: expected {want:?} within {timeout:?}, got {got:?}",
+                p.display()
+            );
         }
         sleep_ms(50);
     }
@@ -199,7 +221,11 @@ fn assert_exactly_once(got: &[Msg], want: &[Vec<u8>], what: &str) {
 
 fn short(b: &[u8]) -> String {
     if b.len() > 40 {
-        format!("<{} bytes starting {:?}>", b.len(), String::from_utf8_lossy(&b[..20]))
+        format!(
+            "<{} bytes starting {:?}>",
+            b.len(),
+            String::from_utf8_lossy(&b[..20])
+        )
     } else {
         format!("{:?}", String::from_utf8_lossy(b))
     }
@@ -210,13 +236,19 @@ fn short(b: &[u8]) -> String {
 fn wait_bad(dp: &Path, file: &str, content: &[u8], what: &str) {
     let bad = dp.join(format!("{file}.bad"));
     let deadline = std::time::Instant::now() + secs(3);
-    while !(bad.exists() && !dp.join(file).exists()) {
+    while !bad.exists() || dp.join(file).exists() {
         if std::time::Instant::now() >= deadline {
-            panic!("{what}: expected {file} renamed to {file}.bad within 3 s; data dir: {:?}", files(dp));
+            panic!(
+                "{what}: expected {file} renamed to {file}.bad within 3 s; data dir: {:?}",
+                files(dp)
+            );
         }
         sleep_ms(50);
     }
-    assert!(fs::read(&bad).unwrap() == content, "{what}: {file}.bad must hold the original bytes");
+    assert!(
+        fs::read(&bad).unwrap() == content,
+        "{what}: {file}.bad must hold the original bytes"
+    );
 }
 
 fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
@@ -231,7 +263,10 @@ fn http_ok(n: &Nsqd, path: &str) {
 /// `/topic/create` then `/channel/create` (the topic must exist first).
 fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
     http_ok(n, &format!("/topic/create?topic={topic}"));
-    http_ok(n, &format!("/channel/create?topic={topic}&channel={channel}"));
+    http_ok(
+        n,
+        &format!("/channel/create?topic={topic}&channel={channel}"),
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -240,7 +275,9 @@ fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
 
 /// 1000 bodies of 14 bytes each: every record is 4+26+14 = 44 bytes on disk.
 fn overflow_bodies() -> Vec<Vec<u8>> {
-    (0..1000).map(|i| format!("overflow-{i:05}").into_bytes()).collect()
+    (0..1000)
+        .map(|i| format!("overflow-{i:05}").into_bytes())
+        .collect()
 }
 
 const REC: u64 = 44;
@@ -257,7 +294,9 @@ fn overflow_mem_queue_10_spills_990_to_channel_segment() {
     // 10 in the channel's memory queue, 990 in its disk queue (nothing left in the topic).
     let ch = wait_chan_depths(&n, "ovf", "c", (1000, 990), secs(10));
     assert_eq!(ch["message_count"], 1000, "{ch}");
-    let t = wait_for(secs(5), "topic ovf drained into its channel", || n.topic_stats("ovf").filter(|t| t["depth"] == 0));
+    let t = wait_for(secs(5), "topic ovf drained into its channel", || {
+        n.topic_stats("ovf").filter(|t| t["depth"] == 0)
+    });
     assert_eq!(t["message_count"], 1000, "{t}");
 
     let dp = n.data_path().to_path_buf();
@@ -269,9 +308,17 @@ fn overflow_mem_queue_10_spills_990_to_channel_segment() {
         dat.display(),
         files(&dp)
     );
-    assert!(!seg(&dp, "ovf:c", 1).exists(), "one segment only: {:?}", files(&dp));
+    assert!(
+        !seg(&dp, "ovf:c", 1).exists(),
+        "one segment only: {:?}",
+        files(&dp)
+    );
     // The sync timer persists the metadata (diskqueue.md §3, §8).
-    wait_file_eq(&meta_path(&dp, "ovf:c"), &meta_text(990, 0, 0, 0, 990 * REC as i64), secs(5));
+    wait_file_eq(
+        &meta_path(&dp, "ovf:c"),
+        &meta_text(990, 0, 0, 0, 990 * REC as i64),
+        secs(5),
+    );
 
     // Every record is a well-formed message record of one of our bodies, attempts 0.
     let raw = fs::read(&dat).unwrap();
@@ -282,8 +329,15 @@ fn overflow_mem_queue_10_spills_990_to_channel_segment() {
         assert_eq!(len, 40, "record length at offset {pos}");
         let m = Msg::parse(&raw[pos + 4..pos + 4 + len]);
         assert_eq!(m.attempts, 0, "never delivered → attempts 0 on disk: {m:?}");
-        assert!(m.id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()), "id is lowercase hex: {m:?}");
-        assert!(on_disk.insert(m.body.clone()), "record written twice: {m:?}");
+        assert!(
+            m.id.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "id is lowercase hex: {m:?}"
+        );
+        assert!(
+            on_disk.insert(m.body.clone()),
+            "record written twice: {m:?}"
+        );
         pos += 4 + len;
     }
     assert_eq!(on_disk.len(), 990);
@@ -292,10 +346,17 @@ fn overflow_mem_queue_10_spills_990_to_channel_segment() {
     c.sub("ovf", "c");
     let got = consume_exactly(&mut c, 1000, 200);
     assert_exactly_once(&got, &bodies, "mem-queue-size=10 overflow");
-    assert!(got.iter().all(|m| m.attempts == 1), "first delivery has attempts 1");
+    assert!(
+        got.iter().all(|m| m.attempts == 1),
+        "first delivery has attempts 1"
+    );
     wait_chan_depths(&n, "ovf", "c", (0, 0), secs(5));
     // Consumed records stay in the current write file; the reader sits at its end.
-    wait_file_eq(&meta_path(&dp, "ovf:c"), &meta_text(0, 0, 990 * REC as i64, 0, 990 * REC as i64), secs(5));
+    wait_file_eq(
+        &meta_path(&dp, "ovf:c"),
+        &meta_text(0, 0, 990 * REC as i64, 0, 990 * REC as i64),
+        secs(5),
+    );
 }
 
 #[test]
@@ -307,11 +368,23 @@ fn overflow_mem_queue_0_puts_everything_on_disk() {
     p.mpublish("ovf0", &refs(&bodies));
 
     wait_chan_depths(&n, "ovf0", "c", (1000, 1000), secs(10));
-    wait_for(secs(5), "topic ovf0 drained", || n.topic_stats("ovf0").filter(|t| t["depth"] == 0));
+    wait_for(secs(5), "topic ovf0 drained", || {
+        n.topic_stats("ovf0").filter(|t| t["depth"] == 0)
+    });
     let dp = n.data_path().to_path_buf();
     let dat = seg(&dp, "ovf0:c", 0);
-    assert_eq!(file_size(&dat), Some(1000 * REC), "{}: 1000 × 44 bytes; dir {:?}", dat.display(), files(&dp));
-    wait_file_eq(&meta_path(&dp, "ovf0:c"), &meta_text(1000, 0, 0, 0, 1000 * REC as i64), secs(5));
+    assert_eq!(
+        file_size(&dat),
+        Some(1000 * REC),
+        "{}: 1000 × 44 bytes; dir {:?}",
+        dat.display(),
+        files(&dp)
+    );
+    wait_file_eq(
+        &meta_path(&dp, "ovf0:c"),
+        &meta_text(1000, 0, 0, 0, 1000 * REC as i64),
+        secs(5),
+    );
 
     let mut c = n.connect();
     c.sub("ovf0", "c");
@@ -321,28 +394,51 @@ fn overflow_mem_queue_0_puts_everything_on_disk() {
     let order: Vec<Vec<u8>> = got.iter().map(|m| m.body.clone()).collect();
     assert_eq!(order, bodies, "a single disk queue is FIFO");
     wait_chan_depths(&n, "ovf0", "c", (0, 0), secs(5));
-    wait_file_eq(&meta_path(&dp, "ovf0:c"), &meta_text(0, 0, 1000 * REC as i64, 0, 1000 * REC as i64), secs(5));
+    wait_file_eq(
+        &meta_path(&dp, "ovf0:c"),
+        &meta_text(0, 0, 1000 * REC as i64, 0, 1000 * REC as i64),
+        secs(5),
+    );
 }
 
 #[test]
 fn overflow_small_max_bytes_per_file_rolls_segments_and_deletes_read_ones() {
     // 4000-byte segments hold 90 records of 44 bytes (3960; a 91st would make 4004 > 4000).
     // 1000 records → segments 000000..000010 full (3960 bytes) + 000011 with 10 records (440).
-    let n = Nsqd::start(&["--mem-queue-size=0", "--max-bytes-per-file=4000", "--sync-timeout=200ms"]);
+    let n = Nsqd::start(&[
+        "--mem-queue-size=0",
+        "--max-bytes-per-file=4000",
+        "--sync-timeout=200ms",
+    ]);
     create_channel(&n, "roll", "c");
     let bodies = overflow_bodies();
     let mut p = n.connect();
     p.mpublish("roll", &refs(&bodies));
     wait_chan_depths(&n, "roll", "c", (1000, 1000), secs(10));
-    wait_for(secs(5), "topic roll drained", || n.topic_stats("roll").filter(|t| t["depth"] == 0));
+    wait_for(secs(5), "topic roll drained", || {
+        n.topic_stats("roll").filter(|t| t["depth"] == 0)
+    });
 
     let dp = n.data_path().to_path_buf();
     for i in 0..=11u32 {
         let want = if i < 11 { 90 * REC } else { 10 * REC };
-        assert_eq!(file_size(&seg(&dp, "roll:c", i)), Some(want), "segment {i}; dir {:?}", files(&dp));
+        assert_eq!(
+            file_size(&seg(&dp, "roll:c", i)),
+            Some(want),
+            "segment {i}; dir {:?}",
+            files(&dp)
+        );
     }
-    assert!(!seg(&dp, "roll:c", 12).exists(), "no 13th segment: {:?}", files(&dp));
-    wait_file_eq(&meta_path(&dp, "roll:c"), &meta_text(1000, 0, 0, 11, 10 * REC as i64), secs(5));
+    assert!(
+        !seg(&dp, "roll:c", 12).exists(),
+        "no 13th segment: {:?}",
+        files(&dp)
+    );
+    wait_file_eq(
+        &meta_path(&dp, "roll:c"),
+        &meta_text(1000, 0, 0, 11, 10 * REC as i64),
+        secs(5),
+    );
 
     // Read 200 one at a time: the reader has taken at most 201 records, so
     // segments 0 and 1 (records 0..179) are consumed and deleted, 2.. remain.
@@ -350,11 +446,17 @@ fn overflow_small_max_bytes_per_file_rolls_segments_and_deletes_read_ones() {
     c.sub("roll", "c");
     c.rdy(1);
     let mut got = recv_msgs(&mut c, 200, secs(30), true);
-    wait_for(secs(5), "segments 000000 and 000001 deleted once read", || {
-        (!seg(&dp, "roll:c", 0).exists() && !seg(&dp, "roll:c", 1).exists()).then_some(())
-    });
+    wait_for(
+        secs(5),
+        "segments 000000 and 000001 deleted once read",
+        || (!seg(&dp, "roll:c", 0).exists() && !seg(&dp, "roll:c", 1).exists()).then_some(()),
+    );
     for i in 2..=11u32 {
-        assert!(seg(&dp, "roll:c", i).exists(), "segment {i} not fully read yet must still exist: {:?}", files(&dp));
+        assert!(
+            seg(&dp, "roll:c", i).exists(),
+            "segment {i} not fully read yet must still exist: {:?}",
+            files(&dp)
+        );
     }
     got.extend(consume_exactly(&mut c, 800, 200));
     assert_exactly_once(&got, &bodies, "multi-segment");
@@ -362,12 +464,24 @@ fn overflow_small_max_bytes_per_file_rolls_segments_and_deletes_read_ones() {
     assert_eq!(order, bodies, "segments are read in order");
     wait_chan_depths(&n, "roll", "c", (0, 0), secs(5));
     wait_for(secs(5), "segments 000000..000010 deleted", || {
-        (0..=10u32).all(|i| !seg(&dp, "roll:c", i).exists()).then_some(())
+        (0..=10u32)
+            .all(|i| !seg(&dp, "roll:c", i).exists())
+            .then_some(())
     });
-    assert!(seg(&dp, "roll:c", 11).exists(), "the current write segment stays: {:?}", files(&dp));
-    wait_file_eq(&meta_path(&dp, "roll:c"), &meta_text(0, 11, 10 * REC as i64, 11, 10 * REC as i64), secs(5));
     assert!(
-        !files(&dp).iter().any(|f| f.starts_with("roll:c.") && f.ends_with(".bad")),
+        seg(&dp, "roll:c", 11).exists(),
+        "the current write segment stays: {:?}",
+        files(&dp)
+    );
+    wait_file_eq(
+        &meta_path(&dp, "roll:c"),
+        &meta_text(0, 11, 10 * REC as i64, 11, 10 * REC as i64),
+        secs(5),
+    );
+    assert!(
+        !files(&dp)
+            .iter()
+            .any(|f| f.starts_with("roll:c.") && f.ends_with(".bad")),
         "no segment quarantined: {:?}",
         files(&dp)
     );
@@ -393,7 +507,7 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
             3 => (0..1024 * 1024).map(|k| (k * 7 % 251) as u8).collect(),
             _ => {
                 let mut v = format!("wave1-{i:02}-").into_bytes();
-                v.extend(std::iter::repeat(b'x').take(i * 53));
+                v.extend(std::iter::repeat_n(b'x', i * 53));
                 v.extend_from_slice(&[0, b'\n', b'\r', 0xff]);
                 v
             }
@@ -416,7 +530,11 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
     assert_exactly_once(&first, &first_wave, "first delivery");
     for m in &first {
         assert_eq!(m.attempts, 1, "{m:?}");
-        assert!(m.ts >= t0 && m.ts <= t1, "timestamp {} is the publish time [{t0}, {t1}]", m.ts);
+        assert!(
+            m.ts >= t0 && m.ts <= t1,
+            "timestamp {} is the publish time [{t0}, {t1}]",
+            m.ts
+        );
     }
     let idx = |body: &[u8]| first_wave.iter().position(|b| b == body).unwrap();
     let mut inflight = Vec::new();
@@ -432,10 +550,19 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
         }
     }
     assert_eq!((inflight.len(), requeued.len()), (10, 6));
-    assert!(inflight.iter().any(|m| m.body.len() == 1024 * 1024), "the 1 MiB body stays in flight");
-    assert!(inflight.iter().any(|m| m.body == (0..=255u8).collect::<Vec<u8>>()), "the 0..255 body stays in flight");
+    assert!(
+        inflight.iter().any(|m| m.body.len() == 1024 * 1024),
+        "the 1 MiB body stays in flight"
+    );
+    assert!(
+        inflight
+            .iter()
+            .any(|m| m.body == (0..=255u8).collect::<Vec<u8>>()),
+        "the 0..255 body stays in flight"
+    );
     wait_for(secs(5), "in_flight 10, deferred 6", || {
-        n.channel_stats("rs", "c").filter(|s| s["in_flight_count"] == 10 && s["deferred_count"] == 6)
+        n.channel_stats("rs", "c")
+            .filter(|s| s["in_flight_count"] == 10 && s["deferred_count"] == 6)
     });
 
     // Never delivered: 4 plain PUBs (RDY 0) and 3 DPUBs deferred for 10 minutes.
@@ -445,7 +572,11 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
         [b"late-2-".to_vec(), vec![0xAB; 512 * 1024]].concat(),
         b"late-3".to_vec(),
     ];
-    let dpub: Vec<Vec<u8>> = vec![b"dpub-0".to_vec(), vec![0, 1, 2, 0xfe, b'd', b'p', b'1'], b"dpub-2".to_vec()];
+    let dpub: Vec<Vec<u8>> = vec![
+        b"dpub-0".to_vec(),
+        vec![0, 1, 2, 0xfe, b'd', b'p', b'1'],
+        b"dpub-2".to_vec(),
+    ];
     let t2 = now_ns();
     for b in &late {
         p.publish("rs", b);
@@ -459,14 +590,21 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
         n.channel_stats("rs", "c")
             .filter(|s| s["depth"] == 4 && s["in_flight_count"] == 10 && s["deferred_count"] == 9)
     });
-    assert_eq!(before["backend_depth"], 2, "mem-queue-size=2: two late messages spilled to disk: {before}");
+    assert_eq!(
+        before["backend_depth"], 2,
+        "mem-queue-size=2: two late messages spilled to disk: {before}"
+    );
 
     stop(&mut n);
 
     let n = Nsqd::start_in(dir.path(), &args);
     // Everything now waits in the channel's disk queue (memory, in-flight, deferred were flushed).
     let ch = wait_chan_depths(&n, "rs", "c", (23, 23), secs(5));
-    assert_eq!((ch["in_flight_count"].clone(), ch["deferred_count"].clone()), (0.into(), 0.into()), "{ch}");
+    assert_eq!(
+        (ch["in_flight_count"].clone(), ch["deferred_count"].clone()),
+        (0.into(), 0.into()),
+        "{ch}"
+    );
     let t = n.topic_stats("rs").expect("topic rs restored");
     assert_eq!((int(&t, "depth"), int(&t, "backend_depth")), (0, 0), "{t}");
 
@@ -485,13 +623,32 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
     let mut ids = BTreeSet::new();
     for m in &again {
         assert!(ids.insert(m.id.clone()), "duplicate id {m:?}");
-        if let Some(orig) = inflight.iter().chain(requeued.iter()).find(|o| o.body == m.body) {
+        if let Some(orig) = inflight
+            .iter()
+            .chain(requeued.iter())
+            .find(|o| o.body == m.body)
+        {
             assert_eq!(m.id, orig.id, "id preserved for {}", short(&m.body));
             assert_eq!(m.ts, orig.ts, "timestamp preserved for {}", short(&m.body));
-            assert_eq!(m.attempts, 2, "delivered once before the restart → attempts 2: {}", short(&m.body));
+            assert_eq!(
+                m.attempts,
+                2,
+                "delivered once before the restart → attempts 2: {}",
+                short(&m.body)
+            );
         } else {
-            assert_eq!(m.attempts, 1, "never delivered before → attempts 1: {}", short(&m.body));
-            assert!(m.ts >= t2 && m.ts <= t3, "timestamp of {} is its publish time [{t2}, {t3}], got {}", short(&m.body), m.ts);
+            assert_eq!(
+                m.attempts,
+                1,
+                "never delivered before → attempts 1: {}",
+                short(&m.body)
+            );
+            assert!(
+                m.ts >= t2 && m.ts <= t3,
+                "timestamp of {} is its publish time [{t2}, {t3}], got {}",
+                short(&m.body),
+                m.ts
+            );
         }
     }
     // nsqd.md §5.3 / diskqueue.md §9a: at shutdown the channel writes memory-queue
@@ -508,7 +665,10 @@ fn clean_restart_redelivers_memory_inflight_deferred_and_dpub_exactly_once() {
     let cats: Vec<i32> = again.iter().map(cat).collect();
     let mut sorted = cats.clone();
     sorted.sort();
-    assert_eq!(cats, sorted, "disk order must be: queued (0), in-flight (1), deferred/REQ'd (2)");
+    assert_eq!(
+        cats, sorted,
+        "disk order must be: queued (0), in-flight (1), deferred/REQ'd (2)"
+    );
     wait_chan_depths(&n, "rs", "c", (0, 0), secs(5));
 }
 
@@ -530,13 +690,24 @@ fn dropin_go_data_dir_is_picked_up() {
     let c1 = vec![
         DiskMsg::new(TS0 - 5, "0a1b2c3d4e5f6070", b"legacy-c1-consumed"),
         DiskMsg::new(TS0 + 1, "0a1b2c3d4e5f6071", b"legacy-c1-one"),
-        DiskMsg::new(TS0 + 2, "0a1b2c3d4e5f6072", &(0..=255u8).collect::<Vec<u8>>()),
-        DiskMsg::new(TS0 + 3_000_000_007, "0a1b2c3d4e5f6073", b"legacy-c1-three \x00\n"),
+        DiskMsg::new(
+            TS0 + 2,
+            "0a1b2c3d4e5f6072",
+            &(0..=255u8).collect::<Vec<u8>>(),
+        ),
+        DiskMsg::new(
+            TS0 + 3_000_000_007,
+            "0a1b2c3d4e5f6073",
+            b"legacy-c1-three \x00\n",
+        ),
     ];
     let c1_bytes = segment_bytes(&c1);
     let c1_consumed = c1[0].record().len() as i64;
     write_0600(&seg(dp, "legacy:c1", 0), &c1_bytes);
-    write_0600(&meta_path(dp, "legacy:c1"), meta_text(3, 0, c1_consumed, 0, c1_bytes.len() as i64).as_bytes());
+    write_0600(
+        &meta_path(dp, "legacy:c1"),
+        meta_text(3, 0, c1_consumed, 0, c1_bytes.len() as i64).as_bytes(),
+    );
     // c2 (paused): two records.
     let c2 = vec![
         DiskMsg::new(TS0 + 10, "0a1b2c3d4e5f6091", b"legacy-c2-a"),
@@ -544,7 +715,10 @@ fn dropin_go_data_dir_is_picked_up() {
     ];
     let c2_bytes = segment_bytes(&c2);
     write_0600(&seg(dp, "legacy:c2", 0), &c2_bytes);
-    write_0600(&meta_path(dp, "legacy:c2"), meta_text(2, 0, 0, 0, c2_bytes.len() as i64).as_bytes());
+    write_0600(
+        &meta_path(dp, "legacy:c2"),
+        meta_text(2, 0, 0, 0, c2_bytes.len() as i64).as_bytes(),
+    );
     // the topic's own backlog: two records, to be copied to both channels.
     let tq = vec![
         DiskMsg::new(TS0 + 20, "0a1b2c3d4e5f6081", b"legacy-topic-x"),
@@ -552,13 +726,18 @@ fn dropin_go_data_dir_is_picked_up() {
     ];
     let tq_bytes = segment_bytes(&tq);
     write_0600(&seg(dp, "legacy", 0), &tq_bytes);
-    write_0600(&meta_path(dp, "legacy"), meta_text(2, 0, 0, 0, tq_bytes.len() as i64).as_bytes());
+    write_0600(
+        &meta_path(dp, "legacy"),
+        meta_text(2, 0, 0, 0, tq_bytes.len() as i64).as_bytes(),
+    );
 
     let mut n = Nsqd::start_in(dp, &[]);
     // The topic pump moves the topic backlog into both channels' memory queues.
-    let t = wait_for(secs(5), "topic legacy backlog moved to its channels", || {
-        n.topic_stats("legacy").filter(|t| t["depth"] == 0)
-    });
+    let t = wait_for(
+        secs(5),
+        "topic legacy backlog moved to its channels",
+        || n.topic_stats("legacy").filter(|t| t["depth"] == 0),
+    );
     assert_eq!(t["paused"], false, "{t}");
     let s1 = wait_chan_depths(&n, "legacy", "c1", (5, 3), secs(5));
     assert_eq!(s1["paused"], false, "{s1}");
@@ -579,7 +758,10 @@ fn dropin_go_data_dir_is_picked_up() {
     b.rdy(10);
     b.expect_nothing(ms(500));
     http_ok(&n, "/channel/unpause?topic=legacy&channel=c2");
-    let got: BTreeSet<_> = recv_msgs(&mut b, 4, secs(10), true).iter().map(key).collect();
+    let got: BTreeSet<_> = recv_msgs(&mut b, 4, secs(10), true)
+        .iter()
+        .map(key)
+        .collect();
     b.expect_nothing(ms(500));
     let want: BTreeSet<_> = c2.iter().chain(tq.iter()).map(want_key).collect();
     assert_eq!(got, want, "c2 after unpause");
@@ -592,21 +774,44 @@ fn dropin_go_data_dir_is_picked_up() {
     let l1 = c1_bytes.len() as i64;
     let l2 = c2_bytes.len() as i64;
     let lt = tq_bytes.len() as i64;
-    assert_eq!(fs::read_to_string(meta_path(dp, "legacy:c1")).ok(), Some(meta_text(0, 0, l1, 0, l1)));
-    assert_eq!(fs::read_to_string(meta_path(dp, "legacy:c2")).ok(), Some(meta_text(0, 0, l2, 0, l2)));
-    assert_eq!(fs::read_to_string(meta_path(dp, "legacy")).ok(), Some(meta_text(0, 0, lt, 0, lt)));
-    assert_eq!(fs::read(seg(dp, "legacy:c1", 0)).ok(), Some(c1_bytes), "segment untouched");
-    let md: Value = serde_json::from_str(&fs::read_to_string(dp.join("nsqd.dat")).unwrap()).unwrap();
+    assert_eq!(
+        fs::read_to_string(meta_path(dp, "legacy:c1")).ok(),
+        Some(meta_text(0, 0, l1, 0, l1))
+    );
+    assert_eq!(
+        fs::read_to_string(meta_path(dp, "legacy:c2")).ok(),
+        Some(meta_text(0, 0, l2, 0, l2))
+    );
+    assert_eq!(
+        fs::read_to_string(meta_path(dp, "legacy")).ok(),
+        Some(meta_text(0, 0, lt, 0, lt))
+    );
+    assert_eq!(
+        fs::read(seg(dp, "legacy:c1", 0)).ok(),
+        Some(c1_bytes),
+        "segment untouched"
+    );
+    let md: Value =
+        serde_json::from_str(&fs::read_to_string(dp.join("nsqd.dat")).unwrap()).unwrap();
     let topic = &md["topics"][0];
     assert_eq!(topic["name"], "legacy", "{md}");
     let mut chans: Vec<(String, bool)> = topic["channels"]
         .as_array()
         .unwrap_or_else(|| panic!("channels array: {md}"))
         .iter()
-        .map(|c| (c["name"].as_str().unwrap().to_string(), c["paused"].as_bool().unwrap()))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["paused"].as_bool().unwrap(),
+            )
+        })
         .collect();
     chans.sort();
-    assert_eq!(chans, vec![("c1".into(), false), ("c2".into(), false)], "{md}");
+    assert_eq!(
+        chans,
+        vec![("c1".into(), false), ("c2".into(), false)],
+        "{md}"
+    );
 }
 
 /// Go's diskqueue does not use `depth` to decide whether data is available
@@ -630,7 +835,13 @@ fn dropin_go_meta_with_low_depth_after_crash_recovery_still_delivers() {
     );
     let five = |tag: &str, id_prefix: &str, ts: i64| -> Vec<DiskMsg> {
         (0..5)
-            .map(|i| DiskMsg::new(ts + i, &format!("{id_prefix}{i}"), format!("lowd-{tag}-{i}").as_bytes()))
+            .map(|i| {
+                DiskMsg::new(
+                    ts + i,
+                    &format!("{id_prefix}{i}"),
+                    format!("lowd-{tag}-{i}").as_bytes(),
+                )
+            })
             .collect()
     };
     let mut unread: BTreeMap<&str, Vec<DiskMsg>> = BTreeMap::new();
@@ -642,7 +853,10 @@ fn dropin_go_meta_with_low_depth_after_crash_recovery_still_delivers() {
         let recs = five(name, id_prefix, ts);
         let after3: i64 = recs[..3].iter().map(|m| m.record().len() as i64).sum();
         write_0600(&seg(dp, name, 0), &segment_bytes(&recs));
-        write_0600(&meta_path(dp, name), meta_text(depth, 0, after3, 1, 0).as_bytes());
+        write_0600(
+            &meta_path(dp, name),
+            meta_text(depth, 0, after3, 1, 0).as_bytes(),
+        );
         unread.insert(name, recs[3..].to_vec());
     }
 
@@ -663,8 +877,16 @@ fn dropin_go_meta_with_low_depth_after_crash_recovery_still_delivers() {
         let chan_name = format!("lowd:{ch}");
         let own: Vec<&DiskMsg> = unread[chan_name.as_str()].iter().collect();
         let topic: Vec<&DiskMsg> = unread["lowd"].iter().collect();
-        let missing_own: Vec<String> = own.iter().map(|d| String::from_utf8_lossy(&d.body).into_owned()).filter(|b| !got_bodies.contains(b)).collect();
-        let missing_topic: Vec<String> = topic.iter().map(|d| String::from_utf8_lossy(&d.body).into_owned()).filter(|b| !got_bodies.contains(b)).collect();
+        let missing_own: Vec<String> = own
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.body).into_owned())
+            .filter(|b| !got_bodies.contains(b))
+            .collect();
+        let missing_topic: Vec<String> = topic
+            .iter()
+            .map(|d| String::from_utf8_lossy(&d.body).into_owned())
+            .filter(|b| !got_bodies.contains(b))
+            .collect();
         let fresh = got_bodies.contains("fresh-after-start");
         assert!(
             missing_own.is_empty() && missing_topic.is_empty() && fresh,
@@ -693,19 +915,39 @@ fn corruption_garbage_length_quarantines_segment_and_continues_with_next() {
         br#"{"topics":[{"name":"corrupt","paused":false,"channels":[{"name":"c","paused":false}]}],"version":"1.3.0"}"#,
     );
     let good0: Vec<DiskMsg> = (0..3)
-        .map(|i| DiskMsg::new(TS0 + i, &format!("0a1b2c3d4e5f60a{i}"), format!("seg0-good-{i}").as_bytes()))
+        .map(|i| {
+            DiskMsg::new(
+                TS0 + i,
+                &format!("0a1b2c3d4e5f60a{i}"),
+                format!("seg0-good-{i}").as_bytes(),
+            )
+        })
         .collect();
     let good1: Vec<DiskMsg> = (0..4)
-        .map(|i| DiskMsg::new(TS0 + 100 + i, &format!("0a1b2c3d4e5f60b{i}"), format!("seg1-good-{i}").as_bytes()))
+        .map(|i| {
+            DiskMsg::new(
+                TS0 + 100 + i,
+                &format!("0a1b2c3d4e5f60b{i}"),
+                format!("seg1-good-{i}").as_bytes(),
+            )
+        })
         .collect();
     let mut seg0 = segment_bytes(&good0);
     seg0.extend_from_slice(&[0xFF, 0xFF, 0xFF, 0xF0]); // record length -16
-    seg0.extend_from_slice(&encode_msg(TS0 + 50, 0, "0a1b2c3d4e5f60af", b"lost-behind-garbage"));
+    seg0.extend_from_slice(&encode_msg(
+        TS0 + 50,
+        0,
+        "0a1b2c3d4e5f60af",
+        b"lost-behind-garbage",
+    ));
     let seg1 = segment_bytes(&good1);
     write_0600(&seg(dp, "corrupt:c", 0), &seg0);
     write_0600(&seg(dp, "corrupt:c", 1), &seg1);
     // As Go wrote it: 8 records put (3 + the one whose length got damaged + 4), none read.
-    write_0600(&meta_path(dp, "corrupt:c"), meta_text(8, 0, 0, 1, seg1.len() as i64).as_bytes());
+    write_0600(
+        &meta_path(dp, "corrupt:c"),
+        meta_text(8, 0, 0, 1, seg1.len() as i64).as_bytes(),
+    );
 
     let mut n = Nsqd::start_in(dp, &[]);
 
@@ -720,18 +962,33 @@ fn corruption_garbage_length_quarantines_segment_and_continues_with_next() {
     let mut a = n.connect();
     a.sub("corrupt", "c");
     let got = consume_exactly(&mut a, 7, 100);
-    let got: Vec<_> = got.iter().map(|m| (m.id.clone(), m.ts, m.body.clone(), m.attempts)).collect();
+    let got: Vec<_> = got
+        .iter()
+        .map(|m| (m.id.clone(), m.ts, m.body.clone(), m.attempts))
+        .collect();
     let want: Vec<_> = good0
         .iter()
         .chain(good1.iter())
         .map(|d| (d.id.clone(), d.ts, d.body.clone(), 1u16))
         .collect();
-    assert_eq!(got, want, "the 3 records before the garbage length, then every record of the next segment, in order");
+    assert_eq!(
+        got, want,
+        "the 3 records before the garbage length, then every record of the next segment, in order"
+    );
 
     let r = n.get("/ping");
-    assert_eq!((r.status, r.text()), (200, "OK".to_string()), "a read error does not make nsqd unhealthy");
+    assert_eq!(
+        (r.status, r.text()),
+        (200, "OK".to_string()),
+        "a read error does not make nsqd unhealthy"
+    );
     assert!(n.is_running(), "nsqd keeps running");
-    wait_bad(dp, "corrupt:c.diskqueue.000000.dat", &seg0, "garbage length");
+    wait_bad(
+        dp,
+        "corrupt:c.diskqueue.000000.dat",
+        &seg0,
+        "garbage length",
+    );
     // Reader caught up with the writer: the tail check forces depth to 0.
     wait_chan_depths(&n, "corrupt", "c", (0, 0), secs(5));
     assert_eq!(n.stats("")["health"], "OK");
@@ -763,26 +1020,50 @@ fn corruption_truncated_last_record_is_quarantined() {
     // two records; the file holds 3 whole records and a partial 4th. On start the
     // writer skips to file 1 and the reader reads file 0 to its real end.
     let crash: Vec<DiskMsg> = (0..3)
-        .map(|i| DiskMsg::new(TS0 + i, &format!("0a1b2c3d4e5f60d{i}"), format!("crash-good-{i}").as_bytes()))
+        .map(|i| {
+            DiskMsg::new(
+                TS0 + i,
+                &format!("0a1b2c3d4e5f60d{i}"),
+                format!("crash-good-{i}").as_bytes(),
+            )
+        })
         .collect();
     let mut crash0 = segment_bytes(&crash);
     let crash_synced: i64 = crash[..2].iter().map(|m| m.record().len() as i64).sum();
     crash0.extend(truncated(TS0 + 9, "0a1b2c3d4e5f60df"));
     write_0600(&seg(dp, "trunc:crash", 0), &crash0);
-    write_0600(&meta_path(dp, "trunc:crash"), meta_text(2, 0, 0, 0, crash_synced).as_bytes());
+    write_0600(
+        &meta_path(dp, "trunc:crash"),
+        meta_text(2, 0, 0, 0, crash_synced).as_bytes(),
+    );
     // (b) "mid": a complete segment ending in a truncated record, followed by a good one.
     let mid0: Vec<DiskMsg> = (0..2)
-        .map(|i| DiskMsg::new(TS0 + 20 + i, &format!("0a1b2c3d4e5f60e{i}"), format!("mid0-good-{i}").as_bytes()))
+        .map(|i| {
+            DiskMsg::new(
+                TS0 + 20 + i,
+                &format!("0a1b2c3d4e5f60e{i}"),
+                format!("mid0-good-{i}").as_bytes(),
+            )
+        })
         .collect();
     let mid1: Vec<DiskMsg> = (0..2)
-        .map(|i| DiskMsg::new(TS0 + 30 + i, &format!("0a1b2c3d4e5f60f{i}"), format!("mid1-good-{i}").as_bytes()))
+        .map(|i| {
+            DiskMsg::new(
+                TS0 + 30 + i,
+                &format!("0a1b2c3d4e5f60f{i}"),
+                format!("mid1-good-{i}").as_bytes(),
+            )
+        })
         .collect();
     let mut mid0_bytes = segment_bytes(&mid0);
     mid0_bytes.extend(truncated(TS0 + 29, "0a1b2c3d4e5f60ef"));
     let mid1_bytes = segment_bytes(&mid1);
     write_0600(&seg(dp, "trunc:mid", 0), &mid0_bytes);
     write_0600(&seg(dp, "trunc:mid", 1), &mid1_bytes);
-    write_0600(&meta_path(dp, "trunc:mid"), meta_text(5, 0, 0, 1, mid1_bytes.len() as i64).as_bytes());
+    write_0600(
+        &meta_path(dp, "trunc:mid"),
+        meta_text(5, 0, 0, 1, mid1_bytes.len() as i64).as_bytes(),
+    );
 
     let mut n = Nsqd::start_in(dp, &["--mem-queue-size=0"]);
     let k = |m: &Msg| (m.id.clone(), m.ts, m.body.clone(), m.attempts);
@@ -791,12 +1072,20 @@ fn corruption_truncated_last_record_is_quarantined() {
     let mut a = n.connect();
     a.sub("trunc", "crash");
     let got: Vec<_> = consume_exactly(&mut a, 3, 10).iter().map(k).collect();
-    assert_eq!(got, crash.iter().map(kd).collect::<Vec<_>>(), "crash: all 3 whole records (also the one past the stale writePos)");
+    assert_eq!(
+        got,
+        crash.iter().map(kd).collect::<Vec<_>>(),
+        "crash: all 3 whole records (also the one past the stale writePos)"
+    );
 
     let mut b = n.connect();
     b.sub("trunc", "mid");
     let got: Vec<_> = consume_exactly(&mut b, 4, 10).iter().map(k).collect();
-    assert_eq!(got, mid0.iter().chain(mid1.iter()).map(kd).collect::<Vec<_>>(), "mid: records before the truncated one, then the next segment");
+    assert_eq!(
+        got,
+        mid0.iter().chain(mid1.iter()).map(kd).collect::<Vec<_>>(),
+        "mid: records before the truncated one, then the next segment"
+    );
     wait_bad(dp, "trunc:mid.diskqueue.000000.dat", &mid0_bytes, "mid");
     wait_chan_depths(&n, "trunc", "mid", (0, 0), secs(5));
 
@@ -854,7 +1143,11 @@ impl Watcher {
                 std::thread::sleep(ms(3));
             }
         });
-        Watcher { stop, seen, handle: Some(handle) }
+        Watcher {
+            stop,
+            seen,
+            handle: Some(handle),
+        }
     }
     fn seen(&self) -> BTreeSet<String> {
         self.seen.lock().unwrap().clone()
@@ -883,7 +1176,9 @@ fn ephemeral_overflow_never_creates_files_even_at_shutdown() {
     a.rdy(1);
     let mut b = n.connect();
     b.sub("u#ephemeral", "c#ephemeral");
-    let bodies: Vec<Vec<u8>> = (0..50).map(|i| format!("eph-{i:03}").into_bytes()).collect();
+    let bodies: Vec<Vec<u8>> = (0..50)
+        .map(|i| format!("eph-{i:03}").into_bytes())
+        .collect();
     let mut p = n.connect();
     p.mpublish("t#ephemeral", &refs(&bodies));
     p.mpublish("t", &refs(&bodies));
@@ -896,49 +1191,98 @@ fn ephemeral_overflow_never_creates_files_even_at_shutdown() {
     let inflight = a.expect_msg_within(secs(5));
     assert_eq!(inflight.attempts, 1);
 
-    let t = wait_for(secs(5), "t#ephemeral stats", || n.topic_stats("t#ephemeral").filter(|t| t["message_count"] == 60));
-    assert_eq!((int(&t, "depth"), int(&t, "backend_depth")), (1, 0), "overflow of an ephemeral topic is dropped: {t}");
+    let t = wait_for(secs(5), "t#ephemeral stats", || {
+        n.topic_stats("t#ephemeral")
+            .filter(|t| t["message_count"] == 60)
+    });
+    assert_eq!(
+        (int(&t, "depth"), int(&t, "backend_depth")),
+        (1, 0),
+        "overflow of an ephemeral topic is dropped: {t}"
+    );
     let ca = wait_for(secs(5), "t/c#ephemeral settled", || {
-        n.channel_stats("t", "c#ephemeral").filter(|c| c["message_count"].as_i64().unwrap_or(0) >= 1 && c["in_flight_count"] == 1)
+        n.channel_stats("t", "c#ephemeral")
+            .filter(|c| c["message_count"].as_i64().unwrap_or(0) >= 1 && c["in_flight_count"] == 1)
     });
     assert_eq!(int(&ca, "backend_depth"), 0, "{ca}");
-    assert!(int(&ca, "depth") <= 1, "ephemeral channel holds at most --mem-queue-size: {ca}");
-    let cb = wait_for(secs(5), "u#ephemeral/c#ephemeral has its memory message", || {
-        n.channel_stats("u#ephemeral", "c#ephemeral").filter(|c| c["depth"] == 1)
-    });
+    assert!(
+        int(&ca, "depth") <= 1,
+        "ephemeral channel holds at most --mem-queue-size: {ca}"
+    );
+    let cb = wait_for(
+        secs(5),
+        "u#ephemeral/c#ephemeral has its memory message",
+        || {
+            n.channel_stats("u#ephemeral", "c#ephemeral")
+                .filter(|c| c["depth"] == 1)
+        },
+    );
     assert_eq!(int(&cb, "backend_depth"), 0, "{cb}");
     let tu = n.topic_stats("u#ephemeral").unwrap();
     assert_eq!(int(&tu, "backend_depth"), 0, "{tu}");
 
     sleep_ms(400); // several --sync-timeout ticks
-    assert!(watch.seen().is_empty(), "ephemeral files appeared while running: {:?}", watch.seen());
+    assert!(
+        watch.seen().is_empty(),
+        "ephemeral files appeared while running: {:?}",
+        watch.seen()
+    );
     let md = n.read_metadata().unwrap_or_default();
     assert!(!md.contains("ephemeral"), "nsqd.dat while running: {md}");
 
     stop(&mut n);
     sleep_ms(50);
     let seen = watch.finish();
-    assert!(seen.is_empty(), "ephemeral files appeared (at shutdown?): {seen:?}; dir now {:?}", files(dp));
+    assert!(
+        seen.is_empty(),
+        "ephemeral files appeared (at shutdown?): {seen:?}; dir now {:?}",
+        files(dp)
+    );
     let now_files = files(dp);
-    assert!(!now_files.iter().any(|f| f.contains("ephemeral")), "{now_files:?}");
+    assert!(
+        !now_files.iter().any(|f| f.contains("ephemeral")),
+        "{now_files:?}"
+    );
     let md = fs::read_to_string(dp.join("nsqd.dat")).unwrap();
-    assert!(!md.contains("ephemeral"), "nsqd.dat after shutdown lists ephemeral names: {md}");
-    let v: Value = serde_json::from_str(&md).unwrap_or_else(|e| panic!("nsqd.dat JSON ({e}): {md}"));
-    let topics = v["topics"].as_array().unwrap_or_else(|| panic!("topic t is persisted: {md}"));
+    assert!(
+        !md.contains("ephemeral"),
+        "nsqd.dat after shutdown lists ephemeral names: {md}"
+    );
+    let v: Value =
+        serde_json::from_str(&md).unwrap_or_else(|e| panic!("nsqd.dat JSON ({e}): {md}"));
+    let topics = v["topics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("topic t is persisted: {md}"));
     assert_eq!(topics.len(), 1, "{md}");
     assert_eq!(topics[0]["name"], "t", "{md}");
-    assert_eq!(topics[0]["channels"], Value::Null, "only an ephemeral channel → \"channels\":null: {md}");
+    assert_eq!(
+        topics[0]["channels"],
+        Value::Null,
+        "only an ephemeral channel → \"channels\":null: {md}"
+    );
 
     // Nothing ephemeral comes back.
     let n = Nsqd::start_in(dp, &args);
     let s = n.stats("");
     let names: Vec<String> = s["topics"]
         .as_array()
-        .map(|a| a.iter().map(|t| t["topic_name"].as_str().unwrap_or("").to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|t| t["topic_name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(names, vec!["t".to_string()], "{s}");
-    assert_eq!(find_topic(&s, "t").unwrap()["channels"], serde_json::json!([]), "{s}");
-    assert!(!files(dp).iter().any(|f| f.contains("ephemeral")), "{:?}", files(dp));
+    assert_eq!(
+        find_topic(&s, "t").unwrap()["channels"],
+        serde_json::json!([]),
+        "{s}"
+    );
+    assert!(
+        !files(dp).iter().any(|f| f.contains("ephemeral")),
+        "{:?}",
+        files(dp)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -952,7 +1296,9 @@ fn sigkill_with_sync_every_1_loses_no_acknowledged_message() {
     let args = ["--mem-queue-size=0", "--sync-every=1", "--sync-timeout=60s"];
     let mut n = Nsqd::start_in(dir.path(), &args);
     create_channel(&n, "kill", "c");
-    let bodies: Vec<Vec<u8>> = (0..200).map(|i| format!("kill-{i:03}").into_bytes()).collect();
+    let bodies: Vec<Vec<u8>> = (0..200)
+        .map(|i| format!("kill-{i:03}").into_bytes())
+        .collect();
 
     let mut p = n.connect();
     for b in &bodies[..100] {
@@ -1005,12 +1351,18 @@ fn sigkill_with_sync_every_1_loses_no_acknowledged_message() {
         .filter(|(_, &k)| k > 1)
         .map(|(b, k)| format!("{}×{k}", String::from_utf8_lossy(b)))
         .collect();
-    assert!(dups.is_empty(), "delivered more than once after the restart: {dups:?}");
+    assert!(
+        dups.is_empty(),
+        "delivered more than once after the restart: {dups:?}"
+    );
     let unknown: Vec<&Vec<u8>> = post_count.keys().filter(|b| !bodies.contains(b)).collect();
     assert!(unknown.is_empty(), "unexpected bodies: {unknown:?}");
     for m in &post {
         if !pre_set.contains(&m.body) {
-            assert_eq!(m.attempts, 1, "never delivered before the crash → attempts 1: {m:?}");
+            assert_eq!(
+                m.attempts, 1,
+                "never delivered before the crash → attempts 1: {m:?}"
+            );
         }
     }
     wait_chan_depths(&n, "kill", "c", (0, 0), secs(5));

@@ -21,7 +21,11 @@ fn version_flag() {
     let out = run_bin("nsqd", &["--version"], secs(10));
     let st = out.status.expect("--version exits");
     assert_eq!(st.code(), Some(0), "{out:?}");
-    assert!(out.stdout.starts_with("nsqd v1.3.0 (built w/"), "stdout {:?}", out.stdout);
+    assert!(
+        out.stdout.starts_with("nsqd v1.3.0 (built w/"),
+        "stdout {:?}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -55,14 +59,22 @@ fn go_style_flag_syntax_single_dash_and_separate_values() {
 fn repeatable_lookupd_flag_accumulates() {
     let a = FakePeer::start();
     let b = FakePeer::start();
-    let n = Nsqd::start(&[&format!("--lookupd-tcp-address={}", a.addr), &format!("--lookupd-tcp-address={}", b.addr)]);
+    let n = Nsqd::start(&[
+        &format!("--lookupd-tcp-address={}", a.addr),
+        &format!("--lookupd-tcp-address={}", b.addr),
+    ]);
     let v: Value = serde_json::from_str(&cfg(&n, "nsqlookupd_tcp_addresses")).unwrap();
     assert_eq!(v, serde_json::json!([a.addr, b.addr]));
 }
 
 #[test]
 fn duration_flags_and_config_values() {
-    let n = Nsqd::start(&["--max-req-timeout=1h30m", "--sync-timeout=250ms", "--mem-queue-size=7", "--max-msg-size=2048"]);
+    let n = Nsqd::start(&[
+        "--max-req-timeout=1h30m",
+        "--sync-timeout=250ms",
+        "--mem-queue-size=7",
+        "--max-msg-size=2048",
+    ]);
     assert_eq!(cfg(&n, "max_req_timeout"), "5400000000000");
     assert_eq!(cfg(&n, "sync_timeout"), "250000000");
     assert_eq!(cfg(&n, "mem_queue_size"), "7");
@@ -86,8 +98,16 @@ fn config_file_toml_and_flag_precedence() {
     let n = Nsqd::start_in(data.path(), &[&conf_arg, "--max-rdy-count=200"]);
     assert_eq!(cfg(&n, "mem_queue_size"), "5");
     assert_eq!(cfg(&n, "msg_timeout"), "2000000000");
-    assert_eq!(cfg(&n, "max_req_timeout"), "5000000000", "integer durations in the config file are milliseconds");
-    assert_eq!(cfg(&n, "max_rdy_count"), "200", "command-line flag beats config file");
+    assert_eq!(
+        cfg(&n, "max_req_timeout"),
+        "5000000000",
+        "integer durations in the config file are milliseconds"
+    );
+    assert_eq!(
+        cfg(&n, "max_rdy_count"),
+        "200",
+        "command-line flag beats config file"
+    );
     assert_eq!(cfg(&n, "log_level"), "3");
 }
 
@@ -99,8 +119,15 @@ fn expect_fatal_start(args: &[&str], needle: &str) {
     let mut all: Vec<&str> = vec![&tcp, &http, &dp];
     all.extend_from_slice(args);
     let out = run_bin("nsqd", &all, secs(10));
-    let st = out.status.unwrap_or_else(|| panic!("nsqd {args:?} must exit (fatal config error), it kept running"));
-    assert_eq!(st.code(), Some(1), "exit status for {args:?}; stderr:\n{}", out.stderr);
+    let st = out
+        .status
+        .unwrap_or_else(|| panic!("nsqd {args:?} must exit (fatal config error), it kept running"));
+    assert_eq!(
+        st.code(),
+        Some(1),
+        "exit status for {args:?}; stderr:\n{}",
+        out.stderr
+    );
     assert!(
         out.stderr.contains("FATAL: ") && out.stderr.contains(needle),
         "stderr for {args:?} must contain FATAL and {needle:?}:\n{}",
@@ -110,10 +137,19 @@ fn expect_fatal_start(args: &[&str], needle: &str) {
 
 #[test]
 fn invalid_options_are_fatal() {
-    expect_fatal_start(&["--max-deflate-level=10"], "--max-deflate-level must be [1,9]");
+    expect_fatal_start(
+        &["--max-deflate-level=10"],
+        "--max-deflate-level must be [1,9]",
+    );
     expect_fatal_start(&["--node-id=1024"], "--node-id must be [0,1024)");
-    expect_fatal_start(&["--auth-http-request-method=put"], "--auth-http-request-method must be post or get");
-    expect_fatal_start(&["--e2e-processing-latency-percentile=1.5"], "invalid E2E processing latency percentile: 1.5");
+    expect_fatal_start(
+        &["--auth-http-request-method=put"],
+        "--auth-http-request-method must be post or get",
+    );
+    expect_fatal_start(
+        &["--e2e-processing-latency-percentile=1.5"],
+        "invalid E2E processing latency percentile: 1.5",
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -122,9 +158,16 @@ fn invalid_options_are_fatal() {
 
 #[test]
 fn e2e_percentiles_in_stats_descending() {
-    let n = Nsqd::start(&["--e2e-processing-latency-percentile=0.5,0.99", "--e2e-processing-latency-percentile=0.95"]);
+    let n = Nsqd::start(&[
+        "--e2e-processing-latency-percentile=0.5,0.99",
+        "--e2e-processing-latency-percentile=0.95",
+    ]);
     let v: Value = serde_json::from_str(&cfg(&n, "e2e_processing_latency_percentiles")).unwrap();
-    assert_eq!(v, serde_json::json!([0.99, 0.95, 0.5]), "stored sorted descending");
+    assert_eq!(
+        v,
+        serde_json::json!([0.99, 0.95, 0.5]),
+        "stored sorted descending"
+    );
     let mut c = n.connect();
     c.sub("t", "c");
     c.rdy(10);
@@ -140,12 +183,20 @@ fn e2e_percentiles_in_stats_descending() {
         (ch["e2e_processing_latency"]["count"].as_i64()? >= 5).then_some(b)
     });
     let v: Value = serde_json::from_str(&body).unwrap();
-    for obj in [&find_channel(&v, "t", "c").unwrap()["e2e_processing_latency"], &find_topic(&v, "t").unwrap()["e2e_processing_latency"]] {
-        let ps = obj["percentiles"].as_array().unwrap_or_else(|| panic!("percentiles array: {obj}"));
+    for obj in [
+        &find_channel(&v, "t", "c").unwrap()["e2e_processing_latency"],
+        &find_topic(&v, "t").unwrap()["e2e_processing_latency"],
+    ] {
+        let ps = obj["percentiles"]
+            .as_array()
+            .unwrap_or_else(|| panic!("percentiles array: {obj}"));
         let qs: Vec<f64> = ps.iter().map(|p| p["quantile"].as_f64().unwrap()).collect();
         assert_eq!(qs, vec![0.99, 0.95, 0.5], "{obj}");
         for p in ps {
-            assert!(p["value"].as_f64().map(|x| x >= 0.0).unwrap_or(false), "{p}");
+            assert!(
+                p["value"].as_f64().map(|x| x >= 0.0).unwrap_or(false),
+                "{p}"
+            );
         }
     }
     // key order inside the objects
@@ -169,13 +220,18 @@ fn e2e_percentiles_in_stats_descending() {
 // statsd
 // ---------------------------------------------------------------------------
 
-fn collect_statsd(sock: &UdpSocket, dur: Duration, until: impl Fn(&[String]) -> bool) -> (Vec<String>, Vec<Vec<u8>>) {
+fn collect_statsd(
+    sock: &UdpSocket,
+    dur: Duration,
+    until: impl Fn(&[String]) -> bool,
+) -> (Vec<String>, Vec<Vec<u8>>) {
     let deadline = Instant::now() + dur;
     let mut lines = Vec::new();
     let mut grams = Vec::new();
     let mut buf = [0u8; 65536];
     while Instant::now() < deadline && !until(&lines) {
-        sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
         if let Ok(n) = sock.recv(&mut buf) {
             grams.push(buf[..n].to_vec());
             for l in String::from_utf8_lossy(&buf[..n]).split('\n') {
@@ -192,7 +248,12 @@ fn collect_statsd(sock: &UdpSocket, dur: Duration, until: impl Fn(&[String]) -> 
 fn statsd_metrics_with_explicit_prefix() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap().to_string();
-    let n = Nsqd::start(&[&format!("--statsd-address={addr}"), "--statsd-interval=2s", "--statsd-prefix=nsqtest", "--statsd-mem-stats=false"]);
+    let n = Nsqd::start(&[
+        &format!("--statsd-address={addr}"),
+        "--statsd-interval=2s",
+        "--statsd-prefix=nsqtest",
+        "--statsd-mem-stats=false",
+    ]);
     let r = n.post("/topic/create?topic=t", b"");
     assert_eq!(r.status, 200);
     assert_eq!(n.post("/channel/create?topic=t&channel=c", b"").status, 200);
@@ -206,45 +267,116 @@ fn statsd_metrics_with_explicit_prefix() {
         "nsqtest.topic.t.channel.c.depth:3|g",
         "nsqtest.topic.t.channel.c.clients:0|g",
     ];
-    let (lines, grams) = collect_statsd(&sock, secs(10), |ls| want.iter().all(|w| ls.iter().any(|l| l == w)));
+    let (lines, grams) = collect_statsd(&sock, secs(10), |ls| {
+        want.iter().all(|w| ls.iter().any(|l| l == w))
+    });
     for w in want {
-        assert!(lines.iter().any(|l| l == w), "missing statsd line {w:?}; got {lines:?}");
+        assert!(
+            lines.iter().any(|l| l == w),
+            "missing statsd line {w:?}; got {lines:?}"
+        );
     }
-    for name in ["topic.t.depth", "topic.t.backend_depth", "topic.t.channel.c.backend_depth", "topic.t.channel.c.in_flight_count", "topic.t.channel.c.deferred_count"] {
-        assert!(lines.iter().any(|l| l.starts_with(&format!("nsqtest.{name}:")) && l.ends_with("|g")), "missing gauge {name}; got {lines:?}");
+    for name in [
+        "topic.t.depth",
+        "topic.t.backend_depth",
+        "topic.t.channel.c.backend_depth",
+        "topic.t.channel.c.in_flight_count",
+        "topic.t.channel.c.deferred_count",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("nsqtest.{name}:")) && l.ends_with("|g")),
+            "missing gauge {name}; got {lines:?}"
+        );
     }
-    for name in ["topic.t.channel.c.requeue_count", "topic.t.channel.c.timeout_count"] {
-        assert!(lines.iter().any(|l| l.starts_with(&format!("nsqtest.{name}:")) && l.ends_with("|c")), "missing counter {name}; got {lines:?}");
+    for name in [
+        "topic.t.channel.c.requeue_count",
+        "topic.t.channel.c.timeout_count",
+    ] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("nsqtest.{name}:")) && l.ends_with("|c")),
+            "missing counter {name}; got {lines:?}"
+        );
     }
-    assert!(!lines.iter().any(|l| l.contains(".mem.")), "--statsd-mem-stats=false: {lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains(".mem.")),
+        "--statsd-mem-stats=false: {lines:?}"
+    );
     for g in &grams {
-        assert!(g.len() <= 508, "datagram larger than --statsd-udp-packet-size: {}", g.len());
-        assert!(g.ends_with(b"\n"), "lines are never split across datagrams: {:?}", String::from_utf8_lossy(g));
+        assert!(
+            g.len() <= 508,
+            "datagram larger than --statsd-udp-packet-size: {}",
+            g.len()
+        );
+        assert!(
+            g.ends_with(b"\n"),
+            "lines are never split across datagrams: {:?}",
+            String::from_utf8_lossy(g)
+        );
     }
     // counters are deltas: the next round reports 0 new messages
-    let (lines2, _) = collect_statsd(&sock, secs(6), |ls| ls.iter().any(|l| l.starts_with("nsqtest.topic.t.message_count:") ));
-    let mc: Vec<&String> = lines2.iter().filter(|l| l.starts_with("nsqtest.topic.t.message_count:")).collect();
+    let (lines2, _) = collect_statsd(&sock, secs(6), |ls| {
+        ls.iter()
+            .any(|l| l.starts_with("nsqtest.topic.t.message_count:"))
+    });
+    let mc: Vec<&String> = lines2
+        .iter()
+        .filter(|l| l.starts_with("nsqtest.topic.t.message_count:"))
+        .collect();
     assert!(!mc.is_empty(), "no second round within 6 s");
-    assert!(mc.iter().all(|l| l.as_str() == "nsqtest.topic.t.message_count:0|c"), "delta counters: {mc:?}");
+    assert!(
+        mc.iter()
+            .all(|l| l.as_str() == "nsqtest.topic.t.message_count:0|c"),
+        "delta counters: {mc:?}"
+    );
     // GET /config/statsd_prefix returns the processed value (nsqd.md §7.7)
-    assert_eq!(cfg(&n, "statsd_prefix"), "nsqtest.", "trailing dot appended");
+    assert_eq!(
+        cfg(&n, "statsd_prefix"),
+        "nsqtest.",
+        "trailing dot appended"
+    );
 }
 
 #[test]
 fn statsd_default_prefix_and_one_second_interval_does_not_crash() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = sock.local_addr().unwrap().to_string();
-    let mut n = Nsqd::start(&[&format!("--statsd-address={addr}"), "--statsd-interval=1s", "--broadcast-address=127.0.0.1"]);
+    let mut n = Nsqd::start(&[
+        &format!("--statsd-address={addr}"),
+        "--statsd-interval=1s",
+        "--broadcast-address=127.0.0.1",
+    ]);
     let prefix = format!("nsq.127_0_0_1_{}.", n.http_port);
     n.http_pub("t", b"x");
-    let (lines, _) = collect_statsd(&sock, secs(6), |ls| ls.iter().any(|l| l.starts_with(&format!("{prefix}topic.t.message_count:"))));
+    let (lines, _) = collect_statsd(&sock, secs(6), |ls| {
+        ls.iter()
+            .any(|l| l.starts_with(&format!("{prefix}topic.t.message_count:")))
+    });
     assert!(
-        lines.iter().any(|l| l.starts_with(&format!("{prefix}topic.t.message_count:"))),
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{prefix}topic.t.message_count:"))),
         "no topic metric with default prefix {prefix:?}: {lines:?}"
     );
-    assert!(lines.iter().any(|l| l.starts_with(&format!("{prefix}mem."))), "mem stats on by default: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{prefix}mem."))),
+        "mem stats on by default: {lines:?}"
+    );
     sleep_ms(1500);
-    assert!(n.is_running(), "nsqd must survive --statsd-interval=1s\nstderr:\n{}", n.stderr());
+    assert!(
+        n.is_running(),
+        "nsqd must survive --statsd-interval=1s\nstderr:\n{}",
+        n.stderr()
+    );
     n.assert_alive();
-    assert_eq!(cfg(&n, "statsd_prefix"), prefix, "GET /config/statsd_prefix returns the processed value");
+    assert_eq!(
+        cfg(&n, "statsd_prefix"),
+        prefix,
+        "GET /config/statsd_prefix returns the processed value"
+    );
 }

@@ -47,19 +47,31 @@ impl Pki {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name.push(rcgen::DnType::CommonName, "nsq-rs test CA");
-        p.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "nsq-rs test CA");
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
         let ca = p.self_signed(&ca_key).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
         let mut sp = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        sp.subject_alt_names.push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        sp.distinguished_name.push(rcgen::DnType::CommonName, "localhost");
+        sp.subject_alt_names
+            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        sp.distinguished_name
+            .push(rcgen::DnType::CommonName, "localhost");
         sp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let cert = sp.signed_by(&key, &ca, &ca_key).unwrap();
         std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
         std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
         std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
-        Pki { dir, ca, ca_key, cert_der: cert.der().clone(), key_der: key.serialize_der() }
+        Pki {
+            dir,
+            ca,
+            ca_key,
+            cert_der: cert.der().clone(),
+            key_der: key.serialize_der(),
+        }
     }
 
     fn path(&self, name: &str) -> String {
@@ -67,7 +79,10 @@ impl Pki {
     }
 
     fn flags(&self) -> Vec<String> {
-        vec![format!("--tls-cert={}", self.path("cert.pem")), format!("--tls-key={}", self.path("key.pem"))]
+        vec![
+            format!("--tls-cert={}", self.path("cert.pem")),
+            format!("--tls-key={}", self.path("key.pem")),
+        ]
     }
 
     /// A client certificate with this CN, signed by the CA.
@@ -85,16 +100,21 @@ impl Pki {
     /// HTTPS auth server).
     fn server_config(&self) -> Arc<rustls::ServerConfig> {
         let key = PrivateKeyDer::try_from(self.key_der.clone()).unwrap();
-        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![self.cert_der.clone()], key)
-            .unwrap();
+        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![self.cert_der.clone()], key)
+        .unwrap();
         Arc::new(cfg)
     }
 
-    fn client_config(&self, client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>) -> Arc<rustls::ClientConfig> {
+    fn client_config(
+        &self,
+        client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    ) -> Arc<rustls::ClientConfig> {
         self.client_config_with(rustls::crypto::ring::default_provider(), client_cert)
     }
 
@@ -158,7 +178,12 @@ impl Wire {
         tcp.set_read_timeout(Some(secs(5))).unwrap();
         tcp.set_write_timeout(Some(secs(5))).unwrap();
         let io = Shared(Rc::new(RefCell::new(Box::new(tcp.try_clone().unwrap()))));
-        let mut w = Wire { tcp, rx: Box::new(io.clone()), tx: Box::new(io.clone()), io };
+        let mut w = Wire {
+            tcp,
+            rx: Box::new(io.clone()),
+            tx: Box::new(io.clone()),
+            io,
+        };
         w.send(MAGIC_V2);
         w
     }
@@ -176,13 +201,18 @@ impl Wire {
         let mut data = vec![0u8; size as usize];
         self.rx.read_exact(&mut data)?;
         let ftype = i32::from_be_bytes(data[..4].try_into().unwrap());
-        Ok(Frame { ftype, data: data[4..].to_vec() })
+        Ok(Frame {
+            ftype,
+            data: data[4..].to_vec(),
+        })
     }
 
     /// The next frame that is not a heartbeat.
     fn frame(&mut self) -> Frame {
         loop {
-            let f = self.try_frame().unwrap_or_else(|e| panic!("reading a frame: {e}"));
+            let f = self
+                .try_frame()
+                .unwrap_or_else(|e| panic!("reading a frame: {e}"));
             if !f.is_heartbeat() {
                 return f;
             }
@@ -199,7 +229,8 @@ impl Wire {
         self.send(&identify_cmd(json));
         let f = self.frame();
         assert_eq!(f.ftype, FRAME_RESPONSE, "IDENTIFY {json}: {f:?}");
-        serde_json::from_slice(&f.data).unwrap_or_else(|e| panic!("IDENTIFY answer is not JSON ({e}): {f:?}"))
+        serde_json::from_slice(&f.data)
+            .unwrap_or_else(|e| panic!("IDENTIFY answer is not JSON ({e}): {f:?}"))
     }
 
     fn expect_closed(&mut self) {
@@ -207,13 +238,18 @@ impl Wire {
         match self.rx.read(&mut b) {
             Ok(0) => {}
             Ok(n) => panic!("expected the connection to close, got {:?}", &b[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut => panic!("connection still open"),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
+            {
+                panic!("connection still open")
+            }
             Err(_) => {} // reset, or TLS saying the peer left without close_notify
         }
     }
 
     fn start_tls(&mut self, cfg: Arc<rustls::ClientConfig>) {
-        let conn = rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
+        let conn =
+            rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
         let s = rustls::StreamOwned::new(conn, self.tcp.try_clone().unwrap());
         self.io = Shared(Rc::new(RefCell::new(Box::new(s))));
         self.rx = Box::new(self.io.clone());
@@ -223,14 +259,26 @@ impl Wire {
     /// Snappy framing both ways. `id_consumed`: the stream identifier was
     /// already read off the wire by the caller.
     fn start_snappy(&mut self, id_consumed: bool) {
-        let src: Box<dyn Read> = if id_consumed { Box::new(Cursor::new(SNAPPY_ID.to_vec()).chain(self.io.clone())) } else { Box::new(self.io.clone()) };
+        let src: Box<dyn Read> = if id_consumed {
+            Box::new(Cursor::new(SNAPPY_ID.to_vec()).chain(self.io.clone()))
+        } else {
+            Box::new(self.io.clone())
+        };
         self.rx = Box::new(snap::read::FrameDecoder::new(src));
         self.tx = Box::new(snap::write::FrameEncoder::new(self.io.clone()));
     }
 
     fn start_deflate(&mut self, level: u32) {
-        self.rx = Box::new(Inflate { inner: self.io.clone(), z: flate2::Decompress::new(false), out: Vec::new(), pos: 0 });
-        self.tx = Box::new(flate2::write::DeflateEncoder::new(self.io.clone(), flate2::Compression::new(level)));
+        self.rx = Box::new(Inflate {
+            inner: self.io.clone(),
+            z: flate2::Decompress::new(false),
+            out: Vec::new(),
+            pos: 0,
+        });
+        self.tx = Box::new(flate2::write::DeflateEncoder::new(
+            self.io.clone(),
+            flate2::Compression::new(level),
+        ));
     }
 
     /// Bytes exactly as they arrive on the current stream (below compression).
@@ -277,9 +325,16 @@ impl Read for Inflate {
                 self.out.reserve(65536);
                 let (before_in, before_out) = (self.z.total_in(), self.z.total_out());
                 self.z
-                    .decompress_vec(&input[used..n], &mut self.out, flate2::FlushDecompress::Sync)
+                    .decompress_vec(
+                        &input[used..n],
+                        &mut self.out,
+                        flate2::FlushDecompress::Sync,
+                    )
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                let (consumed, produced) = ((self.z.total_in() - before_in) as usize, (self.z.total_out() - before_out) as usize);
+                let (consumed, produced) = (
+                    (self.z.total_in() - before_in) as usize,
+                    (self.z.total_out() - before_out) as usize,
+                );
                 used += consumed;
                 if consumed == 0 && produced == 0 {
                     break;
@@ -314,11 +369,14 @@ fn round_trip(p: &mut Wire, c: &mut Wire, topic: &str, bodies: &[Vec<u8>]) {
 }
 
 fn big_body() -> Vec<u8> {
-    (0..300_000u32).map(|i| b"nsq-rs compresses this "[i as usize % 23]).collect()
+    (0..300_000u32)
+        .map(|i| b"nsq-rs compresses this "[i as usize % 23])
+        .collect()
 }
 
 fn client_json<'a>(stats: &'a Value, topic: &str) -> &'a Value {
-    let ch = find_channel(stats, topic, "ch").unwrap_or_else(|| panic!("no channel {topic}/ch in {stats}"));
+    let ch = find_channel(stats, topic, "ch")
+        .unwrap_or_else(|| panic!("no channel {topic}/ch in {stats}"));
     &ch["clients"][0]
 }
 
@@ -343,7 +401,11 @@ impl Daemon {
             let logdir = tempfile::tempdir().unwrap();
             let log = logdir.path().join("stderr");
             let (tcp, http, https) = (free_port(), free_port(), free_port());
-            let (tcp, http, https) = (format!("127.0.0.1:{tcp}"), format!("127.0.0.1:{http}"), format!("127.0.0.1:{https}"));
+            let (tcp, http, https) = (
+                format!("127.0.0.1:{tcp}"),
+                format!("127.0.0.1:{http}"),
+                format!("127.0.0.1:{https}"),
+            );
             let mut args = vec![
                 format!("--tcp-address={tcp}"),
                 format!("--http-address={http}"),
@@ -363,9 +425,18 @@ impl Daemon {
                 if child.try_wait().unwrap().is_some() {
                     break;
                 }
-                let up = http_request_timeout(&http, "GET", "/ping", &[], None, secs(1)).is_ok() && TcpStream::connect(&tcp).is_ok();
+                let up = http_request_timeout(&http, "GET", "/ping", &[], None, secs(1)).is_ok()
+                    && TcpStream::connect(&tcp).is_ok();
                 if up {
-                    return Daemon { child, tcp, http, https, _data: data, log, _logdir: logdir };
+                    return Daemon {
+                        child,
+                        tcp,
+                        http,
+                        https,
+                        _data: data,
+                        log,
+                        _logdir: logdir,
+                    };
                 }
                 sleep_ms(50);
             }
@@ -386,12 +457,20 @@ impl Drop for Daemon {
 }
 
 /// One HTTPS/1.1 request (Connection: close), answer parsed.
-fn https_request(addr: &str, cfg: Arc<rustls::ClientConfig>, method: &str, path: &str, body: Option<&[u8]>) -> HttpResponse {
+fn https_request(
+    addr: &str,
+    cfg: Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> HttpResponse {
     let tcp = TcpStream::connect(addr).unwrap();
     tcp.set_read_timeout(Some(secs(5))).unwrap();
-    let conn = rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
+    let conn =
+        rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
     let mut s = rustls::StreamOwned::new(conn, tcp);
-    s.write_all(&build_http_request(method, path, addr, &[], body)).unwrap();
+    s.write_all(&build_http_request(method, path, addr, &[], body))
+        .unwrap();
     s.flush().unwrap();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
@@ -424,19 +503,37 @@ fn item43_tls_upgrade_after_identify_then_pub_sub() {
     let f = p.frame();
     assert_eq!(f.bytes(), OK_FRAME);
     let mut c = Wire::connect(&n.tcp_addr);
-    assert_eq!(c.identify(r#"{"feature_negotiation":true,"tls_v1":true}"#)["tls_v1"], true);
+    assert_eq!(
+        c.identify(r#"{"feature_negotiation":true,"tls_v1":true}"#)["tls_v1"],
+        true
+    );
     c.start_tls(cfg);
     c.expect_ok();
-    round_trip(&mut p, &mut c, "tls_t", &[b"hello over tls".to_vec(), big_body()]);
+    round_trip(
+        &mut p,
+        &mut c,
+        "tls_t",
+        &[b"hello over tls".to_vec(), big_body()],
+    );
     let s = n.stats("");
     let cl = client_json(&s, "tls_t");
     assert_eq!(cl["tls"], true, "{cl}");
     assert_eq!(cl["tls_version"], "TLS1.3", "{cl}");
     // Go names only some TLS 1.2 suites; TLS 1.3 ones are "Unknown <n>"
-    assert!(cl["tls_cipher_suite"].as_str().unwrap().starts_with("Unknown "), "{cl}");
+    assert!(
+        cl["tls_cipher_suite"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unknown "),
+        "{cl}"
+    );
     assert_eq!(cl["tls_negotiated_protocol_is_mutual"], true);
     let prod = &s["producers"][0];
-    assert_eq!((prod["tls"].as_bool(), prod["user_agent"].as_str()), (Some(true), Some("sec/1")), "{prod}");
+    assert_eq!(
+        (prod["tls"].as_bool(), prod["user_agent"].as_str()),
+        (Some(true), Some("sec/1")),
+        "{prod}"
+    );
 }
 
 #[test]
@@ -445,7 +542,8 @@ fn tls12_client_and_go_cipher_suite_names() {
     let flags = pki.flags();
     let n = Nsqd::start(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     let mut provider = rustls::crypto::ring::default_provider();
-    provider.cipher_suites = vec![rustls::crypto::ring::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256];
+    provider.cipher_suites =
+        vec![rustls::crypto::ring::cipher_suite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256];
     let cfg = pki.client_config_with(provider, None);
     let mut c = Wire::connect(&n.tcp_addr);
     c.identify(r#"{"feature_negotiation":true,"tls_v1":true}"#);
@@ -456,7 +554,10 @@ fn tls12_client_and_go_cipher_suite_names() {
     let s = n.stats("");
     let cl = client_json(&s, "tls12");
     assert_eq!(cl["tls_version"], "TLS1.2", "{cl}");
-    assert_eq!(cl["tls_cipher_suite"], "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "{cl}");
+    assert_eq!(
+        cl["tls_cipher_suite"], "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        "{cl}"
+    );
 }
 
 #[test]
@@ -475,7 +576,10 @@ fn tls_and_snappy_stack_in_nsqds_order() {
     let n = Nsqd::start(&flags.iter().map(String::as_str).collect::<Vec<_>>());
     let mut c = Wire::connect(&n.tcp_addr);
     let v = c.identify(r#"{"feature_negotiation":true,"tls_v1":true,"snappy":true}"#);
-    assert_eq!((v["tls_v1"].as_bool(), v["snappy"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(
+        (v["tls_v1"].as_bool(), v["snappy"].as_bool()),
+        (Some(true), Some(true))
+    );
     c.start_tls(pki.client_config(None));
     c.expect_ok(); // encrypted, not compressed
     let mut want = SNAPPY_ID.to_vec();
@@ -487,8 +591,16 @@ fn tls_and_snappy_stack_in_nsqds_order() {
     c.publish("tls_snappy", b"one");
     round_trip(&mut c, &mut p, "tls_snappy2", &[b"two".to_vec()]);
     let s = n.stats("");
-    let prod = s["producers"].as_array().unwrap().iter().find(|p| p["tls"] == true).expect("TLS producer");
-    assert_eq!((prod["snappy"].as_bool(), prod["deflate"].as_bool()), (Some(true), Some(false)));
+    let prod = s["producers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["tls"] == true)
+        .expect("TLS producer");
+    assert_eq!(
+        (prod["snappy"].as_bool(), prod["deflate"].as_bool()),
+        (Some(true), Some(false))
+    );
 }
 
 #[test]
@@ -503,9 +615,15 @@ fn tls_handshake_failure_is_identify_failed_in_plain_text() {
     let mut got = Vec::new();
     let _ = c.tcp.read_to_end(&mut got);
     let text = String::from_utf8_lossy(&got);
-    let at = text.find("E_IDENTIFY_FAILED IDENTIFY failed ").unwrap_or_else(|| panic!("no E_IDENTIFY_FAILED in {got:?}"));
+    let at = text
+        .find("E_IDENTIFY_FAILED IDENTIFY failed ")
+        .unwrap_or_else(|| panic!("no E_IDENTIFY_FAILED in {got:?}"));
     let size = i32::from_be_bytes(got[at - 8..at - 4].try_into().unwrap()) as usize;
-    assert_eq!((got[at - 4..at].to_vec(), at - 4 + size), (vec![0, 0, 0, 1], got.len()), "one error frame, then close: {text:?}");
+    assert_eq!(
+        (got[at - 4..at].to_vec(), at - 4 + size),
+        (vec![0, 0, 0, 1], got.len()),
+        "one error frame, then close: {text:?}"
+    );
     n.assert_alive();
 }
 
@@ -519,10 +637,17 @@ fn item44_tls_required_refuses_every_command_but_identify() {
     let mut c = n.connect();
     c.send(&pub_cmd("t", b"x"));
     c.expect_error_fatal("E_INVALID cannot PUB in current state (TLS required)");
-    for (cmd, name) in [(&b"NOP\n"[..], "NOP"), (b"FOO bar\n", "FOO"), (b"SUB t c\n", "SUB"), (b"AUTH\n", "AUTH")] {
+    for (cmd, name) in [
+        (&b"NOP\n"[..], "NOP"),
+        (b"FOO bar\n", "FOO"),
+        (b"SUB t c\n", "SUB"),
+        (b"AUTH\n", "AUTH"),
+    ] {
         let mut c = n.connect();
         c.send(cmd);
-        c.expect_error_fatal(format!("E_INVALID cannot {name} in current state (TLS required)"));
+        c.expect_error_fatal(format!(
+            "E_INVALID cannot {name} in current state (TLS required)"
+        ));
     }
     // IDENTIFY is still accepted; without the upgrade nothing else is
     let mut c = n.connect();
@@ -548,27 +673,62 @@ fn item92_tls_required_http_403_and_https_serves() {
     flags.push("--tls-required".into());
     let d = Daemon::start(&flags);
     let https_port = d.https.rsplit(':').next().unwrap().to_string();
-    for (method, path) in [("GET", "/ping"), ("POST", "/pub?topic=t"), ("GET", "/no/such/path"), ("GET", "/metrics")] {
-        let r = http_request(&d.http, method, path, &[], if method == "POST" { Some(b"x") } else { None }).unwrap();
+    for (method, path) in [
+        ("GET", "/ping"),
+        ("POST", "/pub?topic=t"),
+        ("GET", "/no/such/path"),
+        ("GET", "/metrics"),
+    ] {
+        let r = http_request(
+            &d.http,
+            method,
+            path,
+            &[],
+            if method == "POST" { Some(b"x") } else { None },
+        )
+        .unwrap();
         assert_eq!(r.status, 403, "{method} {path}");
-        assert_eq!(r.text(), format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {https_port}}}"));
+        assert_eq!(
+            r.text(),
+            format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {https_port}}}")
+        );
         assert_eq!(r.header("X-NSQ-Content-Type"), Some("nsq; version=1.0"));
-        assert_eq!(r.header("Content-Type"), Some("application/json; charset=utf-8"));
+        assert_eq!(
+            r.header("Content-Type"),
+            Some("application/json; charset=utf-8")
+        );
     }
     let cfg = pki.client_config(None);
     let r = https_request(&d.https, cfg.clone(), "GET", "/ping", None);
     assert_eq!((r.status, r.text().as_str()), (200, "OK"));
-    let r = https_request(&d.https, cfg.clone(), "POST", "/pub?topic=https_t", Some(b"secure"));
+    let r = https_request(
+        &d.https,
+        cfg.clone(),
+        "POST",
+        "/pub?topic=https_t",
+        Some(b"secure"),
+    );
     assert_eq!((r.status, r.text().as_str()), (200, "OK"));
-    let r = https_request(&d.https, cfg.clone(), "GET", "/stats?format=json&topic=https_t", None);
+    let r = https_request(
+        &d.https,
+        cfg.clone(),
+        "GET",
+        "/stats?format=json&topic=https_t",
+        None,
+    );
     assert_eq!(r.json()["topics"][0]["message_count"], 1, "{}", r.text());
-    assert_eq!(https_request(&d.https, cfg, "GET", "/config/tls_required", None).text(), "2");
+    assert_eq!(
+        https_request(&d.https, cfg, "GET", "/config/tls_required", None).text(),
+        "2"
+    );
 }
 
 #[test]
 fn client_certificates_require_verify_and_auth_common_name() {
     let pki = Pki::new();
-    let auth = AuthServer::start(|_| (200, r#"{"ttl":60,"identity":"cn-user","identity_url":"","authorizations":[{"topic":".*","channels":[".*"],"permissions":["publish"]}]}"#.into()));
+    let auth = AuthServer::start(|_| {
+        (200, r#"{"ttl":60,"identity":"cn-user","identity_url":"","authorizations":[{"topic":".*","channels":[".*"],"permissions":["publish"]}]}"#.into())
+    });
     let mut flags = pki.flags();
     flags.push("--tls-client-auth-policy=require-verify".into());
     flags.push(format!("--tls-root-ca-file={}", pki.path("ca.pem")));
@@ -580,7 +740,10 @@ fn client_certificates_require_verify_and_auth_common_name() {
     let mut c = Wire::connect(&d.tcp);
     c.identify(r#"{"feature_negotiation":true,"tls_v1":true}"#);
     c.start_tls(pki.client_config(None));
-    assert!(c.try_frame().is_err(), "handshake without a client certificate must fail");
+    assert!(
+        c.try_frame().is_err(),
+        "handshake without a client certificate must fail"
+    );
     // a certificate from the CA: accepted, and its CN goes to the auth server
     let mut c = Wire::connect(&d.tcp);
     c.identify(r#"{"feature_negotiation":true,"tls_v1":true}"#);
@@ -588,12 +751,25 @@ fn client_certificates_require_verify_and_auth_common_name() {
     c.expect_ok();
     c.send(&body_cmd("AUTH", b"s3cret"));
     let f = c.frame();
-    assert_eq!(f.text(), r#"{"identity":"cn-user","identity_url":"","permission_count":1}"#);
+    assert_eq!(
+        f.text(),
+        r#"{"identity":"cn-user","identity_url":"","permission_count":1}"#
+    );
     let req = auth.requests().pop().unwrap();
-    assert!(req.starts_with("GET /auth?common_name=worker-7&remote_ip=127.0.0.1&secret=s3cret&tls=true HTTP/1.1"), "{req}");
+    assert!(
+        req.starts_with(
+            "GET /auth?common_name=worker-7&remote_ip=127.0.0.1&secret=s3cret&tls=true HTTP/1.1"
+        ),
+        "{req}"
+    );
     c.publish("cert_t", b"x");
     let cfg = pki.client_config(Some(pki.client_cert("admin")));
-    assert_eq!(https_request(&d.https, cfg, "GET", "/config/tls_required", None).text(), "2", "{}", d.stderr());
+    assert_eq!(
+        https_request(&d.https, cfg, "GET", "/config/tls_required", None).text(),
+        "2",
+        "{}",
+        d.stderr()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -615,7 +791,12 @@ fn item41_snappy_exact_bytes_then_pub_sub() {
     p.identify(r#"{"feature_negotiation":true,"snappy":true}"#);
     p.start_snappy(false);
     p.expect_ok();
-    round_trip(&mut p, &mut c, "snappy_t", &[b"small".to_vec(), big_body(), b"after big".to_vec()]);
+    round_trip(
+        &mut p,
+        &mut c,
+        "snappy_t",
+        &[b"small".to_vec(), big_body(), b"after big".to_vec()],
+    );
     let s = n.stats("");
     assert_eq!(client_json(&s, "snappy_t")["snappy"], true);
     // uncompressed 0x01 chunks from the client are accepted too
@@ -639,7 +820,11 @@ fn masked_crc32c(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= b as u32;
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
         }
     }
     (!crc).rotate_right(15).wrapping_add(0xa282_ead8)
@@ -666,7 +851,11 @@ fn item42_deflate_levels_then_pub_sub() {
     let n = Nsqd::start(&[]);
     let mut c = Wire::connect(&n.tcp_addr);
     let v = c.identify(r#"{"feature_negotiation":true,"deflate":true,"deflate_level":9}"#);
-    assert_eq!((v["deflate"].as_bool(), v["deflate_level"].as_i64()), (Some(true), Some(6)), "clamped to --max-deflate-level: {v}");
+    assert_eq!(
+        (v["deflate"].as_bool(), v["deflate_level"].as_i64()),
+        (Some(true), Some(6)),
+        "clamped to --max-deflate-level: {v}"
+    );
     c.start_deflate(6);
     c.expect_ok();
     let mut p = Wire::connect(&n.tcp_addr);
@@ -674,12 +863,21 @@ fn item42_deflate_levels_then_pub_sub() {
     assert_eq!(v["deflate_level"], 3);
     p.start_deflate(3);
     p.expect_ok();
-    round_trip(&mut p, &mut c, "deflate_t", &[b"small".to_vec(), big_body(), b"after big".to_vec()]);
+    round_trip(
+        &mut p,
+        &mut c,
+        "deflate_t",
+        &[b"small".to_vec(), big_body(), b"after big".to_vec()],
+    );
     let s = n.stats("");
     assert_eq!(client_json(&s, "deflate_t")["deflate"], true);
     let m = Nsqd::start(&["--max-deflate-level=9"]);
     let mut c = Wire::connect(&m.tcp_addr);
-    assert_eq!(c.identify(r#"{"feature_negotiation":true,"deflate":true,"deflate_level":9}"#)["deflate_level"], 9);
+    assert_eq!(
+        c.identify(r#"{"feature_negotiation":true,"deflate":true,"deflate_level":9}"#)
+            ["deflate_level"],
+        9
+    );
     c.start_deflate(9);
     c.expect_ok();
     c.publish("d9", &big_body());
@@ -711,7 +909,10 @@ impl AuthServer {
     }
 
     /// With `tls`, the server speaks HTTPS.
-    fn start_with(tls: Option<Arc<rustls::ServerConfig>>, respond: impl Fn(&str) -> (u16, String) + Send + 'static) -> AuthServer {
+    fn start_with(
+        tls: Option<Arc<rustls::ServerConfig>>,
+        respond: impl Fn(&str) -> (u16, String) + Send + 'static,
+    ) -> AuthServer {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -722,7 +923,10 @@ impl AuthServer {
                 s.set_read_timeout(Some(secs(5))).ok();
                 let mut s: Box<dyn Io> = match &tls {
                     None => Box::new(s),
-                    Some(cfg) => Box::new(rustls::StreamOwned::new(rustls::ServerConnection::new(cfg.clone()).unwrap(), s)),
+                    Some(cfg) => Box::new(rustls::StreamOwned::new(
+                        rustls::ServerConnection::new(cfg.clone()).unwrap(),
+                        s,
+                    )),
                 };
                 let mut req = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -741,7 +945,11 @@ impl AuthServer {
                 let head = String::from_utf8_lossy(&req[..head_end]).to_string();
                 let len: usize = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap_or(0))
+                    })
                     .unwrap_or(0);
                 while req.len() < head_end + len {
                     match s.read(&mut chunk) {
@@ -769,22 +977,30 @@ impl AuthServer {
 /// The secret of a GET query string or of a POST JSON body.
 fn secret_of(req: &str) -> String {
     if let Some(i) = req.find("secret=") {
-        let v: String = req[i + 7..].chars().take_while(|c| *c != '&' && *c != ' ').collect();
+        let v: String = req[i + 7..]
+            .chars()
+            .take_while(|c| *c != '&' && *c != ' ')
+            .collect();
         return v.replace('+', " ");
     }
     let body = req.split("\r\n\r\n").nth(1).unwrap_or("");
-    serde_json::from_str::<Value>(body).ok().and_then(|v| v["secret"][0].as_str().map(String::from)).unwrap_or_default()
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["secret"][0].as_str().map(String::from))
+        .unwrap_or_default()
 }
 
-const GRANT_PUBLISH_ALLOWED: &str =
-    r#"{"ttl":3600,"identity":"u","identity_url":"https://id.example/u","authorizations":[{"topic":"^allowed$","channels":[".*"],"permissions":["publish"]}]}"#;
+const GRANT_PUBLISH_ALLOWED: &str = r#"{"ttl":3600,"identity":"u","identity_url":"https://id.example/u","authorizations":[{"topic":"^allowed$","channels":[".*"],"permissions":["publish"]}]}"#;
 const GRANT_SUBSCRIBE_ALL: &str = r#"{"ttl":3600,"identity":"s","identity_url":"","authorizations":[{"topic":".*","channels":[".*"],"permissions":["subscribe"]}]}"#;
 
 fn standard_auth() -> AuthServer {
     AuthServer::start(|secret| match secret {
         "good" => (200, GRANT_PUBLISH_ALLOWED.into()),
         "subonly" => (200, GRANT_SUBSCRIBE_ALL.into()),
-        "none" => (200, r#"{"ttl":60,"identity":"n","authorizations":[]}"#.into()),
+        "none" => (
+            200,
+            r#"{"ttl":60,"identity":"n","authorizations":[]}"#.into(),
+        ),
         "badttl" => (200, r#"{"ttl":0,"authorizations":[]}"#.into()),
         _ => (401, r#"{"message":"denied"}"#.into()),
     })
@@ -823,10 +1039,21 @@ fn item58_59_auth_grants_and_refusals() {
     let n = Nsqd::start(&[&format!("--auth-http-address={}", a.addr)]);
     let mut c = n.connect();
     auth(&mut c, "good");
-    c.expect_response(br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#);
+    c.expect_response(
+        br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#,
+    );
     let req = a.requests().pop().unwrap();
-    assert!(req.starts_with("GET /auth?common_name=&remote_ip=127.0.0.1&secret=good&tls=false HTTP/1.1\r\n"), "{req}");
-    assert!(req.to_ascii_lowercase().contains("accept: application/vnd.nsq; version=1.0"), "{req}");
+    assert!(
+        req.starts_with(
+            "GET /auth?common_name=&remote_ip=127.0.0.1&secret=good&tls=false HTTP/1.1\r\n"
+        ),
+        "{req}"
+    );
+    assert!(
+        req.to_ascii_lowercase()
+            .contains("accept: application/vnd.nsq; version=1.0"),
+        "{req}"
+    );
     c.publish("allowed", b"ok");
     c.mpublish("allowed", &[b"a", b"b"]);
     c.send(&dpub_cmd("allowed", 5, b"d"));
@@ -834,7 +1061,15 @@ fn item58_59_auth_grants_and_refusals() {
     // /stats shows who the producer is
     let s = n.stats("");
     let p = &s["producers"][0];
-    assert_eq!((p["authed"].as_bool(), p["auth_identity"].as_str(), p["auth_identity_url"].as_str()), (Some(true), Some("u"), Some("https://id.example/u")), "{p}");
+    assert_eq!(
+        (
+            p["authed"].as_bool(),
+            p["auth_identity"].as_str(),
+            p["auth_identity_url"].as_str()
+        ),
+        (Some(true), Some("u"), Some("https://id.example/u")),
+        "{p}"
+    );
     auth(&mut c, "good");
     c.expect_error_fatal("E_INVALID AUTH already set");
 
@@ -849,7 +1084,10 @@ fn item58_59_auth_grants_and_refusals() {
     c.recv();
     c.send(&mpub_cmd("mx", &[b"no"]));
     c.expect_error_fatal(r#"E_UNAUTHORIZED AUTH failed for MPUB on "mx" """#);
-    assert!(n.topic_stats("mx").is_none(), "refused MPUB must not create its topic");
+    assert!(
+        n.topic_stats("mx").is_none(),
+        "refused MPUB must not create its topic"
+    );
     let mut c = n.connect();
     auth(&mut c, "good");
     c.recv();
@@ -863,15 +1101,25 @@ fn item58_59_auth_grants_and_refusals() {
     c.sub("allowed", "c");
     let s = n.stats("");
     let cl = &find_channel(&s, "allowed", "c").unwrap()["clients"][0];
-    assert_eq!((cl["authed"].as_bool(), cl["auth_identity"].as_str()), (Some(true), Some("s")));
-    assert!(cl.get("auth_identity_url").is_none(), "empty identity_url is omitted: {cl}");
+    assert_eq!(
+        (cl["authed"].as_bool(), cl["auth_identity"].as_str()),
+        (Some(true), Some("s"))
+    );
+    assert!(
+        cl.get("auth_identity_url").is_none(),
+        "empty identity_url is omitted: {cl}"
+    );
     let mut c = n.connect();
     auth(&mut c, "subonly");
     c.recv();
     c.send(&pub_cmd("t", b"x"));
     c.expect_error_fatal(r#"E_UNAUTHORIZED AUTH failed for PUB on "t" """#);
 
-    for (secret, err) in [("bad", "E_AUTH_FAILED AUTH failed"), ("badttl", "E_AUTH_FAILED AUTH failed"), ("none", "E_UNAUTHORIZED AUTH no authorizations found")] {
+    for (secret, err) in [
+        ("bad", "E_AUTH_FAILED AUTH failed"),
+        ("badttl", "E_AUTH_FAILED AUTH failed"),
+        ("none", "E_UNAUTHORIZED AUTH no authorizations found"),
+    ] {
         let mut c = n.connect();
         auth(&mut c, secret);
         c.expect_error_fatal(err);
@@ -897,19 +1145,35 @@ fn auth_post_method_ttl_expiry_and_requery() {
             (200, r#"{"ttl":1,"identity":"t","authorizations":[{"topic":".*","channels":[".*"],"permissions":["publish"]}]}"#.into())
         }
     });
-    let n = Nsqd::start(&[&format!("--auth-http-address={}", a.addr), "--auth-http-request-method=post"]);
+    let n = Nsqd::start(&[
+        &format!("--auth-http-address={}", a.addr),
+        "--auth-http-request-method=post",
+    ]);
     let mut c = n.connect();
     auth(&mut c, "good");
     c.expect_response(br#"{"identity":"t","identity_url":"","permission_count":1}"#);
     let req = a.requests().pop().unwrap();
     assert!(req.starts_with("POST /auth HTTP/1.1\r\n"), "{req}");
-    assert!(req.to_ascii_lowercase().contains("content-type: application/json"), "{req}");
-    assert!(req.ends_with(r#"{"common_name":[""],"remote_ip":["127.0.0.1"],"secret":["good"],"tls":["false"]}"#), "{req}");
+    assert!(
+        req.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{req}"
+    );
+    assert!(
+        req.ends_with(
+            r#"{"common_name":[""],"remote_ip":["127.0.0.1"],"secret":["good"],"tls":["false"]}"#
+        ),
+        "{req}"
+    );
     c.publish("t", b"1");
     assert_eq!(a.requests().len(), 1, "within the TTL the answer is cached");
     sleep_ms(1300);
     c.publish("t", b"2");
-    assert_eq!(a.requests().len(), 2, "expired authorizations are queried again");
+    assert_eq!(
+        a.requests().len(),
+        2,
+        "expired authorizations are queried again"
+    );
     *fail.lock().unwrap() = true;
     sleep_ms(1300);
     c.send(&pub_cmd("t", b"3"));
@@ -919,21 +1183,36 @@ fn auth_post_method_ttl_expiry_and_requery() {
 #[test]
 fn auth_over_https_and_nsqd_style_403_redirect() {
     let pki = Pki::new();
-    let secure = AuthServer::start_with(Some(pki.server_config()), |_| (200, GRANT_PUBLISH_ALLOWED.into()));
+    let secure = AuthServer::start_with(Some(pki.server_config()), |_| {
+        (200, GRANT_PUBLISH_ALLOWED.into())
+    });
     let https_port = secure.addr.rsplit(':').next().unwrap().to_string();
     // a plain server that, like an nsqd under --tls-required, points to HTTPS
-    let plain = AuthServer::start(move |_| (403, format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {https_port}}}")));
+    let plain = AuthServer::start(move |_| {
+        (
+            403,
+            format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {https_port}}}"),
+        )
+    });
     let ca = format!("--tls-root-ca-file={}", pki.path("ca.pem"));
     for addr in [format!("https://{}/auth", secure.addr), plain.addr.clone()] {
         let n = Nsqd::start(&[&format!("--auth-http-address={addr}"), &ca]);
         let mut c = n.connect();
         auth(&mut c, "good");
-        c.expect_response(br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#);
+        c.expect_response(
+            br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#,
+        );
         c.publish("allowed", b"x");
     }
     assert_eq!(plain.requests().len(), 1);
     assert_eq!(secure.requests().len(), 2);
-    assert!(secure.requests()[1].starts_with("GET /auth?common_name=&remote_ip=127.0.0.1&secret=good&tls=false HTTP/1.1"), "{:?}", secure.requests());
+    assert!(
+        secure.requests()[1].starts_with(
+            "GET /auth?common_name=&remote_ip=127.0.0.1&secret=good&tls=false HTTP/1.1"
+        ),
+        "{:?}",
+        secure.requests()
+    );
     // without the CA the HTTPS server is not trusted
     let n = Nsqd::start(&[&format!("--auth-http-address=https://{}/auth", secure.addr)]);
     let mut c = n.connect();
@@ -943,14 +1222,49 @@ fn auth_over_https_and_nsqd_style_403_redirect() {
 
 #[test]
 fn tls_configuration_errors_are_fatal() {
-    let out = run_bin("nsqd", &["--tls-required=true", "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"], secs(10));
+    let out = run_bin(
+        "nsqd",
+        &[
+            "--tls-required=true",
+            "--tcp-address=127.0.0.1:0",
+            "--http-address=127.0.0.1:0",
+        ],
+        secs(10),
+    );
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("FATAL: failed to instantiate nsqd - cannot require TLS client connections without TLS key and cert"), "{}", out.stderr);
-    let out = run_bin("nsqd", &["--tls-client-auth-policy=require", "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"], secs(10));
-    assert!(out.stderr.contains("cannot require TLS client connections without TLS key and cert"), "{}", out.stderr);
-    let out = run_bin("nsqd", &["--tls-cert=/nonexistent/c.pem", "--tls-key=/nonexistent/k.pem", "--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"], secs(10));
+    let out = run_bin(
+        "nsqd",
+        &[
+            "--tls-client-auth-policy=require",
+            "--tcp-address=127.0.0.1:0",
+            "--http-address=127.0.0.1:0",
+        ],
+        secs(10),
+    );
+    assert!(
+        out.stderr
+            .contains("cannot require TLS client connections without TLS key and cert"),
+        "{}",
+        out.stderr
+    );
+    let out = run_bin(
+        "nsqd",
+        &[
+            "--tls-cert=/nonexistent/c.pem",
+            "--tls-key=/nonexistent/k.pem",
+            "--tcp-address=127.0.0.1:0",
+            "--http-address=127.0.0.1:0",
+        ],
+        secs(10),
+    );
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("FATAL: failed to instantiate nsqd - failed to build TLS config - "), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("FATAL: failed to instantiate nsqd - failed to build TLS config - "),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -958,13 +1272,24 @@ fn auth_full_url_and_failover_between_servers() {
     let a = standard_auth();
     // nothing listens here: that server fails, the other answers
     let dead = format!("127.0.0.1:{}", free_port());
-    let n = Nsqd::start(&[&format!("--auth-http-address={dead}"), &format!("--auth-http-address=http://{}/custom/check", a.addr)]);
+    let n = Nsqd::start(&[
+        &format!("--auth-http-address={dead}"),
+        &format!("--auth-http-address=http://{}/custom/check", a.addr),
+    ]);
     for _ in 0..4 {
         let mut c = n.connect();
         auth(&mut c, "good");
-        c.expect_response(br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#);
+        c.expect_response(
+            br#"{"identity":"u","identity_url":"https://id.example/u","permission_count":1}"#,
+        );
     }
-    assert!(a.requests().iter().all(|r| r.starts_with("GET /custom/check?common_name=")), "{:?}", a.requests());
+    assert!(
+        a.requests()
+            .iter()
+            .all(|r| r.starts_with("GET /custom/check?common_name=")),
+        "{:?}",
+        a.requests()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -989,17 +1314,29 @@ fn parse_prometheus(text: &str) -> Vec<Sample> {
             let mut it = rest.split(' ');
             let name = it.next().unwrap().to_string();
             let kind = it.next().unwrap();
-            assert!(["counter", "gauge", "summary", "histogram", "untyped"].contains(&kind), "bad TYPE line {line:?}");
+            assert!(
+                ["counter", "gauge", "summary", "histogram", "untyped"].contains(&kind),
+                "bad TYPE line {line:?}"
+            );
             typed.insert(name);
             continue;
         }
-        assert!(!line.starts_with('#') && !line.is_empty(), "unexpected line {line:?}");
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("no value in {line:?}"));
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "unexpected line {line:?}"
+        );
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value in {line:?}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line:?}"));
         let (name, labels) = match series.split_once('{') {
             None => (series.to_string(), vec![]),
             Some((n, l)) => {
-                let l = l.strip_suffix('}').unwrap_or_else(|| panic!("unterminated labels in {line:?}"));
+                let l = l
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("unterminated labels in {line:?}"));
                 let labels = l
                     .split(',')
                     .map(|kv| {
@@ -1010,8 +1347,15 @@ fn parse_prometheus(text: &str) -> Vec<Sample> {
                 (n.to_string(), labels)
             }
         };
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'), "bad metric name {name:?}");
-        assert!(typed.contains(&name) && helped.contains(&name), "{name} has no HELP/TYPE before its samples");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name {name:?}"
+        );
+        assert!(
+            typed.contains(&name) && helped.contains(&name),
+            "{name} has no HELP/TYPE before its samples"
+        );
         out.push((name, labels, value));
     }
     out
@@ -1020,7 +1364,13 @@ fn parse_prometheus(text: &str) -> Vec<Sample> {
 fn metric(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
     samples
         .iter()
-        .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v)) && l.len() == labels.len())
+        .find(|(n, l, _)| {
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+                && l.len() == labels.len()
+        })
         .unwrap_or_else(|| panic!("no sample {name}{labels:?}"))
         .2
 }
@@ -1033,7 +1383,10 @@ fn metrics_prometheus_text_agrees_with_stats() {
     for i in 0..5 {
         n.http_pub("mt", format!("m{i}").as_bytes());
     }
-    assert_eq!(n.post("/channel/create?topic=mt&channel=c2", b"").status, 200);
+    assert_eq!(
+        n.post("/channel/create?topic=mt&channel=c2", b"").status,
+        200
+    );
     n.http_pub("mt", b"late");
     c.rdy(3);
     let m1 = c.expect_msg();
@@ -1042,17 +1395,31 @@ fn metrics_prometheus_text_agrees_with_stats() {
     c.rdy(0);
     c.fin(&m1.id);
     c.req(&m2.id, 0);
-    wait_for(secs(5), "FIN and REQ applied", || (int(&n.channel_stats("mt", "c1").unwrap(), "requeue_count") == 1).then_some(()));
+    wait_for(secs(5), "FIN and REQ applied", || {
+        (int(&n.channel_stats("mt", "c1").unwrap(), "requeue_count") == 1).then_some(())
+    });
     let r = n.get("/metrics");
     assert_eq!(r.status, 200);
-    assert_eq!(r.header("Content-Type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    assert_eq!(
+        r.header("Content-Type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
     let samples = parse_prometheus(&r.text());
     let s = n.stats("");
     let t = find_topic(&s, "mt").unwrap();
     let tl = [("topic", "mt")];
-    assert_eq!(metric(&samples, "nsqd_topic_messages_total", &tl), int(t, "message_count") as f64);
-    assert_eq!(metric(&samples, "nsqd_topic_message_bytes_total", &tl), int(t, "message_bytes") as f64);
-    assert_eq!(metric(&samples, "nsqd_topic_depth", &tl), int(t, "depth") as f64);
+    assert_eq!(
+        metric(&samples, "nsqd_topic_messages_total", &tl),
+        int(t, "message_count") as f64
+    );
+    assert_eq!(
+        metric(&samples, "nsqd_topic_message_bytes_total", &tl),
+        int(t, "message_bytes") as f64
+    );
+    assert_eq!(
+        metric(&samples, "nsqd_topic_depth", &tl),
+        int(t, "depth") as f64
+    );
     assert_eq!(metric(&samples, "nsqd_topic_channels", &tl), 2.0);
     for ch in ["c1", "c2"] {
         let cs = find_channel(&s, "mt", ch).unwrap();
@@ -1070,14 +1437,45 @@ fn metrics_prometheus_text_agrees_with_stats() {
             assert_eq!(metric(&samples, m, &cl), int(cs, k) as f64, "{m} of {ch}");
         }
     }
-    assert_eq!(metric(&samples, "nsqd_channel_messages_total", &[("topic", "mt"), ("channel", "c1")]), 6.0);
-    assert_eq!(metric(&samples, "nsqd_channel_messages_total", &[("topic", "mt"), ("channel", "c2")]), 1.0);
-    assert_eq!(metric(&samples, "nsqd_channel_in_flight", &[("topic", "mt"), ("channel", "c1")]), 1.0);
+    assert_eq!(
+        metric(
+            &samples,
+            "nsqd_channel_messages_total",
+            &[("topic", "mt"), ("channel", "c1")]
+        ),
+        6.0
+    );
+    assert_eq!(
+        metric(
+            &samples,
+            "nsqd_channel_messages_total",
+            &[("topic", "mt"), ("channel", "c2")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &samples,
+            "nsqd_channel_in_flight",
+            &[("topic", "mt"), ("channel", "c1")]
+        ),
+        1.0
+    );
     // one FIN: E2E quantiles exist, in seconds, close to the /stats ns value
-    let p99 = find_channel(&s, "mt", "c1").unwrap()["e2e_processing_latency"]["percentiles"][0]["value"].as_f64().unwrap();
-    let q = metric(&samples, "nsqd_channel_e2e_processing_latency_seconds", &[("topic", "mt"), ("channel", "c1"), ("quantile", "0.99")]);
+    let p99 = find_channel(&s, "mt", "c1").unwrap()["e2e_processing_latency"]["percentiles"][0]
+        ["value"]
+        .as_f64()
+        .unwrap();
+    let q = metric(
+        &samples,
+        "nsqd_channel_e2e_processing_latency_seconds",
+        &[("topic", "mt"), ("channel", "c1"), ("quantile", "0.99")],
+    );
     assert!((q - p99 / 1e9).abs() < 1e-6, "{q} vs {p99}ns");
     assert_eq!(metric(&samples, "nsqd_clients", &[]), 1.0);
     assert_eq!(metric(&samples, "nsqd_up", &[]), 1.0);
-    assert_eq!(metric(&samples, "nsqd_start_time_seconds", &[]), int(&s, "start_time") as f64);
+    assert_eq!(
+        metric(&samples, "nsqd_start_time_seconds", &[]),
+        int(&s, "start_time") as f64
+    );
 }

@@ -49,7 +49,9 @@ fn publisher(n: &Nsqd) -> Conn {
 }
 
 fn wait_channel(n: &Nsqd, t: &str, c: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    wait_for(secs(5), what, || n.channel_stats(t, c).filter(|ch| pred(ch)))
+    wait_for(secs(5), what, || {
+        n.channel_stats(t, c).filter(|ch| pred(ch))
+    })
 }
 
 fn only_client(ch: &Value) -> Value {
@@ -59,7 +61,8 @@ fn only_client(ch: &Value) -> Value {
 }
 
 fn msg_id_is_hex16(id: &[u8; 16]) -> bool {
-    id.iter().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    id.iter()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
 }
 
 // ---------------------------------------------------------------------------
@@ -108,7 +111,10 @@ fn item02_pub_ok_exact_bytes() {
     cmd.extend_from_slice(b"hello");
     c.send(&cmd);
     let f = c.read_frame();
-    assert_eq!(f.bytes(), vec![0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x4F, 0x4B]);
+    assert_eq!(
+        f.bytes(),
+        vec![0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x4F, 0x4B]
+    );
     let t = wait_for(secs(5), "topic t with message_count 1", || {
         n.topic_stats("t").filter(|t| t["message_count"] == 1)
     });
@@ -120,13 +126,21 @@ fn item02_pub_ok_exact_bytes() {
 #[test]
 fn item03_pub_bad_topic() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"PUB bad!topic\n", r#"E_BAD_TOPIC PUB topic name "bad!topic" is not valid"#);
+    fatal_after(
+        &n,
+        b"PUB bad!topic\n",
+        r#"E_BAD_TOPIC PUB topic name "bad!topic" is not valid"#,
+    );
 }
 
 #[test]
 fn item04_pub_body_size_zero() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &pub_cmd("t", b""), "E_BAD_MESSAGE PUB invalid message body size 0");
+    fatal_after(
+        &n,
+        &pub_cmd("t", b""),
+        "E_BAD_MESSAGE PUB invalid message body size 0",
+    );
 }
 
 #[test]
@@ -142,7 +156,11 @@ fn item05_pub_message_too_big_header_only() {
     let n = Nsqd::start(&[]);
     let mut cmd = b"PUB t\n".to_vec();
     cmd.extend_from_slice(&1048577i32.to_be_bytes());
-    fatal_after(&n, &cmd, "E_BAD_MESSAGE PUB message too big 1048577 > 1048576");
+    fatal_after(
+        &n,
+        &cmd,
+        "E_BAD_MESSAGE PUB message too big 1048577 > 1048576",
+    );
 }
 
 #[test]
@@ -155,7 +173,10 @@ fn item05b_pub_message_too_big_with_body_sent() {
     let _ = c.try_send(&pub_cmd("t", &body));
     c.expect_error_fatal_or_reset("E_BAD_MESSAGE PUB message too big 1048577 > 1048576");
     n.assert_alive();
-    assert!(n.topic_stats("t").map(|t| t["message_count"] == 0).unwrap_or(true));
+    assert!(n
+        .topic_stats("t")
+        .map(|t| t["message_count"] == 0)
+        .unwrap_or(true));
 }
 
 #[test]
@@ -173,7 +194,11 @@ fn item05c_max_msg_size_flag_is_honoured() {
 #[test]
 fn item06_pub_without_topic() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"PUB\n", "E_INVALID PUB insufficient number of parameters");
+    fatal_after(
+        &n,
+        b"PUB\n",
+        "E_INVALID PUB insufficient number of parameters",
+    );
 }
 
 #[test]
@@ -217,14 +242,26 @@ fn item09_rdy_before_sub() {
 #[test]
 fn item10_fin_before_sub() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"FIN 0123456789abcdef\n", "E_INVALID cannot FIN in current state");
+    fatal_after(
+        &n,
+        b"FIN 0123456789abcdef\n",
+        "E_INVALID cannot FIN in current state",
+    );
 }
 
 #[test]
 fn item10b_req_and_touch_before_sub() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"REQ 0123456789abcdef 0\n", "E_INVALID cannot REQ in current state");
-    fatal_after(&n, b"TOUCH 0123456789abcdef\n", "E_INVALID cannot TOUCH in current state");
+    fatal_after(
+        &n,
+        b"REQ 0123456789abcdef 0\n",
+        "E_INVALID cannot REQ in current state",
+    );
+    fatal_after(
+        &n,
+        b"TOUCH 0123456789abcdef\n",
+        "E_INVALID cannot TOUCH in current state",
+    );
 }
 
 #[test]
@@ -236,19 +273,31 @@ fn item11_cls_before_sub() {
 #[test]
 fn item12_sub_missing_channel() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"SUB t\n", "E_INVALID SUB insufficient number of parameters");
+    fatal_after(
+        &n,
+        b"SUB t\n",
+        "E_INVALID SUB insufficient number of parameters",
+    );
 }
 
 #[test]
 fn item13_sub_bad_channel() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"SUB t bad/chan\n", r#"E_BAD_CHANNEL SUB channel name "bad/chan" is not valid"#);
+    fatal_after(
+        &n,
+        b"SUB t bad/chan\n",
+        r#"E_BAD_CHANNEL SUB channel name "bad/chan" is not valid"#,
+    );
 }
 
 #[test]
 fn item13b_sub_bad_topic() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"SUB bad!t c\n", r#"E_BAD_TOPIC SUB topic name "bad!t" is not valid"#);
+    fatal_after(
+        &n,
+        b"SUB bad!t c\n",
+        r#"E_BAD_TOPIC SUB topic name "bad!t" is not valid"#,
+    );
 }
 
 #[test]
@@ -267,7 +316,11 @@ fn item14_second_sub_is_fatal() {
 fn item15_identify_after_sub_is_fatal() {
     let n = Nsqd::start(&[]);
     // State is checked before the body is read, so the line alone triggers the error.
-    fatal_after_sub(&n, b"IDENTIFY\n", "E_INVALID cannot IDENTIFY in current state");
+    fatal_after_sub(
+        &n,
+        b"IDENTIFY\n",
+        "E_INVALID cannot IDENTIFY in current state",
+    );
 }
 
 #[test]
@@ -303,7 +356,10 @@ fn item16_default_heartbeat_every_30s_not_reset_by_nop() {
         "heartbeat frame bytes"
     );
     assert!(at >= ms(29_000), "first heartbeat too early: {at:?}");
-    assert!(at <= ms(33_000), "first heartbeat too late (interval reset by NOP?): {at:?}");
+    assert!(
+        at <= ms(33_000),
+        "first heartbeat too late (interval reset by NOP?): {at:?}"
+    );
     c.nop();
     // still a healthy connection
     c.publish("t", b"x");
@@ -326,11 +382,19 @@ fn item17_message_frame_layout() {
     let f = c.read_frame();
     let after = now_ns();
     let raw = f.bytes();
-    assert_eq!(&raw[0..8], &[0, 0, 0, 0x23, 0, 0, 0, 2], "size 35 type 2; got {f:?}");
+    assert_eq!(
+        &raw[0..8],
+        &[0, 0, 0, 0x23, 0, 0, 0, 2],
+        "size 35 type 2; got {f:?}"
+    );
     let m = f.msg();
     assert_eq!(m.attempts, 1);
     assert_eq!(m.body, b"hello");
-    assert!(msg_id_is_hex16(&m.id_bytes), "id must be 16 lowercase hex bytes: {:?}", m.id);
+    assert!(
+        msg_id_is_hex16(&m.id_bytes),
+        "id must be 16 lowercase hex bytes: {:?}",
+        m.id
+    );
     assert!(
         m.ts >= before - 1_000_000_000 && m.ts <= after + 1_000_000_000,
         "timestamp must be publish time in ns: ts={} window [{before}, {after}]",
@@ -349,7 +413,10 @@ fn item18_fin_no_response_and_stats() {
     c.expect_nothing(ms(500));
     let ch = wait_channel(&n, "t", "c", "in_flight_count 0 and finish_count 1", |ch| {
         ch["in_flight_count"] == 0
-            && ch["clients"].as_array().map(|a| a.len() == 1 && a[0]["finish_count"] == 1).unwrap_or(false)
+            && ch["clients"]
+                .as_array()
+                .map(|a| a.len() == 1 && a[0]["finish_count"] == 1)
+                .unwrap_or(false)
     });
     let cl = only_client(&ch);
     assert_eq!(cl["in_flight_count"], 0, "{cl}");
@@ -364,7 +431,10 @@ fn item19_double_fin_is_nonfatal() {
     let m = c.expect_msg();
     c.fin(&m.id);
     c.fin(&m.id);
-    c.expect_error_nonfatal(&format!("E_FIN_FAILED FIN {} failed ID not in flight", m.id));
+    c.expect_error_nonfatal(&format!(
+        "E_FIN_FAILED FIN {} failed ID not in flight",
+        m.id
+    ));
 }
 
 #[test]
@@ -375,11 +445,20 @@ fn item19b_fin_of_message_owned_by_other_client_is_nonfatal() {
     publisher(&n).publish("t", b"mine");
     let m = a.expect_msg();
     b.fin(&m.id);
-    b.expect_error_nonfatal(&format!("E_FIN_FAILED FIN {} failed client does not own message", m.id));
+    b.expect_error_nonfatal(&format!(
+        "E_FIN_FAILED FIN {} failed client does not own message",
+        m.id
+    ));
     b.req(&m.id, 0);
-    b.expect_error_nonfatal(&format!("E_REQ_FAILED REQ {} failed client does not own message", m.id));
+    b.expect_error_nonfatal(&format!(
+        "E_REQ_FAILED REQ {} failed client does not own message",
+        m.id
+    ));
     b.touch(&m.id);
-    b.expect_error_nonfatal(&format!("E_TOUCH_FAILED TOUCH {} failed client does not own message", m.id));
+    b.expect_error_nonfatal(&format!(
+        "E_TOUCH_FAILED TOUCH {} failed client does not own message",
+        m.id
+    ));
     // the owner can still FIN it
     a.fin(&m.id);
     a.nop();
@@ -414,7 +493,9 @@ fn item21_req_zero_redelivers_with_attempts_2() {
     assert_eq!(m2.body, b"hello");
     assert_eq!(m2.ts, m1.ts, "timestamp preserved across requeue");
     c.fin(&m2.id);
-    let ch = wait_channel(&n, "t", "c", "requeue_count 1", |ch| ch["requeue_count"] == 1 && ch["in_flight_count"] == 0);
+    let ch = wait_channel(&n, "t", "c", "requeue_count 1", |ch| {
+        ch["requeue_count"] == 1 && ch["in_flight_count"] == 0
+    });
     assert_eq!(ch["timeout_count"], 0, "{ch}");
     assert_eq!(only_client(&ch)["requeue_count"], 1, "{ch}");
 }
@@ -427,7 +508,9 @@ fn item22_req_huge_timeout_is_clamped_not_rejected() {
     let m = c.expect_msg();
     c.req(&m.id, 99_999_999_999);
     c.expect_nothing(ms(1500)); // no error, no redelivery
-    let ch = wait_channel(&n, "t", "c", "deferred_count 1", |ch| ch["deferred_count"] == 1);
+    let ch = wait_channel(&n, "t", "c", "deferred_count 1", |ch| {
+        ch["deferred_count"] == 1
+    });
     assert_eq!(ch["in_flight_count"], 0, "{ch}");
     assert_eq!(ch["requeue_count"], 1, "{ch}");
     c.nop();
@@ -486,7 +569,11 @@ fn item24b_touch_invalid_id() {
 #[test]
 fn item25_rdy_out_of_range() {
     let n = Nsqd::start(&[]);
-    fatal_after_sub(&n, b"RDY 2501\n", "E_INVALID RDY count 2501 out of range 0-2500");
+    fatal_after_sub(
+        &n,
+        b"RDY 2501\n",
+        "E_INVALID RDY count 2501 out of range 0-2500",
+    );
 }
 
 #[test]
@@ -495,7 +582,10 @@ fn item25b_rdy_2500_accepted() {
     let mut c = consumer(&n, "t", "c", 2500);
     c.expect_nothing(ms(300));
     let ch = wait_channel(&n, "t", "c", "ready_count 2500", |ch| {
-        ch["clients"].as_array().map(|a| a.len() == 1 && a[0]["ready_count"] == 2500).unwrap_or(false)
+        ch["clients"]
+            .as_array()
+            .map(|a| a.len() == 1 && a[0]["ready_count"] == 2500)
+            .unwrap_or(false)
     });
     assert_eq!(only_client(&ch)["state"], 3);
 }
@@ -541,7 +631,10 @@ fn item27_rdy_without_argument_means_one() {
     // RDY 1: the second message is not sent while the first is in flight
     c.expect_nothing(ms(1000));
     let ch = wait_channel(&n, "t", "c", "ready_count 1", |ch| {
-        ch["clients"].as_array().map(|a| a.len() == 1 && a[0]["ready_count"] == 1).unwrap_or(false)
+        ch["clients"]
+            .as_array()
+            .map(|a| a.len() == 1 && a[0]["ready_count"] == 1)
+            .unwrap_or(false)
     });
     assert_eq!(only_client(&ch)["in_flight_count"], 1);
     c.fin(&m.id);
@@ -556,7 +649,11 @@ fn item28_cls_close_wait_and_no_more_messages() {
     c.sub("t", "c");
     c.cmd("CLS");
     let f = c.recv();
-    assert_eq!(f.bytes(), [&[0u8, 0, 0, 0x0E, 0, 0, 0, 0][..], b"CLOSE_WAIT"].concat(), "got {f:?}");
+    assert_eq!(
+        f.bytes(),
+        [&[0u8, 0, 0, 0x0E, 0, 0, 0, 0][..], b"CLOSE_WAIT"].concat(),
+        "got {f:?}"
+    );
     let mut p = publisher(&n);
     for i in 0..3 {
         p.publish("t", format!("m{i}").as_bytes());
@@ -565,7 +662,10 @@ fn item28_cls_close_wait_and_no_more_messages() {
     c.cmd("RDY 5");
     c.expect_nothing(ms(1500));
     let ch = wait_channel(&n, "t", "c", "client in state 4", |ch| {
-        ch["clients"].as_array().map(|a| a.len() == 1 && a[0]["state"] == 4).unwrap_or(false)
+        ch["clients"]
+            .as_array()
+            .map(|a| a.len() == 1 && a[0]["state"] == 4)
+            .unwrap_or(false)
     });
     assert_eq!(ch["depth"], 3, "messages stay queued: {ch}");
     assert_eq!(only_client(&ch)["ready_count"], 0, "{ch}");
@@ -591,7 +691,9 @@ fn item29_default_msg_timeout_60s_redelivers() {
     let m1 = c.expect_msg();
     let t0 = Instant::now();
     // recv_timeout answers heartbeats with NOP, keeping the connection alive
-    let f = c.recv_timeout(secs(70)).expect("redelivery after the 60 s msg timeout");
+    let f = c
+        .recv_timeout(secs(70))
+        .expect("redelivery after the 60 s msg timeout");
     let dt = t0.elapsed();
     let m2 = f.msg();
     assert!(dt >= ms(59_000), "redelivered too early: {dt:?}");
@@ -613,7 +715,10 @@ fn item29b_msg_timeout_flag() {
     let t0 = Instant::now();
     let m2 = c.expect_msg_within(secs(12));
     let dt = t0.elapsed();
-    assert!(dt >= ms(1900), "redelivered before --msg-timeout=2s: {dt:?}");
+    assert!(
+        dt >= ms(1900),
+        "redelivered before --msg-timeout=2s: {dt:?}"
+    );
     assert_eq!((m2.id.as_str(), m2.attempts), (m1.id.as_str(), 2));
 }
 
@@ -622,7 +727,9 @@ fn item30_identify_msg_timeout_1000_redelivery_and_stats() {
     let n = Nsqd::start(&[]);
     let mut c = n.connect();
     let f = c.identify(r#"{"feature_negotiation":true,"msg_timeout":1000}"#);
-    let want = fixture("identify_response.json").trim_end().replace(r#""msg_timeout":60000"#, r#""msg_timeout":1000"#);
+    let want = fixture("identify_response.json")
+        .trim_end()
+        .replace(r#""msg_timeout":60000"#, r#""msg_timeout":1000"#);
     assert_eq!(f.text(), want, "IDENTIFY response");
     c.sub("t", "c");
     c.rdy(1);
@@ -631,12 +738,17 @@ fn item30_identify_msg_timeout_1000_redelivery_and_stats() {
     let t0 = Instant::now();
     let m2 = c.expect_msg_within(secs(10));
     let dt = t0.elapsed();
-    assert!(dt >= ms(900), "redelivered before msg_timeout 1000 ms: {dt:?}");
+    assert!(
+        dt >= ms(900),
+        "redelivered before msg_timeout 1000 ms: {dt:?}"
+    );
     assert!(dt <= ms(8000), "redelivered too late: {dt:?}");
     assert_eq!(m2.id, m1.id);
     assert_eq!(m2.attempts, 2);
     assert_eq!(m2.body, b"unacked");
-    let ch = wait_channel(&n, "t", "c", "timeout_count 1", |ch| ch["timeout_count"] == 1);
+    let ch = wait_channel(&n, "t", "c", "timeout_count 1", |ch| {
+        ch["timeout_count"] == 1
+    });
     assert_eq!(ch["requeue_count"], 0, "timeouts are not requeues: {ch}");
     c.fin(&m2.id);
     c.nop();
@@ -663,7 +775,9 @@ fn touch_postpones_timeout() {
     c.fin(&m.id);
     c.send(&pub_cmd("t2", b"x"));
     c.expect_ok(); // FIN succeeded (an E_FIN_FAILED would arrive first)
-    let ch = wait_channel(&n, "t", "c", "in_flight_count 0", |ch| ch["in_flight_count"] == 0);
+    let ch = wait_channel(&n, "t", "c", "in_flight_count 0", |ch| {
+        ch["in_flight_count"] == 0
+    });
     assert_eq!(ch["timeout_count"], 0, "{ch}");
     assert_eq!(only_client(&ch)["finish_count"], 1, "{ch}");
 }
@@ -676,15 +790,22 @@ fn req_with_delay_comes_back_after_delay() {
     let m1 = c.expect_msg();
     let t0 = Instant::now();
     c.req(&m1.id, 1500);
-    let ch = wait_channel(&n, "t", "c", "deferred_count 1 after REQ 1500", |ch| ch["deferred_count"] == 1);
+    let ch = wait_channel(&n, "t", "c", "deferred_count 1 after REQ 1500", |ch| {
+        ch["deferred_count"] == 1
+    });
     assert_eq!(ch["in_flight_count"], 0, "{ch}");
     let m2 = c.expect_msg_within(secs(10));
     let dt = t0.elapsed();
-    assert!(dt >= ms(1500), "REQ'd message came back before its 1500 ms delay: {dt:?}");
+    assert!(
+        dt >= ms(1500),
+        "REQ'd message came back before its 1500 ms delay: {dt:?}"
+    );
     assert!(dt <= ms(9000), "REQ'd message came back too late: {dt:?}");
     assert_eq!((m2.id.as_str(), m2.attempts), (m1.id.as_str(), 2));
     c.fin(&m2.id);
-    let ch = wait_channel(&n, "t", "c", "requeue_count 1", |ch| ch["requeue_count"] == 1 && ch["in_flight_count"] == 0);
+    let ch = wait_channel(&n, "t", "c", "requeue_count 1", |ch| {
+        ch["requeue_count"] == 1 && ch["in_flight_count"] == 0
+    });
     assert_eq!(ch["deferred_count"], 0, "{ch}");
     assert_eq!(ch["timeout_count"], 0, "{ch}");
 }
@@ -699,7 +820,12 @@ fn item31_identify_feature_negotiation_exact_json() {
     let mut c = n.connect();
     let f = c.identify(r#"{"feature_negotiation":true}"#);
     let want = fixture("identify_response.json");
-    assert_eq!(f.bytes(), frame(0, want.trim_end().as_bytes()), "got {:?}", f.text());
+    assert_eq!(
+        f.bytes(),
+        frame(0, want.trim_end().as_bytes()),
+        "got {:?}",
+        f.text()
+    );
     // nothing else follows (no upgrades negotiated)
     c.expect_nothing(ms(300));
     c.publish("t", b"x");
@@ -727,9 +853,22 @@ fn item31c_identify_values_reflected() {
     assert_eq!(v["output_buffer_size"], 128, "{v}");
     assert_eq!(v["sample_rate"], 5, "{v}");
     c.sub("t", "c");
-    let ch = wait_channel(&n, "t", "c", "one client", |ch| ch["clients"].as_array().map(|a| a.len() == 1).unwrap_or(false));
+    let ch = wait_channel(&n, "t", "c", "one client", |ch| {
+        ch["clients"]
+            .as_array()
+            .map(|a| a.len() == 1)
+            .unwrap_or(false)
+    });
     let cl = only_client(&ch);
-    assert_eq!((cl["client_id"].as_str(), cl["hostname"].as_str(), cl["user_agent"].as_str()), (Some("cid"), Some("hn"), Some("ua/1")), "{cl}");
+    assert_eq!(
+        (
+            cl["client_id"].as_str(),
+            cl["hostname"].as_str(),
+            cl["user_agent"].as_str()
+        ),
+        (Some("cid"), Some("hn"), Some("ua/1")),
+        "{cl}"
+    );
     assert_eq!(cl["version"], "V2");
     assert_eq!(cl["state"], 3);
     assert_eq!(cl["sample_rate"], 5);
@@ -758,21 +897,41 @@ fn item32b_identify_null_ok_and_repeatable_in_init() {
 #[test]
 fn item33_identify_not_json() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd("not json"), "E_BAD_BODY IDENTIFY failed to decode JSON body");
+    fatal_after(
+        &n,
+        &identify_cmd("not json"),
+        "E_BAD_BODY IDENTIFY failed to decode JSON body",
+    );
 }
 
 #[test]
 fn item33b_identify_wrong_field_types() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"heartbeat_interval":"x"}"#), "E_BAD_BODY IDENTIFY failed to decode JSON body");
-    fatal_after(&n, &identify_cmd(r#"{"msg_timeout":1.5}"#), "E_BAD_BODY IDENTIFY failed to decode JSON body");
-    fatal_after(&n, &identify_cmd(r#"{"client_id":"x""#), "E_BAD_BODY IDENTIFY failed to decode JSON body");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"heartbeat_interval":"x"}"#),
+        "E_BAD_BODY IDENTIFY failed to decode JSON body",
+    );
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"msg_timeout":1.5}"#),
+        "E_BAD_BODY IDENTIFY failed to decode JSON body",
+    );
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"client_id":"x""#),
+        "E_BAD_BODY IDENTIFY failed to decode JSON body",
+    );
 }
 
 #[test]
 fn item34_identify_bad_heartbeat() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"heartbeat_interval":500}"#), "E_BAD_BODY IDENTIFY heartbeat interval (500) is invalid");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"heartbeat_interval":500}"#),
+        "E_BAD_BODY IDENTIFY heartbeat interval (500) is invalid",
+    );
     fatal_after(
         &n,
         &identify_cmd(r#"{"heartbeat_interval":60001}"#),
@@ -783,13 +942,21 @@ fn item34_identify_bad_heartbeat() {
 #[test]
 fn item35_identify_bad_sample_rate() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"sample_rate":100}"#), "E_BAD_BODY IDENTIFY sample rate (100) is invalid");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"sample_rate":100}"#),
+        "E_BAD_BODY IDENTIFY sample rate (100) is invalid",
+    );
 }
 
 #[test]
 fn item36_identify_bad_output_buffer_size() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"output_buffer_size":32}"#), "E_BAD_BODY IDENTIFY output buffer size (32) is invalid");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"output_buffer_size":32}"#),
+        "E_BAD_BODY IDENTIFY output buffer size (32) is invalid",
+    );
 }
 
 #[test]
@@ -805,7 +972,11 @@ fn item37_identify_bad_output_buffer_timeout() {
 #[test]
 fn item38_identify_bad_msg_timeout() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"msg_timeout":999}"#), "E_BAD_BODY IDENTIFY msg timeout (999) is invalid");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"msg_timeout":999}"#),
+        "E_BAD_BODY IDENTIFY msg timeout (999) is invalid",
+    );
 }
 
 #[test]
@@ -813,12 +984,16 @@ fn item38b_identify_validation_order_heartbeat_first() {
     let n = Nsqd::start(&[]);
     fatal_after(
         &n,
-        &identify_cmd(r#"{"msg_timeout":999,"sample_rate":100,"output_buffer_size":32,"output_buffer_timeout":10,"heartbeat_interval":500}"#),
+        &identify_cmd(
+            r#"{"msg_timeout":999,"sample_rate":100,"output_buffer_size":32,"output_buffer_timeout":10,"heartbeat_interval":500}"#,
+        ),
         "E_BAD_BODY IDENTIFY heartbeat interval (500) is invalid",
     );
     fatal_after(
         &n,
-        &identify_cmd(r#"{"msg_timeout":999,"sample_rate":100,"output_buffer_size":32,"output_buffer_timeout":10}"#),
+        &identify_cmd(
+            r#"{"msg_timeout":999,"sample_rate":100,"output_buffer_size":32,"output_buffer_timeout":10}"#,
+        ),
         "E_BAD_BODY IDENTIFY output buffer timeout (10) is invalid",
     );
 }
@@ -826,7 +1001,11 @@ fn item38b_identify_validation_order_heartbeat_first() {
 #[test]
 fn item39_identify_size_zero() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(""), "E_BAD_BODY IDENTIFY invalid body size 0");
+    fatal_after(
+        &n,
+        &identify_cmd(""),
+        "E_BAD_BODY IDENTIFY invalid body size 0",
+    );
 }
 
 #[test]
@@ -834,7 +1013,11 @@ fn item39b_identify_body_too_big() {
     let n = Nsqd::start(&[]);
     let mut cmd = b"IDENTIFY\n".to_vec();
     cmd.extend_from_slice(&5242881i32.to_be_bytes());
-    fatal_after(&n, &cmd, "E_BAD_BODY IDENTIFY body too big 5242881 > 5242880");
+    fatal_after(
+        &n,
+        &cmd,
+        "E_BAD_BODY IDENTIFY body too big 5242881 > 5242880",
+    );
 }
 
 #[test]
@@ -873,14 +1056,19 @@ fn item46_client_ignoring_heartbeats_is_disconnected_without_error() {
     let closed_at = loop {
         match c.try_read_frame(secs(8)) {
             ReadOutcome::Frame(f) => {
-                assert!(f.is_heartbeat(), "only heartbeats expected before the close, got {f:?}");
+                assert!(
+                    f.is_heartbeat(),
+                    "only heartbeats expected before the close, got {f:?}"
+                );
                 heartbeats += 1;
             }
             ReadOutcome::Closed(rest) => {
                 assert!(rest.is_empty(), "partial bytes before close: {rest:?}");
                 break t0.elapsed();
             }
-            ReadOutcome::Timeout => panic!("connection not closed within 8 s of silence (heartbeats: {heartbeats})"),
+            ReadOutcome::Timeout => {
+                panic!("connection not closed within 8 s of silence (heartbeats: {heartbeats})")
+            }
         }
     };
     assert!(heartbeats >= 1, "expected ~1 s heartbeats before the close");
@@ -901,12 +1089,19 @@ fn item47_answering_heartbeats_keeps_connection_open() {
     while t0.elapsed() < secs(5) {
         match c.try_read_frame(ms(1500)) {
             ReadOutcome::Frame(f) => {
-                assert!(f.is_heartbeat(), "NOP must never produce a frame; got {f:?}");
+                assert!(
+                    f.is_heartbeat(),
+                    "NOP must never produce a frame; got {f:?}"
+                );
                 heartbeats += 1;
                 c.nop();
             }
-            ReadOutcome::Timeout => panic!("no heartbeat within 1.5 s with heartbeat_interval 1000"),
-            ReadOutcome::Closed(_) => panic!("connection closed although every heartbeat was answered"),
+            ReadOutcome::Timeout => {
+                panic!("no heartbeat within 1.5 s with heartbeat_interval 1000")
+            }
+            ReadOutcome::Closed(_) => {
+                panic!("connection closed although every heartbeat was answered")
+            }
         }
     }
     assert!(heartbeats >= 3, "heartbeats in 5 s: {heartbeats}");
@@ -926,29 +1121,49 @@ fn item48_mpub_two_messages() {
     c.send(&mpub_cmd("t", &[b"one", b"two"]));
     let f = c.read_frame();
     assert_eq!(f.bytes(), frame(0, b"OK"));
-    let t = wait_for(secs(5), "message_count 2", || n.topic_stats("t").filter(|t| t["message_count"] == 2));
+    let t = wait_for(secs(5), "message_count 2", || {
+        n.topic_stats("t").filter(|t| t["message_count"] == 2)
+    });
     assert_eq!(t["message_bytes"], 6, "{t}");
     let mut k = consumer(&n, "t", "c", 10);
-    let got: BTreeSet<Vec<u8>> = recv_msgs(&mut k, 2, secs(5), true).into_iter().map(|m| m.body).collect();
-    assert_eq!(got, [b"one".to_vec(), b"two".to_vec()].into_iter().collect());
+    let got: BTreeSet<Vec<u8>> = recv_msgs(&mut k, 2, secs(5), true)
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    assert_eq!(
+        got,
+        [b"one".to_vec(), b"two".to_vec()].into_iter().collect()
+    );
 }
 
 #[test]
 fn item49_mpub_count_zero() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &mpub_cmd("t", &[]), "E_BAD_BODY MPUB invalid message count 0");
+    fatal_after(
+        &n,
+        &mpub_cmd("t", &[]),
+        "E_BAD_BODY MPUB invalid message count 0",
+    );
 }
 
 #[test]
 fn item50_mpub_bad_topic_doubled_code() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"MPUB x!\n", r#"E_BAD_TOPIC E_BAD_TOPIC MPUB topic name "x!" is not valid"#);
+    fatal_after(
+        &n,
+        b"MPUB x!\n",
+        r#"E_BAD_TOPIC E_BAD_TOPIC MPUB topic name "x!" is not valid"#,
+    );
 }
 
 #[test]
 fn item50b_mpub_without_topic() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"MPUB\n", "E_INVALID MPUB insufficient number of parameters");
+    fatal_after(
+        &n,
+        b"MPUB\n",
+        "E_INVALID MPUB insufficient number of parameters",
+    );
 }
 
 #[test]
@@ -975,7 +1190,9 @@ fn item52_mpub_second_message_empty_publishes_nothing() {
     c.expect_error_fatal("E_BAD_MESSAGE MPUB invalid message(1) body size 0");
     n.assert_alive();
     // the topic was created before the body was validated, but nothing was published
-    let t = n.topic_stats("t").expect("topic t exists (created before MPUB body validation)");
+    let t = n
+        .topic_stats("t")
+        .expect("topic t exists (created before MPUB body validation)");
     assert_eq!(t["message_count"], 0, "{t}");
     assert_eq!(t["depth"], 0, "{t}");
 }
@@ -983,7 +1200,11 @@ fn item52_mpub_second_message_empty_publishes_nothing() {
 #[test]
 fn item52b_mpub_message_too_big() {
     let n = Nsqd::start(&["--max-msg-size=10"]);
-    fatal_after(&n, &mpub_cmd("t", &[b"ok", &[b'x'; 11]]), "E_BAD_MESSAGE MPUB message too big 11 > 10");
+    fatal_after(
+        &n,
+        &mpub_cmd("t", &[b"ok", &[b'x'; 11]]),
+        "E_BAD_MESSAGE MPUB message too big 11 > 10",
+    );
 }
 
 #[test]
@@ -994,7 +1215,9 @@ fn item53_dpub_not_delivered_early() {
     let t0 = Instant::now();
     p.send(&dpub_cmd("t", 1000, b"deferred"));
     p.expect_ok();
-    let ch = wait_channel(&n, "t", "c", "deferred_count 1", |ch| ch["deferred_count"] == 1);
+    let ch = wait_channel(&n, "t", "c", "deferred_count 1", |ch| {
+        ch["deferred_count"] == 1
+    });
     assert_eq!(ch["depth"], 0, "{ch}");
     let m = c.expect_msg_within(secs(10));
     let dt = t0.elapsed();
@@ -1015,47 +1238,78 @@ fn item53b_dpub_longer_defer_not_early() {
     p.expect_ok();
     p.publish("t", b"now");
     let first = c.expect_msg();
-    assert_eq!(first.body, b"now", "the non-deferred message must come first");
+    assert_eq!(
+        first.body, b"now",
+        "the non-deferred message must come first"
+    );
     c.fin(&first.id);
     let m = c.expect_msg_within(secs(12));
-    assert!(t0.elapsed() >= ms(3000), "DPUB 3000 delivered after {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= ms(3000),
+        "DPUB 3000 delivered after {:?}",
+        t0.elapsed()
+    );
     assert_eq!(m.body, b"d3");
 }
 
 #[test]
 fn item54_dpub_timeout_out_of_range() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &dpub_cmd("t", 3600001, b"x"), "E_INVALID DPUB timeout 3600001 out of range 0-3600000");
+    fatal_after(
+        &n,
+        &dpub_cmd("t", 3600001, b"x"),
+        "E_INVALID DPUB timeout 3600001 out of range 0-3600000",
+    );
 }
 
 #[test]
 fn item55_dpub_unparseable_timeout() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"DPUB t abc\n", "E_INVALID DPUB could not parse timeout abc");
+    fatal_after(
+        &n,
+        b"DPUB t abc\n",
+        "E_INVALID DPUB could not parse timeout abc",
+    );
 }
 
 #[test]
 fn item55b_dpub_insufficient_params() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"DPUB t\n", "E_INVALID DPUB insufficient number of parameters");
+    fatal_after(
+        &n,
+        b"DPUB t\n",
+        "E_INVALID DPUB insufficient number of parameters",
+    );
 }
 
 #[test]
 fn item55c_dpub_bad_topic() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"DPUB t! 10\n", r#"E_BAD_TOPIC DPUB topic name "t!" is not valid"#);
+    fatal_after(
+        &n,
+        b"DPUB t! 10\n",
+        r#"E_BAD_TOPIC DPUB topic name "t!" is not valid"#,
+    );
 }
 
 #[test]
 fn item56_auth_disabled() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &body_cmd("AUTH", b"secret"), "E_AUTH_DISABLED AUTH disabled");
+    fatal_after(
+        &n,
+        &body_cmd("AUTH", b"secret"),
+        "E_AUTH_DISABLED AUTH disabled",
+    );
 }
 
 #[test]
 fn item56b_auth_with_parameters() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, b"AUTH x\n", "E_INVALID AUTH invalid number of parameters");
+    fatal_after(
+        &n,
+        b"AUTH x\n",
+        "E_INVALID AUTH invalid number of parameters",
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1087,8 +1341,14 @@ fn item61_two_channels_each_get_every_message() {
     for body in &want {
         p.publish("t", body);
     }
-    let ga: Vec<Vec<u8>> = recv_msgs(&mut a, 20, secs(10), true).into_iter().map(|m| m.body).collect();
-    let gb: Vec<Vec<u8>> = recv_msgs(&mut b, 20, secs(10), true).into_iter().map(|m| m.body).collect();
+    let ga: Vec<Vec<u8>> = recv_msgs(&mut a, 20, secs(10), true)
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    let gb: Vec<Vec<u8>> = recv_msgs(&mut b, 20, secs(10), true)
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
     assert_eq!(ga.iter().cloned().collect::<BTreeSet<_>>(), want);
     assert_eq!(gb.iter().cloned().collect::<BTreeSet<_>>(), want);
     a.expect_nothing(ms(500));
@@ -1102,7 +1362,9 @@ fn item61b_two_consumers_one_channel_split_exactly_once() {
     let mut b = consumer(&n, "t", "c", 5);
     let mut p = publisher(&n);
     let total = 100;
-    let all: Vec<Vec<u8>> = (0..total).map(|i| format!("m{i:03}").into_bytes()).collect();
+    let all: Vec<Vec<u8>> = (0..total)
+        .map(|i| format!("m{i:03}").into_bytes())
+        .collect();
     let refs: Vec<&[u8]> = all.iter().map(|v| v.as_slice()).collect();
     p.mpublish("t", &refs);
     // First: A may hold at most 5 unacked messages, so B must get some.
@@ -1122,7 +1384,11 @@ fn item61b_two_consumers_one_channel_split_exactly_once() {
     }
     let deadline = Instant::now() + secs(20);
     while count.values().sum::<usize>() < total {
-        assert!(Instant::now() < deadline, "only {} of {total} received", count.values().sum::<usize>());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {total} received",
+            count.values().sum::<usize>()
+        );
         for (c, k) in [(&mut a, &mut na), (&mut b, &mut nb)] {
             if let Some(f) = c.recv_timeout(ms(100)) {
                 let m = f.msg();
@@ -1136,8 +1402,14 @@ fn item61b_two_consumers_one_channel_split_exactly_once() {
     b.expect_nothing(ms(100));
     assert_eq!(count.len(), total, "every message delivered");
     let dups: Vec<_> = count.iter().filter(|(_, &v)| v != 1).collect();
-    assert!(dups.is_empty(), "messages delivered more than once: {dups:?}");
-    assert!(na > 0 && nb > 0, "both consumers must get a share: a={na} b={nb}");
+    assert!(
+        dups.is_empty(),
+        "messages delivered more than once: {dups:?}"
+    );
+    assert!(
+        na > 0 && nb > 0,
+        "both consumers must get a share: a={na} b={nb}"
+    );
     let ch = wait_channel(&n, "t", "c", "in_flight 0", |ch| ch["in_flight_count"] == 0);
     assert_eq!(ch["message_count"], total as i64, "{ch}");
     assert_eq!(ch["depth"], 0, "{ch}");
@@ -1152,7 +1424,9 @@ fn rdy_bounds_unacknowledged_messages() {
     let mut c = consumer(&n, "t", "c", 5);
     let first = recv_msgs(&mut c, 5, secs(5), false);
     c.expect_nothing(ms(1000));
-    let ch = wait_channel(&n, "t", "c", "in_flight 5 and depth 15", |ch| ch["in_flight_count"] == 5 && ch["depth"] == 15);
+    let ch = wait_channel(&n, "t", "c", "in_flight 5 and depth 15", |ch| {
+        ch["in_flight_count"] == 5 && ch["depth"] == 15
+    });
     assert_eq!(only_client(&ch)["ready_count"], 5);
     // FIN 2 -> exactly 2 more
     c.fin(&first[0].id);
@@ -1190,19 +1464,37 @@ fn item62_ephemeral_channel_disappears_and_is_not_persisted() {
     publisher(&n).publish("t", b"e");
     let m = c.expect_msg();
     c.fin(&m.id);
-    assert!(n.channel_stats("t", "c#ephemeral").is_some(), "ephemeral channel listed while subscribed");
+    assert!(
+        n.channel_stats("t", "c#ephemeral").is_some(),
+        "ephemeral channel listed while subscribed"
+    );
     // the metadata file (written async) lists t but never the ephemeral channel
-    let md = wait_for(secs(5), "nsqd.dat mentions topic t", || n.read_metadata().filter(|s| s.contains(r#""name":"t""#)));
-    assert!(!md.contains("ephemeral"), "ephemeral channel persisted: {md}");
-    drop(c);
-    wait_for(secs(5), "ephemeral channel removed after its last client left", || {
-        let t = n.topic_stats("t")?;
-        let gone = t["channels"].as_array().map(|a| a.iter().all(|ch| ch["channel_name"] != "c#ephemeral")).unwrap_or(true);
-        gone.then_some(())
+    let md = wait_for(secs(5), "nsqd.dat mentions topic t", || {
+        n.read_metadata().filter(|s| s.contains(r#""name":"t""#))
     });
+    assert!(
+        !md.contains("ephemeral"),
+        "ephemeral channel persisted: {md}"
+    );
+    drop(c);
+    wait_for(
+        secs(5),
+        "ephemeral channel removed after its last client left",
+        || {
+            let t = n.topic_stats("t")?;
+            let gone = t["channels"]
+                .as_array()
+                .map(|a| a.iter().all(|ch| ch["channel_name"] != "c#ephemeral"))
+                .unwrap_or(true);
+            gone.then_some(())
+        },
+    );
     sleep_ms(300);
     let md = n.read_metadata().unwrap();
-    assert!(!md.contains("ephemeral"), "ephemeral channel persisted: {md}");
+    assert!(
+        !md.contains("ephemeral"),
+        "ephemeral channel persisted: {md}"
+    );
 }
 
 #[test]
@@ -1262,7 +1554,11 @@ fn item65_trailing_carriage_return_accepted() {
     let t = n.topic_stats("t").expect("topic is named t (\\r stripped)");
     assert_eq!(t["message_count"], 2);
     let s = n.stats("");
-    assert_eq!(s["topics"].as_array().unwrap().len(), 1, "no topic named \"t\\r\": {s}");
+    assert_eq!(
+        s["topics"].as_array().unwrap().len(),
+        1,
+        "no topic named \"t\\r\": {s}"
+    );
 }
 
 #[test]
@@ -1274,8 +1570,11 @@ fn pub_extra_params_ignored_and_publish_while_subscribed() {
     c.sub("t", "c");
     c.publish("t", b"from-subscriber");
     c.rdy(5);
-    let got: BTreeSet<Vec<u8>> = recv_msgs(&mut c, 2, secs(5), true).into_iter().map(|m| m.body).collect();
-    assert!(got.contains(&b"from-subscriber".to_vec()));
+    let got: BTreeSet<Vec<u8>> = recv_msgs(&mut c, 2, secs(5), true)
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    assert!(got.contains(b"from-subscriber".as_slice()));
 }
 
 #[test]
@@ -1283,17 +1582,35 @@ fn invalid_and_valid_names() {
     let n = Nsqd::start(&[]);
     let long65 = "a".repeat(65);
     let eph65 = format!("{}#ephemeral", "a".repeat(55));
-    for bad in ["bad!topic", "a#b", "#ephemeral", long65.as_str(), eph65.as_str(), "a:b", "a/b", ""] {
+    for bad in [
+        "bad!topic",
+        "a#b",
+        "#ephemeral",
+        long65.as_str(),
+        eph65.as_str(),
+        "a:b",
+        "a/b",
+        "",
+    ] {
         let mut c = n.connect();
         c.cmd(&format!("PUB {bad}"));
         c.expect_error_fatal(format!("E_BAD_TOPIC PUB topic name \"{bad}\" is not valid"));
         let mut c = n.connect();
         c.cmd(&format!("SUB t {bad}"));
-        c.expect_error_fatal(format!("E_BAD_CHANNEL SUB channel name \"{bad}\" is not valid"));
+        c.expect_error_fatal(format!(
+            "E_BAD_CHANNEL SUB channel name \"{bad}\" is not valid"
+        ));
     }
     let long64 = "a".repeat(64);
     let eph64 = format!("{}#ephemeral", "a".repeat(54));
-    for good in ["a", "my-topic.v2", "x_y#ephemeral", "A.b-C_9", long64.as_str(), eph64.as_str()] {
+    for good in [
+        "a",
+        "my-topic.v2",
+        "x_y#ephemeral",
+        "A.b-C_9",
+        long64.as_str(),
+        eph64.as_str(),
+    ] {
         let mut c = n.connect();
         c.publish(good, b"x");
         let mut s = n.connect();
@@ -1319,7 +1636,9 @@ fn channel_pause_via_http_stops_and_unpause_resumes_delivery() {
     assert_eq!(r.status, 200, "{}", r.text());
     let got = recv_msgs(&mut c, 3, secs(5), true);
     assert_eq!(got.len(), 3);
-    let ch = wait_channel(&n, "t", "c", "unpaused, depth 0", |ch| ch["depth"] == 0 && ch["in_flight_count"] == 0);
+    let ch = wait_channel(&n, "t", "c", "unpaused, depth 0", |ch| {
+        ch["depth"] == 0 && ch["in_flight_count"] == 0
+    });
     assert_eq!(ch["paused"], false, "{ch}");
 }
 
@@ -1334,7 +1653,9 @@ fn topic_pause_via_http_stops_and_unpause_resumes_delivery() {
         p.publish("t", format!("p{i}").as_bytes());
     }
     c.expect_nothing(ms(1500));
-    let t = wait_for(secs(5), "topic depth 3", || n.topic_stats("t").filter(|t| t["depth"] == 3));
+    let t = wait_for(secs(5), "topic depth 3", || {
+        n.topic_stats("t").filter(|t| t["depth"] == 3)
+    });
     assert_eq!(t["paused"], true, "{t}");
     let r = n.post("/topic/unpause?topic=t", b"");
     assert_eq!(r.status, 200, "{}", r.text());
@@ -1363,10 +1684,26 @@ fn disconnect_leaves_inflight_to_time_out_then_redelivers() {
 #[test]
 fn identify_upper_bounds() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &identify_cmd(r#"{"msg_timeout":900001}"#), "E_BAD_BODY IDENTIFY msg timeout (900001) is invalid");
-    fatal_after(&n, &identify_cmd(r#"{"output_buffer_size":65537}"#), "E_BAD_BODY IDENTIFY output buffer size (65537) is invalid");
-    fatal_after(&n, &identify_cmd(r#"{"output_buffer_timeout":30001}"#), "E_BAD_BODY IDENTIFY output buffer timeout (30001) is invalid");
-    fatal_after(&n, &identify_cmd(r#"{"sample_rate":-1}"#), "E_BAD_BODY IDENTIFY sample rate (-1) is invalid");
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"msg_timeout":900001}"#),
+        "E_BAD_BODY IDENTIFY msg timeout (900001) is invalid",
+    );
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"output_buffer_size":65537}"#),
+        "E_BAD_BODY IDENTIFY output buffer size (65537) is invalid",
+    );
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"output_buffer_timeout":30001}"#),
+        "E_BAD_BODY IDENTIFY output buffer timeout (30001) is invalid",
+    );
+    fatal_after(
+        &n,
+        &identify_cmd(r#"{"sample_rate":-1}"#),
+        "E_BAD_BODY IDENTIFY sample rate (-1) is invalid",
+    );
     // boundary values are accepted
     let mut c = n.connect();
     c.send(&identify_cmd(
@@ -1390,7 +1727,10 @@ fn touch_is_capped_by_max_msg_timeout() {
     let t0 = Instant::now();
     // keep touching: the deadline can never move past delivery + 3 s
     let m2 = loop {
-        assert!(t0.elapsed() < secs(12), "TOUCH must not extend beyond --max-msg-timeout (no redelivery after 12 s)");
+        assert!(
+            t0.elapsed() < secs(12),
+            "TOUCH must not extend beyond --max-msg-timeout (no redelivery after 12 s)"
+        );
         c.touch(&m1.id);
         if let Some(f) = c.recv_timeout(ms(300)) {
             if f.ftype == FRAME_ERROR {
@@ -1417,7 +1757,10 @@ fn req_delay_is_clamped_to_max_req_timeout() {
     let m2 = c.expect_msg_within(secs(10));
     let dt = t0.elapsed();
     assert!(dt >= ms(2000), "came back before the clamped 2 s: {dt:?}");
-    assert!(dt <= ms(9000), "REQ 60000 must be clamped to --max-req-timeout=2s, came back after {dt:?}");
+    assert!(
+        dt <= ms(9000),
+        "REQ 60000 must be clamped to --max-req-timeout=2s, came back after {dt:?}"
+    );
     assert_eq!(m2.attempts, 2);
 }
 
@@ -1437,10 +1780,18 @@ fn dpub_zero_behaves_like_pub_and_dpub_limit_follows_flag() {
 #[test]
 fn dpub_body_errors() {
     let n = Nsqd::start(&[]);
-    fatal_after(&n, &dpub_cmd("t", 10, b""), "E_BAD_MESSAGE DPUB invalid message body size 0");
+    fatal_after(
+        &n,
+        &dpub_cmd("t", 10, b""),
+        "E_BAD_MESSAGE DPUB invalid message body size 0",
+    );
     let mut cmd = b"DPUB t 10\n".to_vec();
     cmd.extend_from_slice(&1048577i32.to_be_bytes());
-    fatal_after(&n, &cmd, "E_BAD_MESSAGE DPUB message too big 1048577 > 1048576");
+    fatal_after(
+        &n,
+        &cmd,
+        "E_BAD_MESSAGE DPUB message too big 1048577 > 1048576",
+    );
 }
 
 #[test]
@@ -1467,7 +1818,10 @@ fn message_ids_are_unique_lowercase_hex() {
     let msgs = recv_msgs(&mut c, 500, secs(10), true);
     let ids: BTreeSet<String> = msgs.iter().map(|m| m.id.clone()).collect();
     assert_eq!(ids.len(), 500, "ids must be unique");
-    assert!(msgs.iter().all(|m| msg_id_is_hex16(&m.id_bytes)), "ids must be lowercase hex");
+    assert!(
+        msgs.iter().all(|m| msg_id_is_hex16(&m.id_bytes)),
+        "ids must be lowercase hex"
+    );
     let got: BTreeSet<Vec<u8>> = msgs.into_iter().map(|m| m.body).collect();
     assert_eq!(got, bodies.into_iter().collect());
 }
@@ -1500,7 +1854,10 @@ fn client_stats_identity_and_addresses() {
     assert_eq!(cl["client_id"], "127.0.0.1", "{cl}");
     assert_eq!(cl["hostname"], "127.0.0.1", "{cl}");
     let ts = int(&cl, "connect_ts");
-    assert!((ts - now_secs()).abs() <= 5, "connect_ts is unix seconds: {ts}");
+    assert!(
+        (ts - now_secs()).abs() <= 5,
+        "connect_ts is unix seconds: {ts}"
+    );
     // an IDENTIFY without client_id/hostname overwrites them with ""
     let mut d = n.connect();
     d.send(&identify_cmd(r#"{"user_agent":"ua"}"#));
@@ -1508,7 +1865,11 @@ fn client_stats_identity_and_addresses() {
     d.sub("t", "c2");
     let ch = wait_channel(&n, "t", "c2", "one client", |ch| ch["client_count"] == 1);
     let cl = only_client(&ch);
-    assert_eq!((cl["client_id"].as_str(), cl["hostname"].as_str()), (Some(""), Some("")), "{cl}");
+    assert_eq!(
+        (cl["client_id"].as_str(), cl["hostname"].as_str()),
+        (Some(""), Some("")),
+        "{cl}"
+    );
 }
 
 #[test]
@@ -1543,7 +1904,9 @@ fn fin_req_touch_allowed_after_cls() {
     c.send(&pub_cmd("t2", b"x"));
     c.expect_ok(); // no E_*_FAILED before it
     c.expect_nothing(ms(1000)); // the REQ'd message is not sent to a closing client
-    let ch = wait_channel(&n, "t", "c", "depth 1 after REQ in closing state", |ch| ch["depth"] == 1 && ch["in_flight_count"] == 0);
+    let ch = wait_channel(&n, "t", "c", "depth 1 after REQ in closing state", |ch| {
+        ch["depth"] == 1 && ch["in_flight_count"] == 0
+    });
     assert_eq!(ch["requeue_count"], 1, "{ch}");
 }
 
@@ -1565,10 +1928,17 @@ fn sample_rate_drops_part_of_the_stream() {
         got += 1;
     }
     // delivery probability (10+1)/100: ~33 of 300
-    assert!((5..=100).contains(&got), "sample_rate 10 delivered {got} of 300");
-    let ch = wait_channel(&n, "t", "c", "sampled-out messages are dropped, not queued", |ch| {
-        ch["depth"] == 0 && ch["in_flight_count"] == 0
-    });
+    assert!(
+        (5..=100).contains(&got),
+        "sample_rate 10 delivered {got} of 300"
+    );
+    let ch = wait_channel(
+        &n,
+        "t",
+        "c",
+        "sampled-out messages are dropped, not queued",
+        |ch| ch["depth"] == 0 && ch["in_flight_count"] == 0,
+    );
     assert_eq!(ch["message_count"], 300, "{ch}");
 }
 
@@ -1593,9 +1963,11 @@ fn ephemeral_topic_deleted_with_its_last_channel() {
     c.sub("e#ephemeral", "c#ephemeral");
     assert!(n.topic_stats("e#ephemeral").is_some());
     drop(c);
-    wait_for(secs(5), "ephemeral topic removed after its last (ephemeral) channel went away", || {
-        n.topic_stats("e#ephemeral").is_none().then_some(())
-    });
+    wait_for(
+        secs(5),
+        "ephemeral topic removed after its last (ephemeral) channel went away",
+        || n.topic_stats("e#ephemeral").is_none().then_some(()),
+    );
     // an ephemeral topic that never had a channel stays
     publisher(&n).publish("lonely#ephemeral", b"x");
     sleep_ms(1000);

@@ -42,7 +42,10 @@ impl Pubsub {
     fn start(args: &[String]) -> Pubsub {
         for _ in 0..5 {
             let http = format!("127.0.0.1:{}", free_port());
-            let log = tempfile::Builder::new().prefix("nsq_pubsub-log-").tempdir().unwrap();
+            let log = tempfile::Builder::new()
+                .prefix("nsq_pubsub-log-")
+                .tempdir()
+                .unwrap();
             let child = Command::new(bin_path("nsq_pubsub"))
                 .arg(format!("--http-address={http}"))
                 .args(args)
@@ -51,12 +54,18 @@ impl Pubsub {
                 .stderr(std::fs::File::create(log.path().join("stderr")).unwrap())
                 .spawn()
                 .expect("spawn nsq_pubsub");
-            let mut p = Pubsub { child: Some(child), http, log };
+            let mut p = Pubsub {
+                child: Some(child),
+                http,
+                log,
+            };
             let up = (0..200).any(|_| {
                 if p.child.as_mut().unwrap().try_wait().unwrap().is_some() {
                     return true;
                 }
-                let ok = http_request_timeout(&p.http, "GET", "/ping", &[], None, secs(1)).map(|r| r.status == 200).unwrap_or(false);
+                let ok = http_request_timeout(&p.http, "GET", "/ping", &[], None, secs(1))
+                    .map(|r| r.status == 200)
+                    .unwrap_or(false);
                 if !ok {
                     sleep_ms(50);
                 }
@@ -86,15 +95,26 @@ impl Pubsub {
     fn stats(&self) -> Value {
         let r = self.get("/stats");
         assert_eq!(r.status, 200, "GET /stats: {}", r.text());
-        assert_eq!(r.header("Content-Type"), Some("application/json; charset=utf-8"));
+        assert_eq!(
+            r.header("Content-Type"),
+            Some("application/json; charset=utf-8")
+        );
         r.json()
     }
 
     /// Subscribers of `topic`/`channel` according to `/stats` (0 if absent).
     fn subscribers(&self, topic: &str, channel: &str) -> i64 {
         let s = self.stats();
-        let Some(t) = s["topics"].as_array().and_then(|ts| ts.iter().find(|t| t["topic_name"] == topic)) else { return 0 };
-        t["channels"].as_array().and_then(|cs| cs.iter().find(|c| c["channel_name"] == channel)).map_or(0, |c| int(c, "subscribers"))
+        let Some(t) = s["topics"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["topic_name"] == topic))
+        else {
+            return 0;
+        };
+        t["channels"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["channel_name"] == channel))
+            .map_or(0, |c| int(c, "subscribers"))
     }
 
     fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
@@ -136,24 +156,42 @@ impl Sub {
     /// `GET <path>` and the response head; panics unless it is a 200 chunked stream.
     fn open(addr: &str, path: &str) -> Sub {
         let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
         write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: curl/8.0 (nsq-tests)\r\nAccept: */*\r\n\r\n").unwrap();
-        let mut sub =
-            Sub { s, raw: Vec::new(), partial: Vec::new(), lines: VecDeque::new(), chunks: Vec::new(), finished: false, eof: false };
+        let mut sub = Sub {
+            s,
+            raw: Vec::new(),
+            partial: Vec::new(),
+            lines: VecDeque::new(),
+            chunks: Vec::new(),
+            finished: false,
+            eof: false,
+        };
         let deadline = Instant::now() + secs(20);
         let end = loop {
             if let Some(e) = sub.raw.windows(4).position(|w| w == b"\r\n\r\n") {
                 break e;
             }
-            assert!(Instant::now() < deadline && !sub.eof, "no response head for {path}: {:?}", String::from_utf8_lossy(&sub.raw));
+            assert!(
+                Instant::now() < deadline && !sub.eof,
+                "no response head for {path}: {:?}",
+                String::from_utf8_lossy(&sub.raw)
+            );
             sub.read_raw();
         };
         let head = String::from_utf8_lossy(&sub.raw[..end]).to_string();
         sub.raw.drain(..end + 4);
         assert!(head.starts_with("HTTP/1.1 200 "), "GET {path}: {head}");
         let lower = head.to_ascii_lowercase();
-        assert!(lower.contains("\r\ntransfer-encoding: chunked"), "GET {path} must stream chunked: {head}");
-        assert!(lower.contains("\r\ncontent-type: text/plain; charset=utf-8"), "{head}");
+        assert!(
+            lower.contains("\r\ntransfer-encoding: chunked"),
+            "GET {path} must stream chunked: {head}"
+        );
+        assert!(
+            lower.contains("\r\ncontent-type: text/plain; charset=utf-8"),
+            "{head}"
+        );
         sub.decode();
         sub
     }
@@ -169,7 +207,11 @@ impl Sub {
         match self.s.read(&mut buf) {
             Ok(0) => self.eof = true,
             Ok(n) => self.raw.extend_from_slice(&buf[..n]),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(e) if is_closed_err(&e) => self.eof = true,
             Err(e) => panic!("reading the stream: {e}"),
         }
@@ -177,14 +219,25 @@ impl Sub {
 
     fn decode(&mut self) {
         while !self.finished {
-            let Some(le) = self.raw.windows(2).position(|w| w == b"\r\n") else { return };
+            let Some(le) = self.raw.windows(2).position(|w| w == b"\r\n") else {
+                return;
+            };
             let size = usize::from_str_radix(String::from_utf8_lossy(&self.raw[..le]).trim(), 16)
-                .unwrap_or_else(|_| panic!("bad chunk size line {:?}", String::from_utf8_lossy(&self.raw[..le])));
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "bad chunk size line {:?}",
+                        String::from_utf8_lossy(&self.raw[..le])
+                    )
+                });
             if self.raw.len() < le + 2 + size + 2 {
                 return;
             }
             let data = self.raw[le + 2..le + 2 + size].to_vec();
-            assert_eq!(&self.raw[le + 2 + size..le + 4 + size], b"\r\n", "chunk not CRLF-terminated");
+            assert_eq!(
+                &self.raw[le + 2 + size..le + 4 + size],
+                b"\r\n",
+                "chunk not CRLF-terminated"
+            );
             self.raw.drain(..le + 4 + size);
             if size == 0 {
                 self.finished = true;
@@ -194,7 +247,8 @@ impl Sub {
             self.chunks.push(data);
             while let Some(nl) = self.partial.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.partial.drain(..=nl).collect();
-                self.lines.push_back(String::from_utf8_lossy(&line[..nl]).into_owned());
+                self.lines
+                    .push_back(String::from_utf8_lossy(&line[..nl]).into_owned());
             }
         }
     }
@@ -211,7 +265,12 @@ impl Sub {
                 continue;
             }
             assert!(!self.eof, "stream ended after {} of {n} lines", out.len());
-            assert!(Instant::now() < deadline, "only {} of {n} lines within {timeout:?}: {:?}", out.len(), short(&out));
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} lines within {timeout:?}: {:?}",
+                out.len(),
+                short(&out)
+            );
             self.fill();
         }
         out
@@ -223,7 +282,11 @@ impl Sub {
         while Instant::now() < deadline {
             self.fill();
         }
-        assert!(self.lines.is_empty() && self.partial.is_empty(), "unexpected data: {:?}", self.lines);
+        assert!(
+            self.lines.is_empty() && self.partial.is_empty(),
+            "unexpected data: {:?}",
+            self.lines
+        );
     }
 
     /// Closes the sending half (the server sees EOF: the client is gone),
@@ -238,7 +301,10 @@ impl Sub {
     fn drain(&mut self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         while !self.eof {
-            assert!(Instant::now() < deadline, "server did not close the stream within {timeout:?}");
+            assert!(
+                Instant::now() < deadline,
+                "server did not close the stream within {timeout:?}"
+            );
             self.fill();
         }
         self.lines.drain(..).collect()
@@ -300,9 +366,22 @@ fn put_is_delivered_to_a_sub_stream() {
         (int(&c, "in_flight_count") == 0).then_some(c)
     });
     let name = ch["channel_name"].as_str().unwrap();
-    assert!(name.starts_with("pubsub") && name.ends_with("#ephemeral"), "default channel {name}");
-    assert_eq!((int(&ch, "message_count"), int(&ch, "requeue_count"), int(&ch, "depth")), (2, 0, 0));
-    assert_eq!(ch["clients"][0]["user_agent"], "nsq_pubsub/1.3.0 nsq-rs", "{ch}");
+    assert!(
+        name.starts_with("pubsub") && name.ends_with("#ephemeral"),
+        "default channel {name}"
+    );
+    assert_eq!(
+        (
+            int(&ch, "message_count"),
+            int(&ch, "requeue_count"),
+            int(&ch, "depth")
+        ),
+        (2, 0, 0)
+    );
+    assert_eq!(
+        ch["clients"][0]["user_agent"], "nsq_pubsub/1.3.0 nsq-rs",
+        "{ch}"
+    );
 }
 
 #[test]
@@ -313,12 +392,16 @@ fn mput_is_delivered_one_line_per_message() {
     let r = n.post("/mput?topic=sq_mput", b"one\ntwo\nthree\n");
     assert_eq!((r.status, r.text().as_str()), (200, "OK"));
     let got = sub.lines(3, secs(10));
-    assert_eq!(set(&got), set(&["one".into(), "two".into(), "three".into()]));
+    assert_eq!(
+        set(&got),
+        set(&["one".into(), "two".into(), "three".into()])
+    );
     sub.assert_one_line_per_chunk();
     sub.expect_nothing(Duration::from_millis(300));
     wait_for(secs(10), "3 FINs on channel archive", || {
         let c = n.channel_stats("sq_mput", "archive")?;
-        (int(&c, "message_count") == 3 && int(&c, "in_flight_count") == 0 && int(&c, "depth") == 0).then_some(())
+        (int(&c, "message_count") == 3 && int(&c, "in_flight_count") == 0 && int(&c, "depth") == 0)
+            .then_some(())
     });
 }
 
@@ -342,7 +425,12 @@ fn two_subscribers_on_their_own_channels_each_get_every_message() {
     }
     // Two ephemeral channels on nsqd, one per HTTP subscriber.
     let t = n.topic_stats("fanout").unwrap();
-    let chans: Vec<&str> = t["channels"].as_array().unwrap().iter().map(|c| c["channel_name"].as_str().unwrap()).collect();
+    let chans: Vec<&str> = t["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["channel_name"].as_str().unwrap())
+        .collect();
     assert_eq!(chans.len(), 2, "{chans:?}");
     assert!(chans.iter().all(|c| c.ends_with("#ephemeral")), "{chans:?}");
     // Counted as delivered once written and FINed.
@@ -364,14 +452,18 @@ fn a_subscriber_leaving_mid_stream_loses_nothing_for_the_others() {
     assert_eq!(a.lines(10, secs(10)).len(), 10);
     assert_eq!(b.lines(10, secs(10)).len(), 10);
     drop(a); // the client goes away without a word
-    wait_for(secs(10), "pubsub to notice the subscriber left", || (int(&p.stats(), "subscribers") == 1).then_some(()));
+    wait_for(secs(10), "pubsub to notice the subscriber left", || {
+        (int(&p.stats(), "subscribers") == 1).then_some(())
+    });
     let after: Vec<String> = (0..20).map(|i| format!("after {i}")).collect();
     for body in &after {
         n.http_pub("leave", body.as_bytes());
     }
     assert_eq!(set(&b.lines(20, secs(10))), set(&after));
     // The leaver's ephemeral channel went with it.
-    wait_for(secs(10), "one channel left on nsqd", || (n.topic_stats("leave")?["channels"].as_array()?.len() == 1).then_some(()));
+    wait_for(secs(10), "one channel left on nsqd", || {
+        (n.topic_stats("leave")?["channels"].as_array()?.len() == 1).then_some(())
+    });
 }
 
 /// The leaver holds messages it could not write (its client stopped
@@ -391,20 +483,30 @@ fn in_flight_messages_of_a_leaving_subscriber_are_requeued_to_its_channel() {
     }
     let held = wait_for(secs(20), "pubsub to hold messages it cannot write", || {
         let c = n.channel_stats("req", "shared")?;
-        (int(&c, "in_flight_count") > 0 && int(&c, "depth") + int(&c, "in_flight_count") + int(&c, "deferred_count") < N as i64)
+        (int(&c, "in_flight_count") > 0
+            && int(&c, "depth") + int(&c, "in_flight_count") + int(&c, "deferred_count") < N as i64)
             .then(|| int(&c, "in_flight_count"))
     });
     sleep_ms(300);
-    assert_eq!(channel_int(&n, "req", "shared", "requeue_count"), 0, "nothing requeued while the client is there");
+    assert_eq!(
+        channel_int(&n, "req", "shared", "requeue_count"),
+        0,
+        "nothing requeued while the client is there"
+    );
     assert_eq!(channel_int(&n, "req", "shared", "timeout_count"), 0);
 
     let got_a = a.leave_and_drain(secs(20));
     let requeued = wait_for(secs(10), "REQ of the leaver's in-flight messages", || {
         let c = n.channel_stats("req", "shared")?;
-        (int(&c, "in_flight_count") == 0 && int(&c, "client_count") == 0).then(|| int(&c, "requeue_count"))
+        (int(&c, "in_flight_count") == 0 && int(&c, "client_count") == 0)
+            .then(|| int(&c, "requeue_count"))
     });
     assert!(requeued >= 1, "held {held} in flight, requeued {requeued}");
-    assert_eq!(channel_int(&n, "req", "shared", "timeout_count"), 0, "requeued by REQ, not by nsqd's timeout");
+    assert_eq!(
+        channel_int(&n, "req", "shared", "timeout_count"),
+        0,
+        "requeued by REQ, not by nsqd's timeout"
+    );
     assert_eq!(p.subscribers("req", "shared"), 0);
 
     let mut b = Sub::open(&p.http, "/sub?topic=req&channel=shared");
@@ -418,15 +520,29 @@ fn in_flight_messages_of_a_leaving_subscriber_are_requeued_to_its_channel() {
     let mut got_b = Vec::new();
     let deadline = Instant::now() + secs(30);
     while all.len() < N {
-        assert!(Instant::now() < deadline, "a ({}) + b ({}) cover only {} of {N}", got_a.len(), got_b.len(), all.len());
+        assert!(
+            Instant::now() < deadline,
+            "a ({}) + b ({}) cover only {} of {N}",
+            got_a.len(),
+            got_b.len(),
+            all.len()
+        );
         let line = b.lines(1, secs(30)).remove(0);
-        assert!(want.contains(&line), "unexpected line {:?}", &line[..20.min(line.len())]);
+        assert!(
+            want.contains(&line),
+            "unexpected line {:?}",
+            &line[..20.min(line.len())]
+        );
         all.insert(line.clone());
         got_b.push(line);
     }
     // Each unwritten message went back once: pubsub paused its consumer
     // (RDY 0) before the REQs, so nsqd did not bounce them back to it.
-    assert!((missing..=N).contains(&(requeued as usize)), "held {held}, a got {}, requeued {requeued}", got_a.len());
+    assert!(
+        (missing..=N).contains(&(requeued as usize)),
+        "held {held}, a got {}, requeued {requeued}",
+        got_a.len()
+    );
     wait_for(secs(10), "everything FINed", || {
         let c = n.channel_stats("req", "shared")?;
         (int(&c, "depth") == 0 && int(&c, "in_flight_count") == 0).then_some(())
@@ -438,7 +554,13 @@ fn stats_counts_subscribers_per_topic_and_channel() {
     let n = Nsqd::start(&[]);
     let p = Pubsub::for_nsqd(&n, &[]);
     let s = p.stats();
-    assert_eq!((int(&s, "subscribers"), s["topics"].as_array().unwrap().len()), (0, 0));
+    assert_eq!(
+        (
+            int(&s, "subscribers"),
+            s["topics"].as_array().unwrap().len()
+        ),
+        (0, 0)
+    );
     let _a1 = Sub::open(&p.http, "/sub?topic=st&channel=c");
     let a2 = Sub::open(&p.http, "/sub?topic=st&channel=c");
     let _e = Sub::open(&p.http, "/sub?topic=st");
@@ -446,7 +568,13 @@ fn stats_counts_subscribers_per_topic_and_channel() {
     let s = p.stats();
     assert_eq!(int(&s, "subscribers"), 4);
     let topics = s["topics"].as_array().unwrap();
-    assert_eq!(topics.iter().map(|t| t["topic_name"].as_str().unwrap()).collect::<Vec<_>>(), ["st", "su"]);
+    assert_eq!(
+        topics
+            .iter()
+            .map(|t| t["topic_name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["st", "su"]
+    );
     assert_eq!(int(&topics[0], "subscribers"), 3);
     assert_eq!(int(&topics[1], "subscribers"), 1);
     assert_eq!(p.subscribers("st", "c"), 2);
@@ -456,10 +584,21 @@ fn stats_counts_subscribers_per_topic_and_channel() {
     let eph = st_chans.iter().find(|c| c["channel_name"] != "c").unwrap();
     assert_eq!(int(eph, "subscribers"), 1);
     let client = &st_chans.iter().find(|c| c["channel_name"] == "c").unwrap()["clients"][0];
-    assert!(client["remote_address"].as_str().unwrap().starts_with("127.0.0.1:"), "{client}");
-    assert!(int(client, "connect_ts") > 0 && int(client, "message_count") == 0, "{client}");
+    assert!(
+        client["remote_address"]
+            .as_str()
+            .unwrap()
+            .starts_with("127.0.0.1:"),
+        "{client}"
+    );
+    assert!(
+        int(client, "connect_ts") > 0 && int(client, "message_count") == 0,
+        "{client}"
+    );
     drop(a2);
-    wait_for(secs(10), "the closed subscriber to leave /stats", || (p.subscribers("st", "c") == 1).then_some(()));
+    wait_for(secs(10), "the closed subscriber to leave /stats", || {
+        (p.subscribers("st", "c") == 1).then_some(())
+    });
     assert_eq!(int(&p.stats(), "subscribers"), 3);
 }
 
@@ -473,7 +612,10 @@ fn bad_requests() {
         ("/sub?topic=", "MISSING_ARG_TOPIC"),
         ("/sub?topic=bad!", "INVALID_ARG_TOPIC"),
         ("/sub?topic=t&channel=bad!", "INVALID_ARG_CHANNEL"),
-        (&format!("/sub?topic=t&channel={}", "c".repeat(65)), "INVALID_ARG_CHANNEL"),
+        (
+            &format!("/sub?topic=t&channel={}", "c".repeat(65)),
+            "INVALID_ARG_CHANNEL",
+        ),
     ] {
         let r = p.get(path);
         assert_eq!((r.status, r.text().trim()), (400, code), "GET {path}");
@@ -483,7 +625,11 @@ fn bad_requests() {
     assert_eq!((r.status, r.text().as_str()), (200, "OK"));
     assert_eq!(p.get("/nope").status, 404);
     assert_eq!(http_post(&p.http, "/sub?topic=t", b"").status, 405);
-    assert_eq!(int(&p.stats(), "subscribers"), 0, "refused requests never subscribe");
+    assert_eq!(
+        int(&p.stats(), "subscribers"),
+        0,
+        "refused requests never subscribe"
+    );
     assert!(n.topic_stats("t").is_none(), "and never touch nsqd");
 }
 
@@ -503,22 +649,47 @@ fn flags_follow_nsqs_apps() {
     assert_eq!(r.status.map(|s| s.code()), Some(Some(0)));
     assert_eq!(r.stdout, "nsq_pubsub v1.3.0\n");
     for (args, text) in [
-        (&[][..], "--nsqd-tcp-address or --lookupd-http-address required"),
         (
-            &["--nsqd-tcp-address=127.0.0.1:4150", "--lookupd-http-address=127.0.0.1:4161"][..],
+            &[][..],
+            "--nsqd-tcp-address or --lookupd-http-address required",
+        ),
+        (
+            &[
+                "--nsqd-tcp-address=127.0.0.1:4150",
+                "--lookupd-http-address=127.0.0.1:4161",
+            ][..],
             "use --nsqd-tcp-address or --lookupd-http-address not both",
         ),
-        (&["--nsqd-tcp-address=127.0.0.1:4150", "--max-in-flight=0"][..], "--max-in-flight must be > 0"),
+        (
+            &["--nsqd-tcp-address=127.0.0.1:4150", "--max-in-flight=0"][..],
+            "--max-in-flight must be > 0",
+        ),
     ] {
         let r = run_bin("nsq_pubsub", args, secs(10));
-        assert_eq!(r.status.map(|s| s.code()), Some(Some(1)), "{args:?}: {}", r.stderr);
+        assert_eq!(
+            r.status.map(|s| s.code()),
+            Some(Some(1)),
+            "{args:?}: {}",
+            r.stderr
+        );
         assert!(r.stderr.contains(text), "{args:?}: {}", r.stderr);
     }
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let r = run_bin("nsq_pubsub", &["--nsqd-tcp-address=127.0.0.1:4150", &format!("--http-address={addr}")], secs(10));
+    let r = run_bin(
+        "nsq_pubsub",
+        &[
+            "--nsqd-tcp-address=127.0.0.1:4150",
+            &format!("--http-address={addr}"),
+        ],
+        secs(10),
+    );
     assert_eq!(r.status.map(|s| s.code()), Some(Some(1)), "{}", r.stderr);
-    assert!(r.stderr.contains(&format!("listen ({addr}) failed")), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("listen ({addr}) failed")),
+        "{}",
+        r.stderr
+    );
     let r = run_bin("nsq_pubsub", &["--no-such-flag"], secs(10));
     assert_eq!(r.status.map(|s| s.code()), Some(Some(2)), "{}", r.stderr);
 }
@@ -538,26 +709,49 @@ fn sigterm_ends_streams_requeues_and_exits_0() {
     }
     // `e` reads along; `a` stalls, so pubsub holds some of its messages.
     assert_eq!(e.lines(N, secs(30)).len(), N);
-    wait_for(secs(20), "pubsub to hold messages for `a`", || (channel_int(&n, "term", "shared", "in_flight_count") > 0).then_some(()));
+    wait_for(secs(20), "pubsub to hold messages for `a`", || {
+        (channel_int(&n, "term", "shared", "in_flight_count") > 0).then_some(())
+    });
 
     send_signal(p.pid(), libc::SIGTERM);
     let got_a = a.drain(secs(20));
     assert!(a.finished, "a's stream ended with the terminating chunk");
     e.drain(secs(10));
     assert!(e.finished, "e's stream ended with the terminating chunk");
-    let st = p.wait_exit(secs(20)).unwrap_or_else(|| panic!("nsq_pubsub did not exit\n{}", p.stderr()));
+    let st = p
+        .wait_exit(secs(20))
+        .unwrap_or_else(|| panic!("nsq_pubsub did not exit\n{}", p.stderr()));
     assert_eq!(st.code(), Some(0), "{}", p.stderr());
 
     let c = n.channel_stats("term", "shared").unwrap();
-    assert_eq!((int(&c, "in_flight_count"), int(&c, "client_count"), int(&c, "timeout_count")), (0, 0, 0), "{c}");
+    assert_eq!(
+        (
+            int(&c, "in_flight_count"),
+            int(&c, "client_count"),
+            int(&c, "timeout_count")
+        ),
+        (0, 0, 0),
+        "{c}"
+    );
     let depth = int(&c, "depth") as usize;
-    assert_eq!(depth + got_a.len(), N, "written to `a` (FIN) or back in the channel (REQ): {c}");
-    assert_eq!(int(&c, "requeue_count") as usize, depth, "one REQ each, no bounce: {c}");
+    assert_eq!(
+        depth + got_a.len(),
+        N,
+        "written to `a` (FIN) or back in the channel (REQ): {c}"
+    );
+    assert_eq!(
+        int(&c, "requeue_count") as usize,
+        depth,
+        "one REQ each, no bounce: {c}"
+    );
     // What went back is still there for the next consumer of the channel.
     let mut conn = n.connect();
     conn.sub("term", "shared");
     conn.rdy(N as i64);
-    let rest: Vec<String> = recv_msgs(&mut conn, depth, secs(20), true).iter().map(|m| m.body_str()).collect();
+    let rest: Vec<String> = recv_msgs(&mut conn, depth, secs(20), true)
+        .iter()
+        .map(|m| m.body_str())
+        .collect();
     let all: BTreeSet<String> = set(&got_a).union(&set(&rest)).cloned().collect();
     assert_eq!(all, set(&bodies));
 }
@@ -565,25 +759,42 @@ fn sigterm_ends_streams_requeues_and_exits_0() {
 /// Discovery through nsqlookupd, as pubsub users ran it.
 #[test]
 fn lookupd_discovery() {
-    let (ltcp, lhttp) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let (ltcp, lhttp) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
     let mut lookupd = Command::new(bin_path("nsqlookupd"))
-        .args([format!("--tcp-address={ltcp}"), format!("--http-address={lhttp}"), "--broadcast-address=127.0.0.1".into()])
+        .args([
+            format!("--tcp-address={ltcp}"),
+            format!("--http-address={lhttp}"),
+            "--broadcast-address=127.0.0.1".into(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn nsqlookupd");
     wait_for(secs(10), "nsqlookupd /ping", || {
-        http_request_timeout(&lhttp, "GET", "/ping", &[], None, secs(1)).ok().filter(|r| r.status == 200)
+        http_request_timeout(&lhttp, "GET", "/ping", &[], None, secs(1))
+            .ok()
+            .filter(|r| r.status == 200)
     });
-    let n = Nsqd::start(&[&format!("--lookupd-tcp-address={ltcp}"), "--broadcast-address=127.0.0.1"]);
+    let n = Nsqd::start(&[
+        &format!("--lookupd-tcp-address={ltcp}"),
+        "--broadcast-address=127.0.0.1",
+    ]);
     n.http_pub("disc", b"first");
     wait_for(secs(10), "topic registered in nsqlookupd", || {
-        let r = http_request_timeout(&lhttp, "GET", "/lookup?topic=disc", &[], None, secs(1)).ok()?;
+        let r =
+            http_request_timeout(&lhttp, "GET", "/lookup?topic=disc", &[], None, secs(1)).ok()?;
         (r.status == 200 && !r.json()["producers"].as_array()?.is_empty()).then_some(())
     });
     let p = Pubsub::start(&[format!("--lookupd-http-address={lhttp}")]);
     let mut sub = Sub::open(&p.http, "/sub?topic=disc&channel=c");
-    assert_eq!(sub.lines(1, secs(10)), ["first"], "a new channel on an existing topic starts with what the topic holds");
+    assert_eq!(
+        sub.lines(1, secs(10)),
+        ["first"],
+        "a new channel on an existing topic starts with what the topic holds"
+    );
     n.post("/put?topic=disc", b"second");
     assert_eq!(sub.lines(1, secs(10)), ["second"]);
     drop(p);
@@ -609,14 +820,32 @@ fn sigterm_with_a_stalled_client_requeues_and_exits_0() {
     });
     let t0 = Instant::now();
     send_signal(p.pid(), libc::SIGTERM);
-    let st = p.wait_exit(secs(30)).unwrap_or_else(|| panic!("nsq_pubsub did not exit\n{}", p.stderr()));
+    let st = p
+        .wait_exit(secs(30))
+        .unwrap_or_else(|| panic!("nsq_pubsub did not exit\n{}", p.stderr()));
     assert_eq!(st.code(), Some(0), "{}", p.stderr());
-    assert!(t0.elapsed() >= Duration::from_secs(4), "waited for the client first ({:?})", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_secs(4),
+        "waited for the client first ({:?})",
+        t0.elapsed()
+    );
     let c = n.channel_stats("stall", "shared").unwrap();
-    assert_eq!((int(&c, "in_flight_count"), int(&c, "client_count"), int(&c, "timeout_count")), (0, 0, 0), "{c}");
+    assert_eq!(
+        (
+            int(&c, "in_flight_count"),
+            int(&c, "client_count"),
+            int(&c, "timeout_count")
+        ),
+        (0, 0, 0),
+        "{c}"
+    );
     assert!(int(&c, "requeue_count") > 0, "{c}");
     let got_a = a.drain(secs(10));
     assert!(!a.finished, "the stream was cut, not ended");
     let depth = int(&c, "depth") as usize;
-    assert!(depth + got_a.len() >= N, "nothing lost: a got {}, depth {depth}", got_a.len());
+    assert!(
+        depth + got_a.len() >= N,
+        "nothing lost: a got {}, depth {depth}",
+        got_a.len()
+    );
 }

@@ -21,8 +21,15 @@ pub const USER_AGENT: &str = concat!("nsq_bench/", env!("CARGO_PKG_VERSION"));
 
 /// Resolves `addr`; unless `allow_remote`, only loopback addresses are accepted.
 pub async fn resolve(addr: &str, allow_remote: bool) -> Result<SocketAddr> {
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr).await.with_context(|| format!("resolving {addr:?}"))?.collect();
-    let chosen = addrs.iter().copied().find(|a| a.ip().is_loopback()).or_else(|| addrs.first().copied());
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .with_context(|| format!("resolving {addr:?}"))?
+        .collect();
+    let chosen = addrs
+        .iter()
+        .copied()
+        .find(|a| a.ip().is_loopback())
+        .or_else(|| addrs.first().copied());
     let a = chosen.ok_or_else(|| anyhow!("{addr:?} resolved to no address"))?;
     if !allow_remote && !a.ip().is_loopback() {
         bail!("refusing to connect to non-loopback address {a} (pass --allow-remote to permit it)");
@@ -32,14 +39,22 @@ pub async fn resolve(addr: &str, allow_remote: bool) -> Result<SocketAddr> {
 
 /// Reads one complete frame from `rd`, buffering in `buf`; waits at most
 /// `timeout` for each read.
-pub async fn read_frame_from<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut BytesMut, timeout: Duration) -> Result<Frame> {
+pub async fn read_frame_from<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    timeout: Duration,
+) -> Result<Frame> {
     loop {
-        if let Some(f) = decode_frame(buf, MAX_FRAME).map_err(|e| anyhow!("bad frame from nsqd: {e}"))? {
+        if let Some(f) =
+            decode_frame(buf, MAX_FRAME).map_err(|e| anyhow!("bad frame from nsqd: {e}"))?
+        {
             return Ok(f);
         }
         buf.reserve(READ_CHUNK);
-        let n =
-            tokio::time::timeout(timeout, rd.read_buf(buf)).await.map_err(|_| anyhow!("no data from nsqd for {timeout:?}"))?.context("reading from nsqd")?;
+        let n = tokio::time::timeout(timeout, rd.read_buf(buf))
+            .await
+            .map_err(|_| anyhow!("no data from nsqd for {timeout:?}"))?
+            .context("reading from nsqd")?;
         if n == 0 {
             bail!("nsqd closed the connection");
         }
@@ -60,7 +75,10 @@ pub fn show(data: &[u8]) -> String {
 /// non-space ASCII bytes (nsqd sends lowercase hex).
 pub fn id_str(id: &[u8]) -> Result<&str> {
     if id.len() != 16 || !id.iter().all(|b| b.is_ascii_graphic()) {
-        bail!("message id from nsqd is not 16 printable ASCII bytes: {:?}", show(id));
+        bail!(
+            "message id from nsqd is not 16 printable ASCII bytes: {:?}",
+            show(id)
+        );
     }
     std::str::from_utf8(id).map_err(|_| anyhow!("message id is not ASCII"))
 }
@@ -80,7 +98,12 @@ impl Conn {
             .map_err(|_| anyhow!("connecting to {addr}: timed out after {io_timeout:?}"))?
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true).context("setting TCP_NODELAY")?;
-        let mut c = Conn { stream, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: BytesMut::with_capacity(READ_CHUNK), io_timeout };
+        let mut c = Conn {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: BytesMut::with_capacity(READ_CHUNK),
+            io_timeout,
+        };
         c.wbuf.extend_from_slice(MAGIC_V2);
         c.flush().await?;
         Ok(c)
@@ -103,14 +126,19 @@ impl Conn {
     pub async fn pending_error(&mut self) -> Option<String> {
         let look = async {
             loop {
-                match read_frame_from(&mut self.stream, &mut self.rbuf, Duration::from_millis(500)).await {
+                match read_frame_from(&mut self.stream, &mut self.rbuf, Duration::from_millis(500))
+                    .await
+                {
                     Ok(f) if f.frame_type == FrameType::Error => return Some(show(&f.data)),
                     Ok(_) => continue,
                     Err(_) => return None,
                 }
             }
         };
-        tokio::time::timeout(Duration::from_millis(500), look).await.ok().flatten()
+        tokio::time::timeout(Duration::from_millis(500), look)
+            .await
+            .ok()
+            .flatten()
     }
 
     pub async fn read_frame(&mut self) -> Result<Frame> {
@@ -150,7 +178,12 @@ impl Conn {
         if &data[..] == OK {
             return Ok(None);
         }
-        let v: Value = serde_json::from_slice(&data).with_context(|| format!("IDENTIFY response is neither OK nor JSON: {:?}", show(&data)))?;
+        let v: Value = serde_json::from_slice(&data).with_context(|| {
+            format!(
+                "IDENTIFY response is neither OK nor JSON: {:?}",
+                show(&data)
+            )
+        })?;
         for k in ["tls_v1", "snappy", "deflate"] {
             if v.get(k).and_then(Value::as_bool) == Some(true) {
                 bail!("nsqd negotiated {k} although nsq_bench did not ask for it");

@@ -73,7 +73,10 @@ struct LatState {
 impl LatState {
     fn on_msg(&mut self, m: &Message, now: i64) {
         let b = &m.body;
-        if b.len() < HDR || &b[0..4] != MAGIC || u64::from_be_bytes(b[4..12].try_into().unwrap_or([0; 8])) != self.nonce {
+        if b.len() < HDR
+            || &b[0..4] != MAGIC
+            || u64::from_be_bytes(b[4..12].try_into().unwrap_or([0; 8])) != self.nonce
+        {
             self.foreign += 1;
             return;
         }
@@ -122,7 +125,10 @@ fn summary(v: &mut [i64]) -> Value {
 }
 
 fn fmt_ms(v: &Value, k: &str) -> String {
-    v.get(k).and_then(Value::as_f64).map(|us| format!("{:.3}ms", us / 1e3)).unwrap_or_else(|| "-".into())
+    v.get(k)
+        .and_then(Value::as_f64)
+        .map(|us| format!("{:.3}ms", us / 1e3))
+        .unwrap_or_else(|| "-".into())
 }
 
 pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
@@ -142,7 +148,8 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
     pconn.identify("latency-writer").await?;
 
     let nonce = (unix_ns() as u64) ^ ((std::process::id() as u64) << 40);
-    let expected = (a.rate as f64 * c.runfor.as_secs_f64() * 1.1) as u64 + a.max_batch as u64 + 1024;
+    let expected =
+        (a.rate as f64 * c.runfor.as_secs_f64() * 1.1) as u64 + a.max_batch as u64 + 1024;
     let cap = expected.min(1 << 31);
     let unique = Arc::new(AtomicU64::new(0));
     let mut state = LatState {
@@ -157,14 +164,20 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
         lat: Vec::with_capacity((expected as usize).min(a.max_samples)),
         client_lat: Vec::with_capacity((expected as usize).min(a.max_samples)),
     };
-    let ctl = ConsumeCtl { stop: CancellationToken::new(), total: Arc::new(AtomicU64::new(0)), limit: None };
+    let ctl = ConsumeCtl {
+        stop: CancellationToken::new(),
+        total: Arc::new(AtomicU64::new(0)),
+        limit: None,
+    };
     let (rdy, cctl) = (a.rdy, ctl.clone());
     let consumer = tokio::spawn(async move {
         let (o, _) = consume(cconn, rdy, cctl, |m, now| state.on_msg(m, now)).await;
         (o, state)
     });
 
-    let tick = Duration::from_secs_f64(1.0 / a.rate as f64).max(a.min_interval).max(Duration::from_micros(1));
+    let tick = Duration::from_secs_f64(1.0 / a.rate as f64)
+        .max(a.min_interval)
+        .max(Duration::from_micros(1));
     eprintln!(
         "[nsq_bench] latency: {} msgs/s for {:?} ({} per {:?} tick, {} bytes) -> {addr} {:?}/{:?}",
         a.rate,
@@ -194,10 +207,16 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
                         racked.fetch_add(n, Ordering::Relaxed);
                         break;
                     }
-                    FrameType::Response if f.data == HEARTBEAT => rnop.store(true, Ordering::Relaxed),
-                    FrameType::Response => bail!("unexpected response to PUB/MPUB: {:?}", show(&f.data)),
+                    FrameType::Response if f.data == HEARTBEAT => {
+                        rnop.store(true, Ordering::Relaxed)
+                    }
+                    FrameType::Response => {
+                        bail!("unexpected response to PUB/MPUB: {:?}", show(&f.data))
+                    }
                     FrameType::Error => bail!("publish failed: {}", show(&f.data)),
-                    FrameType::Message => bail!("unexpected message frame on the publishing connection"),
+                    FrameType::Message => {
+                        bail!("unexpected message frame on the publishing connection")
+                    }
                 }
             }
         }
@@ -243,9 +262,14 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
             } else {
                 encode_mpub(&mut wbuf, &c.topic, &bodies);
             }
-            tokio::time::timeout(io_timeout, wr.write_all(&wbuf)).await.context("writing to nsqd: timed out")?.context("writing to nsqd")?;
+            tokio::time::timeout(io_timeout, wr.write_all(&wbuf))
+                .await
+                .context("writing to nsqd: timed out")?
+                .context("writing to nsqd")?;
             wbuf.clear();
-            tx.send(n).await.context("publish response reader stopped")?;
+            tx.send(n)
+                .await
+                .context("publish response reader stopped")?;
             sent += n;
         }
     }
@@ -264,7 +288,10 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
 
     // Let the consumer receive everything that was acknowledged.
     let drain_deadline = Instant::now() + a.drain_timeout;
-    while unique.load(Ordering::Relaxed) < acked && Instant::now() < drain_deadline && !consumer.is_finished() {
+    while unique.load(Ordering::Relaxed) < acked
+        && Instant::now() < drain_deadline
+        && !consumer.is_finished()
+    {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     ctl.stop.cancel();
@@ -304,7 +331,13 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
         fmt_ms(&client_lat, "max_us")
     );
     if lost > 0 {
-        errors.add("consumer", format!("{lost} acknowledged messages not received within --drain-timeout {:?}", a.drain_timeout));
+        errors.add(
+            "consumer",
+            format!(
+                "{lost} acknowledged messages not received within --drain-timeout {:?}",
+                a.drain_timeout
+            ),
+        );
     }
 
     let mut v = json!({

@@ -26,7 +26,11 @@ use crate::conn::{resolve, Conn};
 use crate::workers::{consume, publish_loop, ConsumeCtl, Outcome};
 
 #[derive(Parser, Debug)]
-#[command(name = "nsq_bench", version, about = "Load generator for nsqd (bench_writer / bench_reader shapes, plus pubsub and latency modes)")]
+#[command(
+    name = "nsq_bench",
+    version,
+    about = "Load generator for nsqd (bench_writer / bench_reader shapes, plus pubsub and latency modes)"
+)]
 struct Cli {
     #[command(subcommand)]
     mode: Mode,
@@ -132,7 +136,9 @@ struct PubsubArgs {
 }
 
 pub fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Rounds for readable JSON.
@@ -161,7 +167,10 @@ impl Errors {
         self.list.push(s);
     }
     pub fn json(&self) -> (Value, Value) {
-        (json!(self.list.len()), self.list.first().map(|s| json!(s)).unwrap_or(Value::Null))
+        (
+            json!(self.list.len()),
+            self.list.first().map(|s| json!(s)).unwrap_or(Value::Null),
+        )
     }
 }
 
@@ -179,7 +188,10 @@ pub struct Totals {
 impl Totals {
     /// Seconds from `start` to the end of the measured part (or to now).
     pub fn secs_since(&self, start: Instant) -> f64 {
-        self.ended.unwrap_or_else(Instant::now).saturating_duration_since(start).as_secs_f64()
+        self.ended
+            .unwrap_or_else(Instant::now)
+            .saturating_duration_since(start)
+            .as_secs_f64()
     }
 }
 
@@ -225,7 +237,13 @@ async fn open_publishers(addr: SocketAddr, n: usize, io_timeout: Duration) -> Re
     Ok(v)
 }
 
-async fn open_consumers(addr: SocketAddr, n: usize, io_timeout: Duration, topic: &str, channel: &str) -> Result<Vec<Conn>> {
+async fn open_consumers(
+    addr: SocketAddr,
+    n: usize,
+    io_timeout: Duration,
+    topic: &str,
+    channel: &str,
+) -> Result<Vec<Conn>> {
     let mut v = Vec::with_capacity(n);
     for _ in 0..n {
         let mut c = Conn::connect(addr, io_timeout).await?;
@@ -245,10 +263,27 @@ fn mpub_command(topic: &str, size: usize, batch: usize) -> bytes::Bytes {
     cmd.freeze()
 }
 
-fn spawn_publishers(conns: Vec<Conn>, common: &Common, p: &PubOpts, deadline: Instant) -> Vec<JoinHandle<Outcome>> {
+fn spawn_publishers(
+    conns: Vec<Conn>,
+    common: &Common,
+    p: &PubOpts,
+    deadline: Instant,
+) -> Vec<JoinHandle<Outcome>> {
     let (size, batch) = (common.size as usize, p.batch_size as usize);
     let cmd = mpub_command(&common.topic, size, batch);
-    conns.into_iter().map(|c| tokio::spawn(publish_loop(c, cmd.clone(), batch as u64, (batch * size) as u64, p.pipeline as usize, deadline))).collect()
+    conns
+        .into_iter()
+        .map(|c| {
+            tokio::spawn(publish_loop(
+                c,
+                cmd.clone(),
+                batch as u64,
+                (batch * size) as u64,
+                p.pipeline as usize,
+                deadline,
+            ))
+        })
+        .collect()
 }
 
 fn spawn_consumers(conns: Vec<Conn>, rdy: u32, ctl: &ConsumeCtl) -> Vec<JoinHandle<Outcome>> {
@@ -284,7 +319,11 @@ fn rates(msgs: u64, bytes: u64, secs: f64) -> Value {
 
 /// bench_writer / bench_reader's summary line.
 fn human(label: &str, msgs: u64, bytes: u64, secs: f64) {
-    let us_per_op = if msgs > 0 { secs * 1e6 / msgs as f64 } else { 0.0 };
+    let us_per_op = if msgs > 0 {
+        secs * 1e6 / msgs as f64
+    } else {
+        0.0
+    };
     eprintln!(
         "[nsq_bench] {label}: duration: {} - {:.3}mb/s - {:.3}ops/s - {:.3}us/op ({msgs} msgs)",
         nsq_protocol::duration::format(Duration::from_secs_f64(secs)),
@@ -332,7 +371,10 @@ async fn run_pub(a: PubArgs) -> Result<ExitCode> {
     let secs = start.elapsed().as_secs_f64();
     human("pub", t.msgs, t.bytes, secs);
     let v = json!({"mode": "pub", "topic": c.topic, "writers": writers, "batch_size": a.p.batch_size, "size": c.size, "pipeline": a.p.pipeline});
-    Ok(print_result(merge(v, rates(t.msgs, t.bytes, secs)), &errors))
+    Ok(print_result(
+        merge(v, rates(t.msgs, t.bytes, secs)),
+        &errors,
+    ))
 }
 
 async fn run_sub(a: SubArgs) -> Result<ExitCode> {
@@ -341,8 +383,15 @@ async fn run_sub(a: SubArgs) -> Result<ExitCode> {
     let addr = resolve(&c.nsqd_tcp_address, c.allow_remote).await?;
     let readers = a.s.readers.unwrap_or_else(cores).max(1);
     let conns = open_consumers(addr, readers, c.io_timeout, &c.topic, &a.s.channel).await?;
-    eprintln!("[nsq_bench] sub: {readers} readers, rdy {}, runfor {:?}, count {:?} <- {addr} {:?}/{:?}", a.s.rdy, c.runfor, a.count, c.topic, a.s.channel);
-    let ctl = ConsumeCtl { stop: CancellationToken::new(), total: Arc::new(AtomicU64::new(0)), limit: a.count };
+    eprintln!(
+        "[nsq_bench] sub: {readers} readers, rdy {}, runfor {:?}, count {:?} <- {addr} {:?}/{:?}",
+        a.s.rdy, c.runfor, a.count, c.topic, a.s.channel
+    );
+    let ctl = ConsumeCtl {
+        stop: CancellationToken::new(),
+        total: Arc::new(AtomicU64::new(0)),
+        limit: a.count,
+    };
     let start = Instant::now();
     cancel_after(&ctl.stop, c.runfor);
     let handles = spawn_consumers(conns, a.s.rdy, &ctl);
@@ -358,7 +407,10 @@ async fn run_sub(a: SubArgs) -> Result<ExitCode> {
             Err(e) => errors.add("stats", format!("{e:#}")),
         }
     }
-    Ok(print_result(merge(v, rates(t.msgs, t.bytes, secs)), &errors))
+    Ok(print_result(
+        merge(v, rates(t.msgs, t.bytes, secs)),
+        &errors,
+    ))
 }
 
 async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
@@ -374,7 +426,11 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
         "[nsq_bench] pubsub: {writers} writers (batch {} x {} bytes, pipeline {}), {readers} readers (rdy {}), runfor {:?} on {addr} {:?}/{:?}",
         a.p.batch_size, c.size, a.p.pipeline, a.s.rdy, c.runfor, c.topic, a.s.channel
     );
-    let ctl = ConsumeCtl { stop: CancellationToken::new(), total: Arc::new(AtomicU64::new(0)), limit: None };
+    let ctl = ConsumeCtl {
+        stop: CancellationToken::new(),
+        total: Arc::new(AtomicU64::new(0)),
+        limit: None,
+    };
     let start = Instant::now();
     cancel_after(&ctl.stop, c.runfor);
     let shandles = spawn_consumers(sconns, a.s.rdy, &ctl);

@@ -37,9 +37,25 @@ pub struct Outcome {
 /// `per_cmd_bytes` body bytes) with at most `pipeline` commands awaiting
 /// their OK, until `deadline`; then waits for the outstanding OKs. Only
 /// acknowledged messages are counted.
-pub async fn publish_loop(mut conn: Conn, cmd: Bytes, per_cmd: u64, per_cmd_bytes: u64, pipeline: usize, deadline: Instant) -> Outcome {
+pub async fn publish_loop(
+    mut conn: Conn,
+    cmd: Bytes,
+    per_cmd: u64,
+    per_cmd_bytes: u64,
+    pipeline: usize,
+    deadline: Instant,
+) -> Outcome {
     let mut out = Outcome::default();
-    let r = publish_inner(&mut conn, &cmd, per_cmd, per_cmd_bytes, pipeline, deadline, &mut out).await;
+    let r = publish_inner(
+        &mut conn,
+        &cmd,
+        per_cmd,
+        per_cmd_bytes,
+        pipeline,
+        deadline,
+        &mut out,
+    )
+    .await;
     if let Err(e) = r {
         out.error = Some(match conn.pending_error().await {
             Some(frame) => format!("{e:#} (nsqd sent: {frame})"),
@@ -49,7 +65,15 @@ pub async fn publish_loop(mut conn: Conn, cmd: Bytes, per_cmd: u64, per_cmd_byte
     out
 }
 
-async fn publish_inner(conn: &mut Conn, cmd: &[u8], per_cmd: u64, per_cmd_bytes: u64, pipeline: usize, deadline: Instant, out: &mut Outcome) -> Result<()> {
+async fn publish_inner(
+    conn: &mut Conn,
+    cmd: &[u8],
+    per_cmd: u64,
+    per_cmd_bytes: u64,
+    pipeline: usize,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Result<()> {
     let mut outstanding = 0usize;
     loop {
         if Instant::now() < deadline {
@@ -94,7 +118,12 @@ pub struct ConsumeCtl {
 /// (all FINs of one read go out in one write), heartbeats get a NOP.
 /// `on_msg(msg, receipt_unix_ns)` sees each message. Returns the callback
 /// so callers can take back its state.
-pub async fn consume<F: FnMut(&Message, i64)>(mut conn: Conn, rdy: u32, ctl: ConsumeCtl, mut on_msg: F) -> (Outcome, F) {
+pub async fn consume<F: FnMut(&Message, i64)>(
+    mut conn: Conn,
+    rdy: u32,
+    ctl: ConsumeCtl,
+    mut on_msg: F,
+) -> (Outcome, F) {
     let mut out = Outcome::default();
     let mut r = consume_inner(&mut conn, rdy, &ctl, &mut on_msg, &mut out).await;
     out.ended = Some(Instant::now());
@@ -111,10 +140,19 @@ pub async fn consume<F: FnMut(&Message, i64)>(mut conn: Conn, rdy: u32, ctl: Con
 }
 
 pub fn unix_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
-async fn consume_inner<F: FnMut(&Message, i64)>(conn: &mut Conn, rdy: u32, ctl: &ConsumeCtl, on_msg: &mut F, out: &mut Outcome) -> Result<()> {
+async fn consume_inner<F: FnMut(&Message, i64)>(
+    conn: &mut Conn,
+    rdy: u32,
+    ctl: &ConsumeCtl,
+    on_msg: &mut F,
+    out: &mut Outcome,
+) -> Result<()> {
     encode_line(&mut conn.wbuf, "RDY", &[&rdy.to_string()]);
     conn.flush().await?;
     let stop = &ctl.stop;
@@ -130,16 +168,21 @@ async fn consume_inner<F: FnMut(&Message, i64)>(conn: &mut Conn, rdy: u32, ctl: 
         }
         let now = unix_ns();
         let mut batch = 0u64;
-        while let Some(f) = decode_frame(&mut conn.rbuf, MAX_FRAME).map_err(|e| anyhow!("bad frame from nsqd: {e}"))? {
+        while let Some(f) = decode_frame(&mut conn.rbuf, MAX_FRAME)
+            .map_err(|e| anyhow!("bad frame from nsqd: {e}"))?
+        {
             match f.frame_type {
                 FrameType::Message => {
-                    let m = Message::decode(f.data).map_err(|e| anyhow!("bad message from nsqd: {e}"))?;
+                    let m = Message::decode(f.data)
+                        .map_err(|e| anyhow!("bad message from nsqd: {e}"))?;
                     encode_line(&mut conn.wbuf, "FIN", &[id_str(m.id.as_bytes())?]);
                     batch += 1;
                     out.bytes += m.body.len() as u64;
                     on_msg(&m, now);
                 }
-                FrameType::Response if f.data == HEARTBEAT => encode_line(&mut conn.wbuf, "NOP", &[]),
+                FrameType::Response if f.data == HEARTBEAT => {
+                    encode_line(&mut conn.wbuf, "NOP", &[])
+                }
                 FrameType::Response => {} // OK / CLOSE_WAIT
                 FrameType::Error => {
                     out.server_errors += 1;
@@ -176,14 +219,24 @@ async fn close_gracefully(conn: &mut Conn, out: &mut Outcome) -> Result<()> {
         if now >= deadline {
             break;
         }
-        let wait = if close_wait { Duration::from_millis(20) } else { deadline - now };
-        let f = match tokio::time::timeout(wait, read_frame_from(&mut conn.stream, &mut conn.rbuf, wait)).await {
+        let wait = if close_wait {
+            Duration::from_millis(20)
+        } else {
+            deadline - now
+        };
+        let f = match tokio::time::timeout(
+            wait,
+            read_frame_from(&mut conn.stream, &mut conn.rbuf, wait),
+        )
+        .await
+        {
             Ok(Ok(f)) => f,
             Ok(Err(_)) | Err(_) => break,
         };
         match f.frame_type {
             FrameType::Message => {
-                let m = Message::decode(f.data).map_err(|e| anyhow!("bad message from nsqd: {e}"))?;
+                let m =
+                    Message::decode(f.data).map_err(|e| anyhow!("bad message from nsqd: {e}"))?;
                 encode_line(&mut conn.wbuf, "REQ", &[id_str(m.id.as_bytes())?, "0"]);
                 out.requeued += 1;
             }

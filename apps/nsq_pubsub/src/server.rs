@@ -71,9 +71,15 @@ pub async fn run(listener: TcpListener, opts: Options, shutdown: CancellationTok
     }
     drop(listener);
     tracing::info!(connections = conns.len(), "closing HTTP connections");
-    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async { while conns.join_next().await.is_some() {} }).await;
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
     if drained.is_err() {
-        tracing::warn!(connections = conns.len(), "HTTP clients not reading, dropping their connections");
+        tracing::warn!(
+            connections = conns.len(),
+            "HTTP clients not reading, dropping their connections"
+        );
         conns.abort_all();
         while conns.join_next().await.is_some() {}
     }
@@ -83,7 +89,12 @@ pub async fn run(listener: TcpListener, opts: Options, shutdown: CancellationTok
 }
 
 /// One HTTP connection, until it closes or the server drains it.
-async fn serve_connection(setup: Arc<Setup>, sock: TcpStream, peer: SocketAddr, shutdown: CancellationToken) {
+async fn serve_connection(
+    setup: Arc<Setup>,
+    sock: TcpStream,
+    peer: SocketAddr,
+    shutdown: CancellationToken,
+) {
     let _ = sock.set_nodelay(true);
     let ledger: Arc<Ledger<Delivery>> = Arc::new(Ledger::default());
     let io = TokioIo::new(Wire::new(sock, ledger.clone()));
@@ -92,7 +103,9 @@ async fn serve_connection(setup: Arc<Setup>, sock: TcpStream, peer: SocketAddr, 
         let (setup, ledger, remote) = (setup.clone(), ledger.clone(), remote.clone());
         async move { Ok::<_, Infallible>(route(&setup, ledger, &remote, req).await) }
     });
-    let conn = hyper::server::conn::http1::Builder::new().timer(TokioTimer::new()).serve_connection(io, service);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .serve_connection(io, service);
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
@@ -106,7 +119,12 @@ async fn serve_connection(setup: Arc<Setup>, sock: TcpStream, peer: SocketAddr, 
     }
 }
 
-async fn route(setup: &Setup, ledger: Arc<Ledger<Delivery>>, remote: &str, req: Request<Incoming>) -> Response<ResponseBody> {
+async fn route(
+    setup: &Setup,
+    ledger: Arc<Ledger<Delivery>>,
+    remote: &str,
+    req: Request<Incoming>,
+) -> Response<ResponseBody> {
     let path = req.uri().path();
     if !matches!(path, "/ping" | "/stats" | "/sub") {
         return text(StatusCode::NOT_FOUND, "NOT_FOUND\n");
@@ -118,14 +136,23 @@ async fn route(setup: &Setup, ledger: Arc<Ledger<Delivery>>, remote: &str, req: 
         "/ping" => text(StatusCode::OK, "OK"),
         "/stats" => {
             let body = serde_json::to_vec(&setup.table.stats()).unwrap_or_default();
-            respond(StatusCode::OK, "application/json; charset=utf-8", ResponseBody::Full(Some(Bytes::from(body))))
+            respond(
+                StatusCode::OK,
+                "application/json; charset=utf-8",
+                ResponseBody::Full(Some(Bytes::from(body))),
+            )
         }
         _ => sub(setup, ledger, remote, req.uri().query().unwrap_or("")).await,
     }
 }
 
 /// `GET /sub?topic=T[&channel=C]`: 200 and a stream once subscribed.
-async fn sub(setup: &Setup, ledger: Arc<Ledger<Delivery>>, remote: &str, query: &str) -> Response<ResponseBody> {
+async fn sub(
+    setup: &Setup,
+    ledger: Arc<Ledger<Delivery>>,
+    remote: &str,
+    query: &str,
+) -> Response<ResponseBody> {
     let (topic, channel) = match subscriber::sub_args(query) {
         Ok(tc) => tc,
         Err(e) => return text(StatusCode::BAD_REQUEST, &format!("{}\n", e.code())),
@@ -134,20 +161,38 @@ async fn sub(setup: &Setup, ledger: Arc<Ledger<Delivery>>, remote: &str, query: 
         return text(StatusCode::SERVICE_UNAVAILABLE, "EXITING\n");
     }
     match subscriber::subscribe(setup, &topic, &channel, remote, ledger).await {
-        Ok(stream) => respond(StatusCode::OK, "text/plain; charset=utf-8", ResponseBody::Stream(Box::new(stream))),
-        Err(SubscribeError::Consumer(e)) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("INTERNAL_ERROR {e}\n")),
-        Err(SubscribeError::Connect(e)) => text(StatusCode::BAD_GATEWAY, &format!("NSQD_UNAVAILABLE {e}\n")),
+        Ok(stream) => respond(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            ResponseBody::Stream(Box::new(stream)),
+        ),
+        Err(SubscribeError::Consumer(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("INTERNAL_ERROR {e}\n"),
+        ),
+        Err(SubscribeError::Connect(e)) => {
+            text(StatusCode::BAD_GATEWAY, &format!("NSQD_UNAVAILABLE {e}\n"))
+        }
     }
 }
 
 fn text(status: StatusCode, body: &str) -> Response<ResponseBody> {
-    respond(status, "text/plain; charset=utf-8", ResponseBody::Full(Some(Bytes::copy_from_slice(body.as_bytes()))))
+    respond(
+        status,
+        "text/plain; charset=utf-8",
+        ResponseBody::Full(Some(Bytes::copy_from_slice(body.as_bytes()))),
+    )
 }
 
-fn respond(status: StatusCode, content_type: &'static str, body: ResponseBody) -> Response<ResponseBody> {
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: ResponseBody,
+) -> Response<ResponseBody> {
     let mut r = Response::new(body);
     *r.status_mut() = status;
-    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
@@ -161,7 +206,10 @@ impl Body for ResponseBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.get_mut() {
             ResponseBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ResponseBody::Stream(s) => Pin::new(&mut **s).poll_frame(cx),

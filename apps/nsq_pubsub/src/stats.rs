@@ -83,7 +83,10 @@ impl Table {
     pub fn add(&self, topic: &str, channel: &str, remote_address: &str) -> Seat {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let messages = Arc::new(AtomicU64::new(0));
-        let connect_ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default();
+        let connect_ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or_default();
         let row = Row {
             topic: topic.to_string(),
             channel: channel.to_string(),
@@ -92,7 +95,11 @@ impl Table {
             messages: messages.clone(),
         };
         self.rows.lock().insert(id, row);
-        Seat { id, messages, total: self.total_messages.clone() }
+        Seat {
+            id,
+            messages,
+            total: self.total_messages.clone(),
+        }
     }
 
     pub fn remove(&self, id: u64) {
@@ -104,20 +111,33 @@ impl Table {
         let rows = self.rows.lock();
         let mut topics: BTreeMap<&str, BTreeMap<&str, Vec<ClientStats>>> = BTreeMap::new();
         for row in rows.values() {
-            topics.entry(&row.topic).or_default().entry(&row.channel).or_default().push(ClientStats {
-                remote_address: row.remote_address.clone(),
-                connect_ts: row.connect_ts,
-                message_count: row.messages.load(Ordering::Relaxed),
-            });
+            topics
+                .entry(&row.topic)
+                .or_default()
+                .entry(&row.channel)
+                .or_default()
+                .push(ClientStats {
+                    remote_address: row.remote_address.clone(),
+                    connect_ts: row.connect_ts,
+                    message_count: row.messages.load(Ordering::Relaxed),
+                });
         }
         let topics: Vec<TopicStats> = topics
             .into_iter()
             .map(|(topic, channels)| {
                 let channels: Vec<ChannelStats> = channels
                     .into_iter()
-                    .map(|(channel, clients)| ChannelStats { channel_name: channel.to_string(), subscribers: clients.len(), clients })
+                    .map(|(channel, clients)| ChannelStats {
+                        channel_name: channel.to_string(),
+                        subscribers: clients.len(),
+                        clients,
+                    })
                     .collect();
-                TopicStats { topic_name: topic.to_string(), subscribers: channels.iter().map(|c| c.subscribers).sum(), channels }
+                TopicStats {
+                    topic_name: topic.to_string(),
+                    subscribers: channels.iter().map(|c| c.subscribers).sum(),
+                    channels,
+                }
             })
             .collect();
         Stats {
@@ -150,10 +170,22 @@ mod tests {
         assert_eq!(s["topics"][0]["topic_name"], "t");
         assert_eq!(s["topics"][0]["subscribers"], 2);
         let chans = s["topics"][0]["channels"].as_array().unwrap();
-        assert_eq!((chans[0]["channel_name"].as_str(), chans[0]["subscribers"].as_u64()), (Some("c"), Some(1)));
+        assert_eq!(
+            (
+                chans[0]["channel_name"].as_str(),
+                chans[0]["subscribers"].as_u64()
+            ),
+            (Some("c"), Some(1))
+        );
         assert_eq!(chans[0]["clients"][0]["message_count"], 2);
         assert_eq!(chans[0]["clients"][0]["remote_address"], "127.0.0.1:1");
-        assert_eq!((chans[1]["channel_name"].as_str(), chans[1]["subscribers"].as_u64()), (Some("d#ephemeral"), Some(1)));
+        assert_eq!(
+            (
+                chans[1]["channel_name"].as_str(),
+                chans[1]["subscribers"].as_u64()
+            ),
+            (Some("d#ephemeral"), Some(1))
+        );
         assert_eq!(s["topics"][1]["topic_name"], "u");
     }
 }

@@ -64,7 +64,9 @@ pub fn sub_args(query: &str) -> Result<(String, String), ArgError> {
             _ => {}
         }
     }
-    let topic = topic.filter(|t| !t.is_empty()).ok_or(ArgError::MissingTopic)?;
+    let topic = topic
+        .filter(|t| !t.is_empty())
+        .ok_or(ArgError::MissingTopic)?;
     if !is_valid_topic_name(&topic) {
         return Err(ArgError::InvalidTopic);
     }
@@ -164,9 +166,12 @@ pub async fn subscribe(
         user_agent: format!("nsq_pubsub/{} nsq-rs", nsq_protocol::VERSION),
         ..nsq_client::Config::default()
     };
-    let consumer = Consumer::new(topic, channel, config).map_err(|e| SubscribeError::Consumer(e.to_string()))?;
+    let consumer = Consumer::new(topic, channel, config)
+        .map_err(|e| SubscribeError::Consumer(e.to_string()))?;
     let (tx, rx) = mpsc::unbounded_channel();
-    consumer.add_handler(Forward(tx)).map_err(|e| SubscribeError::Consumer(e.to_string()))?;
+    consumer
+        .add_handler(Forward(tx))
+        .map_err(|e| SubscribeError::Consumer(e.to_string()))?;
 
     let mut errors = Vec::new();
     let mut connected = 0;
@@ -194,7 +199,10 @@ pub async fn subscribe(
     ledger.when_gone(move || pause(&paused));
     let seat = setup.table.add(topic, channel, remote);
     tracing::info!(%remote, %topic, %channel, "new subscriber");
-    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT_INTERVAL, HEARTBEAT_INTERVAL);
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + HEARTBEAT_INTERVAL,
+        HEARTBEAT_INTERVAL,
+    );
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     Ok(Stream {
         rx,
@@ -202,7 +210,13 @@ pub async fn subscribe(
         heartbeat,
         shutdown: Box::pin(setup.shutdown.clone().cancelled_owned()),
         ended: false,
-        registration: Registration { seat, table: setup.table.clone(), consumer, stops: setup.stops.clone(), remote: remote.to_string() },
+        registration: Registration {
+            seat,
+            table: setup.table.clone(),
+            consumer,
+            stops: setup.stops.clone(),
+            remote: remote.to_string(),
+        },
     })
 }
 
@@ -223,7 +237,8 @@ impl Drop for Registration {
         // Outside a runtime (process teardown) the consumer's own drop stops it.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let consumer = self.consumer.clone();
-            self.stops.spawn_on(async move { consumer.stop().await }, &rt);
+            self.stops
+                .spawn_on(async move { consumer.stop().await }, &rt);
         }
     }
 }
@@ -269,7 +284,10 @@ impl Body for Stream {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         if this.ended {
             return Poll::Ready(None);
@@ -282,7 +300,10 @@ impl Body for Stream {
         match this.rx.poll_recv(cx) {
             Poll::Ready(Some(m)) => {
                 let line = message_line(m.body());
-                this.ledger.taken(Delivery { message: m, seat: this.registration.seat.clone() });
+                this.ledger.taken(Delivery {
+                    message: m,
+                    seat: this.registration.seat.clone(),
+                });
                 return Poll::Ready(Some(Ok(Frame::data(line))));
             }
             Poll::Ready(None) => {
@@ -293,7 +314,10 @@ impl Body for Stream {
             Poll::Pending => {}
         }
         if this.heartbeat.poll_tick(cx).is_ready() {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default();
             return Poll::Ready(Some(Ok(Frame::data(heartbeat_line(now)))));
         }
         Poll::Pending
@@ -314,8 +338,14 @@ mod tests {
         assert_eq!(sub_args("channel=c"), Err(ArgError::MissingTopic));
         assert_eq!(sub_args("topic=&channel=c"), Err(ArgError::MissingTopic));
         assert_eq!(sub_args("topic=a%20b"), Err(ArgError::InvalidTopic));
-        assert_eq!(sub_args("topic=t&channel=bad!"), Err(ArgError::InvalidChannel));
-        assert_eq!(sub_args("topic=t&channel=c%23ephemeral"), Ok(("t".into(), "c#ephemeral".into())));
+        assert_eq!(
+            sub_args("topic=t&channel=bad!"),
+            Err(ArgError::InvalidChannel)
+        );
+        assert_eq!(
+            sub_args("topic=t&channel=c%23ephemeral"),
+            Ok(("t".into(), "c#ephemeral".into()))
+        );
         assert_eq!(ArgError::InvalidChannel.code(), "INVALID_ARG_CHANNEL");
     }
 
@@ -333,6 +363,9 @@ mod tests {
     #[test]
     fn lines() {
         assert_eq!(message_line(b"hello"), Bytes::from_static(b"hello\n"));
-        assert_eq!(heartbeat_line(1343400473), Bytes::from_static(b"{\"_heartbeat_\":1343400473}\n"));
+        assert_eq!(
+            heartbeat_line(1343400473),
+            Bytes::from_static(b"{\"_heartbeat_\":1343400473}\n")
+        );
     }
 }

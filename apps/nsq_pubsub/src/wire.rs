@@ -56,7 +56,11 @@ pub struct Ledger<T> {
 
 impl<T: Settle> Default for Ledger<T> {
     fn default() -> Self {
-        Ledger { pending: Mutex::new(Vec::new()), gone: AtomicBool::new(false), on_gone: Mutex::new(None) }
+        Ledger {
+            pending: Mutex::new(Vec::new()),
+            gone: AtomicBool::new(false),
+            on_gone: Mutex::new(None),
+        }
     }
 }
 
@@ -138,13 +142,19 @@ impl<S, T: Settle> Drop for Wire<S, T> {
 }
 
 impl<S: AsyncRead + Unpin, T: Settle> AsyncRead for Wire<S, T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let (had_room, before) = (buf.remaining() > 0, buf.filled().len());
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         match &r {
             // EOF: hyper reads while it streams a response only to notice this.
-            Poll::Ready(Ok(())) if had_room && buf.filled().len() == before => this.ledger.peer_gone(),
+            Poll::Ready(Ok(())) if had_room && buf.filled().len() == before => {
+                this.ledger.peer_gone()
+            }
             Poll::Ready(Err(_)) => this.ledger.peer_gone(),
             _ => {}
         }
@@ -153,14 +163,22 @@ impl<S: AsyncRead + Unpin, T: Settle> AsyncRead for Wire<S, T> {
 }
 
 impl<S: AsyncWrite + Unpin, T: Settle> AsyncWrite for Wire<S, T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write(cx, buf);
         this.check(&r);
         r
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
         this.check(&r);
@@ -216,7 +234,10 @@ mod tests {
         let mut wire = Wire::new(a, ledger.clone());
         ledger.taken(Probe(1, log.clone()));
         wire.write_all(b"one\n").await.unwrap();
-        assert!(log.lock().is_empty(), "written but not flushed: not settled yet");
+        assert!(
+            log.lock().is_empty(),
+            "written but not flushed: not settled yet"
+        );
         wire.flush().await.unwrap();
         assert_eq!(*log.lock(), [(1, "FIN")]);
         let mut got = [0u8; 4];

@@ -32,11 +32,15 @@ pub struct Discoverer {
 impl Discoverer {
     pub async fn run(self, term: CancellationToken, mut hup: tokio::signal::unix::Signal) {
         // Go's regexp.MatchString: a pattern that does not compile matches nothing.
-        let pattern = (!self.topic_pattern.is_empty()).then(|| Regex::new(&self.topic_pattern).ok());
+        let pattern =
+            (!self.topic_pattern.is_empty()).then(|| Regex::new(&self.topic_pattern).ok());
         let mut loggers: HashMap<String, LoggerHandle> = HashMap::new();
-        self.update_topics(&mut loggers, &pattern, &self.topics).await;
+        self.update_topics(&mut loggers, &pattern, &self.topics)
+            .await;
         let mut ticker = match self.topic_refresh {
-            Some(d) if self.topics.is_empty() => Some(tokio::time::interval_at(tokio::time::Instant::now() + d, d)),
+            Some(d) if self.topics.is_empty() => {
+                Some(tokio::time::interval_at(tokio::time::Instant::now() + d, d))
+            }
             _ => None,
         };
         loop {
@@ -63,7 +67,12 @@ impl Discoverer {
         }
     }
 
-    async fn update_topics(&self, loggers: &mut HashMap<String, LoggerHandle>, pattern: &Option<Option<Regex>>, topics: &[String]) {
+    async fn update_topics(
+        &self,
+        loggers: &mut HashMap<String, LoggerHandle>,
+        pattern: &Option<Option<Regex>>,
+        topics: &[String],
+    ) {
         for topic in topics {
             if loggers.contains_key(topic) {
                 continue;
@@ -74,7 +83,10 @@ impl Discoverer {
                 Some(None) => false,
             };
             if !allowed {
-                logf::warn(format!("skipping topic {topic} (doesn't match pattern {})", self.topic_pattern));
+                logf::warn(format!(
+                    "skipping topic {topic} (doesn't match pattern {})",
+                    self.topic_pattern
+                ));
                 continue;
             }
             match file_logger::start(self.settings.clone(), topic, self.cfg.clone()).await {
@@ -90,13 +102,19 @@ impl Discoverer {
 /// NSQ's `GetLookupdTopics`: the sorted union of every lookupd's
 /// `/topics`; any failure is an error (with the topics still listed, which
 /// the discoverer ignores, as NSQ's does).
-pub async fn get_lookupd_topics(addrs: &[String], connect_timeout: Duration, request_timeout: Duration) -> Result<Vec<String>, String> {
+pub async fn get_lookupd_topics(
+    addrs: &[String],
+    connect_timeout: Duration,
+    request_timeout: Duration,
+) -> Result<Vec<String>, String> {
     let mut set = JoinSet::new();
     for addr in addrs {
         let addr = addr.clone();
         set.spawn(async move {
             let endpoint = format!("http://{addr}/topics");
-            get_v1_topics(&addr, connect_timeout, request_timeout).await.map_err(|e| format!("Get \"{endpoint}\": {e}"))
+            get_v1_topics(&addr, connect_timeout, request_timeout)
+                .await
+                .map_err(|e| format!("Get \"{endpoint}\": {e}"))
         });
     }
     let mut topics = BTreeSet::new();
@@ -109,7 +127,10 @@ pub async fn get_lookupd_topics(addrs: &[String], connect_timeout: Duration, req
         }
     }
     if !errs.is_empty() && errs.len() == addrs.len() {
-        return Err(format!("failed to query any nsqlookupd: {}", errs.join("\n")));
+        return Err(format!(
+            "failed to query any nsqlookupd: {}",
+            errs.join("\n")
+        ));
     }
     if !errs.is_empty() {
         return Err(errs.join("\n"));
@@ -118,10 +139,19 @@ pub async fn get_lookupd_topics(addrs: &[String], connect_timeout: Duration, req
 }
 
 /// `GET /topics` with NSQ's v1 `Accept` header; `{"topics":[...]}`.
-async fn get_v1_topics(addr: &str, connect_timeout: Duration, request_timeout: Duration) -> Result<Vec<String>, String> {
+async fn get_v1_topics(
+    addr: &str,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+) -> Result<Vec<String>, String> {
     let mut stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
         Err(_) => return Err(format!("dial tcp {addr}: i/o timeout")),
-        Ok(Err(e)) => return Err(format!("dial tcp {addr}: connect: {}", logf::errno_text(&e))),
+        Ok(Err(e)) => {
+            return Err(format!(
+                "dial tcp {addr}: connect: {}",
+                logf::errno_text(&e)
+            ))
+        }
         Ok(Ok(s)) => s,
     };
     let req = format!(
@@ -134,17 +164,28 @@ async fn get_v1_topics(addr: &str, connect_timeout: Duration, request_timeout: D
         Ok::<_, std::io::Error>(raw)
     };
     let raw = match tokio::time::timeout(request_timeout, exchange).await {
-        Err(_) => return Err("context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into()),
+        Err(_) => {
+            return Err(
+                "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
+            )
+        }
         Ok(Err(e)) => return Err(logf::errno_text(&e)),
         Ok(Ok(raw)) => raw,
     };
     let (status, body) = nsq_client::lookup::parse_http_response(&raw)?;
     if status != 200 {
-        return Err(format!("got response {status} {:?}", String::from_utf8_lossy(&body)));
+        return Err(format!(
+            "got response {status} {:?}",
+            String::from_utf8_lossy(&body)
+        ));
     }
     let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
     Ok(v.get("topics")
         .and_then(|t| t.as_array())
-        .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default())
 }

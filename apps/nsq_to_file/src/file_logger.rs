@@ -63,22 +63,34 @@ pub fn hostname() -> io::Result<String> {
 /// The per-topic file name template: `<TOPIC>`, `<HOST>`, `<PID>` filled
 /// in, `<REV>` kept (or dropped when nothing can need it), `.gz` added.
 /// `<DATETIME>` and `<REV>` are filled at open time.
-pub fn compute_filename_format(s: &Settings, topic: &str, hostname: &str) -> Result<String, String> {
+pub fn compute_filename_format(
+    s: &Settings,
+    topic: &str,
+    hostname: &str,
+) -> Result<String, String> {
     let short = hostname.split('.').next().unwrap_or_default();
     let identifier = if s.host_identifier.is_empty() {
         short.to_string()
     } else {
-        s.host_identifier.replace("<SHORT_HOST>", short).replace("<HOSTNAME>", hostname)
+        s.host_identifier
+            .replace("<SHORT_HOST>", short)
+            .replace("<HOSTNAME>", hostname)
     };
     let mut cff = s.filename_format.clone();
     if s.gzip || s.rotate_size > 0 || s.rotate_interval.is_some() || s.work_dir != s.output_dir {
         if !cff.contains("<REV>") {
-            return Err("missing <REV> in --filename-format when gzip, rotation, or work dir enabled".into());
+            return Err(
+                "missing <REV> in --filename-format when gzip, rotation, or work dir enabled"
+                    .into(),
+            );
         }
     } else {
         cff = cff.replace("<REV>", "");
     }
-    cff = cff.replace("<TOPIC>", topic).replace("<HOST>", &identifier).replace("<PID>", &std::process::id().to_string());
+    cff = cff
+        .replace("<TOPIC>", topic)
+        .replace("<HOST>", &identifier)
+        .replace("<PID>", &std::process::id().to_string());
     if s.gzip && !cff.ends_with(".gz") {
         cff.push_str(".gz");
     }
@@ -118,7 +130,16 @@ pub struct FileState {
 impl FileState {
     pub fn new(s: Arc<Settings>, topic: &str, filename_format: String) -> FileState {
         let tag = format!("[{topic}/{}]", s.channel);
-        FileState { s, tag, filename_format, out: None, filename: String::new(), open_time: Instant::now(), filesize: 0, rev: 0 }
+        FileState {
+            s,
+            tag,
+            filename_format,
+            out: None,
+            filename: String::new(),
+            open_time: Instant::now(),
+            filesize: 0,
+            rev: 0,
+        }
     }
 
     fn fatal(&self, msg: String) -> ! {
@@ -132,7 +153,9 @@ impl FileState {
 
     /// Appends `data`; counts uncompressed bytes, as NSQ does.
     fn write(&mut self, data: &[u8]) -> io::Result<()> {
-        let Some(out) = self.out.as_mut() else { return Err(io::Error::other("file already closed")) };
+        let Some(out) = self.out.as_mut() else {
+            return Err(io::Error::other("file already closed"));
+        };
         match &mut out.writer {
             Some(Writer::Plain(f)) => f.write_all(data)?,
             Some(Writer::Gzip(g)) => g.write_all(data)?,
@@ -145,7 +168,9 @@ impl FileState {
     /// Makes what was written durable: a gzip member is finished (the next
     /// writes start a new member in the same file), then fsync.
     fn sync(&mut self) -> io::Result<()> {
-        let Some(out) = self.out.as_mut() else { return Ok(()) };
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
         match out.writer.take() {
             Some(Writer::Plain(f)) => {
                 let r = f.sync_all();
@@ -155,7 +180,10 @@ impl FileState {
             Some(Writer::Gzip(g)) => {
                 let f = g.finish()?;
                 let r = f.sync_all();
-                out.writer = Some(Writer::Gzip(GzEncoder::new(f, Compression::new(self.s.gzip_level))));
+                out.writer = Some(Writer::Gzip(GzEncoder::new(
+                    f,
+                    Compression::new(self.s.gzip_level),
+                )));
                 r
             }
             None => Err(io::Error::other("file already closed")),
@@ -173,12 +201,19 @@ impl FileState {
         if let Some(interval) = self.s.rotate_interval {
             let since = self.open_time.elapsed();
             if since > interval {
-                logf::info(format!("{} {} since last open, rotating...", self.tag, nsq_protocol::duration::format(since)));
+                logf::info(format!(
+                    "{} {} since last open, rotating...",
+                    self.tag,
+                    nsq_protocol::duration::format(since)
+                ));
                 return true;
             }
         }
         if self.s.rotate_size > 0 && self.filesize > self.s.rotate_size {
-            logf::info(format!("{} {} currently {} bytes (> {}), rotating...", self.tag, out.path, self.filesize, self.s.rotate_size));
+            logf::info(format!(
+                "{} {} currently {} bytes (> {}), rotating...",
+                self.tag, out.path, self.filesize, self.s.rotate_size
+            ));
             return true;
         }
         false
@@ -192,24 +227,36 @@ impl FileState {
             Some(Writer::Plain(f)) => f,
             Some(Writer::Gzip(g)) => match g.finish() {
                 Ok(f) => f,
-                Err(e) => self.fatal(format!("failed to close GZIP writer: {}", logf::errno_text(&e))),
+                Err(e) => self.fatal(format!(
+                    "failed to close GZIP writer: {}",
+                    logf::errno_text(&e)
+                )),
             },
             None => return,
         };
         if let Err(e) = file.sync_all() {
-            self.fatal(format!("failed to fsync output file: {}", path_err("sync", &out.path, &e)));
+            self.fatal(format!(
+                "failed to fsync output file: {}",
+                path_err("sync", &out.path, &e)
+            ));
         }
         drop(file);
         if self.s.work_dir == self.s.output_dir {
             return;
         }
         let src = out.path;
-        let dst = gopath::join(&[&self.s.output_dir, src.strip_prefix(self.s.work_dir.as_str()).unwrap_or(&src)]);
+        let dst = gopath::join(&[
+            &self.s.output_dir,
+            src.strip_prefix(self.s.work_dir.as_str()).unwrap_or(&src),
+        ]);
         logf::info(format!("{} moving finished file {src} to {dst}", self.tag));
         match exclusive_rename(&src, &dst) {
             Ok(()) => return,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => self.fatal(format!("unable to move file from {src} to {dst}: {}", link_err(&src, &dst, &e))),
+            Err(e) => self.fatal(format!(
+                "unable to move file from {src} to {dst}: {}",
+                link_err(&src, &dst, &e)
+            )),
         }
         // Taken: bump the revision in the destination name until one is free.
         let (_, filename_tmpl) = gopath::split(&self.filename);
@@ -217,15 +264,24 @@ impl FileState {
         let dst_tmpl = gopath::join(&[dst_dir, filename_tmpl]);
         let mut i = self.rev + 1;
         loop {
-            logf::warn(format!("{} destination file already exists: {dst}", self.tag));
+            logf::warn(format!(
+                "{} destination file already exists: {dst}",
+                self.tag
+            ));
             let candidate = dst_tmpl.replace("<REV>", &rev_text(i));
             match exclusive_rename(&src, &candidate) {
                 Ok(()) => {
-                    logf::info(format!("{} renamed finished file {src} to {candidate} to avoid overwrite", self.tag));
+                    logf::info(format!(
+                        "{} renamed finished file {src} to {candidate} to avoid overwrite",
+                        self.tag
+                    ));
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => i += 1,
-                Err(e) => self.fatal(format!("unable to rename file from {src} to {candidate}: {}", link_err(&src, &candidate, &e))),
+                Err(e) => self.fatal(format!(
+                    "unable to rename file from {src} to {candidate}: {}",
+                    link_err(&src, &candidate, &e)
+                )),
             }
         }
     }
@@ -250,18 +306,27 @@ impl FileState {
         loop {
             let abs = full_path.replace("<REV>", &rev_text(self.rev));
             if self.s.work_dir != self.s.output_dir {
-                let output_name = gopath::join(&[&self.s.output_dir, abs.strip_prefix(self.s.work_dir.as_str()).unwrap_or(&abs)]);
+                let output_name = gopath::join(&[
+                    &self.s.output_dir,
+                    abs.strip_prefix(self.s.work_dir.as_str()).unwrap_or(&abs),
+                ]);
                 if let Err(e) = make_dir_from_path(&output_name) {
                     self.fatal(format!("unable to create dir: {e}"));
                 }
                 match std::fs::metadata(&output_name) {
                     Ok(_) => {
-                        logf::warn(format!("{} output file already exists: {output_name}", self.tag));
+                        logf::warn(format!(
+                            "{} output file already exists: {output_name}",
+                            self.tag
+                        ));
                         self.rev += 1;
                         continue;
                     }
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => self.fatal(format!("unable to stat output file {output_name}: {}", path_err("stat", &output_name, &e))),
+                    Err(e) => self.fatal(format!(
+                        "unable to stat output file {output_name}: {}",
+                        path_err("stat", &output_name, &e)
+                    )),
                 }
             }
             let mut oo = OpenOptions::new();
@@ -278,22 +343,37 @@ impl FileState {
                     self.rev += 1;
                     continue;
                 }
-                Err(e) => self.fatal(format!("unable to open {abs}: {}", path_err("open", &abs, &e))),
+                Err(e) => self.fatal(format!(
+                    "unable to open {abs}: {}",
+                    path_err("open", &abs, &e)
+                )),
             };
             logf::info(format!("{} opening {abs}", self.tag));
             let size = match file.metadata() {
                 Ok(m) => m.len() as i64,
-                Err(e) => self.fatal(format!("unable to stat file {abs}: {}", path_err("stat", &abs, &e))),
+                Err(e) => self.fatal(format!(
+                    "unable to stat file {abs}: {}",
+                    path_err("stat", &abs, &e)
+                )),
             };
             self.filesize = size;
             if self.s.rotate_size > 0 && size > self.s.rotate_size {
-                logf::info(format!("{} {abs} currently {size} bytes (> {}), rotating...", self.tag, self.s.rotate_size));
+                logf::info(format!(
+                    "{} {abs} currently {size} bytes (> {}), rotating...",
+                    self.tag, self.s.rotate_size
+                ));
                 self.rev += 1;
                 continue;
             }
-            let writer =
-                if self.s.gzip { Writer::Gzip(GzEncoder::new(file, Compression::new(self.s.gzip_level))) } else { Writer::Plain(file) };
-            self.out = Some(Output { writer: Some(writer), path: abs });
+            let writer = if self.s.gzip {
+                Writer::Gzip(GzEncoder::new(file, Compression::new(self.s.gzip_level)))
+            } else {
+                Writer::Plain(file)
+            };
+            self.out = Some(Output {
+                writer: Some(writer),
+                path: abs,
+            });
             return;
         }
     }
@@ -304,7 +384,11 @@ fn make_dir_from_path(path: &str) -> Result<(), String> {
     if dir.is_empty() {
         return Ok(());
     }
-    std::fs::DirBuilder::new().recursive(true).mode(0o770).create(dir).map_err(|e| path_err("mkdir", dir.trim_end_matches('/'), &e))
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o770)
+        .create(dir)
+        .map_err(|e| path_err("mkdir", dir.trim_end_matches('/'), &e))
 }
 
 /// Hard link then unlink: fails with `AlreadyExists` instead of overwriting.
@@ -357,15 +441,23 @@ impl LoggerHandle {
 
 /// NSQ's `NewFileLogger` + starting its router: name template, consumer,
 /// handler, connections. Errors mean the topic is skipped.
-pub async fn start(s: Arc<Settings>, topic: &str, cfg: nsq_client::Config) -> Result<LoggerHandle, String> {
+pub async fn start(
+    s: Arc<Settings>,
+    topic: &str,
+    cfg: nsq_client::Config,
+) -> Result<LoggerHandle, String> {
     let host = hostname().map_err(|e| path_err("open", "/proc/sys/kernel/hostname", &e))?;
     let format = compute_filename_format(&s, topic, &host)?;
     let consumer = Consumer::new(topic, &s.channel, cfg).map_err(|e| e.to_string())?;
     let (msg_tx, msg_rx) = mpsc::channel(1);
-    consumer.add_handler(ToRouter(msg_tx)).map_err(|e| e.to_string())?;
+    consumer
+        .add_handler(ToRouter(msg_tx))
+        .map_err(|e| e.to_string())?;
     let connected = async {
         consumer.connect_to_nsqds(&s.nsqd_tcp_addrs).await?;
-        consumer.connect_to_nsqd_lookupds(&s.lookupd_http_addrs).await
+        consumer
+            .connect_to_nsqd_lookupds(&s.lookupd_http_addrs)
+            .await
     };
     if let Err(e) = connected.await {
         let c = consumer.clone();
@@ -376,7 +468,13 @@ pub async fn start(s: Arc<Settings>, topic: &str, cfg: nsq_client::Config) -> Re
     let (hup_tx, hup_rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = oneshot::channel();
     let state = FileState::new(s.clone(), topic, format);
-    let inbox = Inbox { msgs: msg_rx, term: Some(term_rx), hup: hup_rx, stopped: None, ticker: None };
+    let inbox = Inbox {
+        msgs: msg_rx,
+        term: Some(term_rx),
+        hup: hup_rx,
+        stopped: None,
+        ticker: None,
+    };
     let handle = Handle::current();
     std::thread::Builder::new()
         .name(format!("router-{topic}"))
@@ -385,7 +483,11 @@ pub async fn start(s: Arc<Settings>, topic: &str, cfg: nsq_client::Config) -> Re
             let _ = done_tx.send(());
         })
         .map_err(|e| e.to_string())?;
-    Ok(LoggerHandle { term: Some(term_tx), hup: hup_tx, done: done_rx })
+    Ok(LoggerHandle {
+        term: Some(term_tx),
+        hup: hup_tx,
+        done: done_rx,
+    })
 }
 
 enum Event {
@@ -441,7 +543,8 @@ fn router(mut f: FileState, mut inbox: Inbox, consumer: Consumer, rt: Handle) {
     let cap = usize::try_from(f.s.max_in_flight).unwrap_or(0);
     let mut batch: Vec<Message> = Vec::with_capacity(cap);
     inbox.ticker = Some(rt.block_on(async {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + sync_interval, sync_interval);
+        let mut t =
+            tokio::time::interval_at(tokio::time::Instant::now() + sync_interval, sync_interval);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t
     }));
@@ -545,27 +648,62 @@ mod tests {
     #[test]
     fn filename_formats() {
         let s = settings();
-        assert_eq!(compute_filename_format(&s, "clicks", "web01.example.com").unwrap(), "clicks.web01.<DATETIME>.log");
-        let gz = Settings { gzip: true, ..settings() };
-        assert_eq!(compute_filename_format(&gz, "clicks", "web01.example.com").unwrap(), "clicks.web01<REV>.<DATETIME>.log.gz");
-        let id = Settings { host_identifier: "<SHORT_HOST>-<HOSTNAME>".into(), ..settings() };
-        assert_eq!(compute_filename_format(&id, "t", "a.b").unwrap(), "t.a-a.b.<DATETIME>.log");
-        let no_rev = Settings { rotate_size: 10, filename_format: "<TOPIC>.<DATETIME>.log".into(), ..settings() };
+        assert_eq!(
+            compute_filename_format(&s, "clicks", "web01.example.com").unwrap(),
+            "clicks.web01.<DATETIME>.log"
+        );
+        let gz = Settings {
+            gzip: true,
+            ..settings()
+        };
+        assert_eq!(
+            compute_filename_format(&gz, "clicks", "web01.example.com").unwrap(),
+            "clicks.web01<REV>.<DATETIME>.log.gz"
+        );
+        let id = Settings {
+            host_identifier: "<SHORT_HOST>-<HOSTNAME>".into(),
+            ..settings()
+        };
+        assert_eq!(
+            compute_filename_format(&id, "t", "a.b").unwrap(),
+            "t.a-a.b.<DATETIME>.log"
+        );
+        let no_rev = Settings {
+            rotate_size: 10,
+            filename_format: "<TOPIC>.<DATETIME>.log".into(),
+            ..settings()
+        };
         assert_eq!(
             compute_filename_format(&no_rev, "t", "h").unwrap_err(),
             "missing <REV> in --filename-format when gzip, rotation, or work dir enabled"
         );
-        let work = Settings { work_dir: "/w".into(), filename_format: "<TOPIC>.<PID>".into(), ..settings() };
+        let work = Settings {
+            work_dir: "/w".into(),
+            filename_format: "<TOPIC>.<PID>".into(),
+            ..settings()
+        };
         assert!(compute_filename_format(&work, "t", "h").is_err());
-        let pid = Settings { filename_format: "<TOPIC>.<PID>".into(), ..settings() };
-        assert_eq!(compute_filename_format(&pid, "t", "h").unwrap(), format!("t.{}", std::process::id()));
+        let pid = Settings {
+            filename_format: "<TOPIC>.<PID>".into(),
+            ..settings()
+        };
+        assert_eq!(
+            compute_filename_format(&pid, "t", "h").unwrap(),
+            format!("t.{}", std::process::id())
+        );
     }
 
     #[test]
     fn rotation_by_size_bumps_revision_and_gzip_members_concatenate() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_str().unwrap().to_string();
-        let s = Arc::new(Settings { output_dir: d.clone(), work_dir: d.clone(), gzip: true, rotate_size: 5, ..settings() });
+        let s = Arc::new(Settings {
+            output_dir: d.clone(),
+            work_dir: d.clone(),
+            gzip: true,
+            rotate_size: 5,
+            ..settings()
+        });
         let format = compute_filename_format(&s, "t", "h").unwrap();
         let mut f = FileState::new(s, "t", format);
         assert!(f.needs_rotation());
@@ -577,14 +715,24 @@ mod tests {
         f.update_file();
         f.write(b"x\n").unwrap();
         f.close();
-        let mut names: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         names.sort();
         assert_eq!(names.len(), 2);
-        assert!(names[0].starts_with("t.h-000000.") && names[0].ends_with(".log.gz"), "{names:?}");
+        assert!(
+            names[0].starts_with("t.h-000000.") && names[0].ends_with(".log.gz"),
+            "{names:?}"
+        );
         assert!(names[1].starts_with("t.h-000001."), "{names:?}");
         let first = std::fs::read(dir.path().join(&names[0])).unwrap();
         let mut text = String::new();
-        io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&first[..]), &mut text).unwrap();
+        io::Read::read_to_string(
+            &mut flate2::read::MultiGzDecoder::new(&first[..]),
+            &mut text,
+        )
+        .unwrap();
         assert_eq!(text, "abc\nde\n");
     }
 
@@ -592,24 +740,39 @@ mod tests {
     fn work_dir_files_move_without_overwriting() {
         let out = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
-        let (o, w) = (out.path().to_str().unwrap().to_string(), work.path().to_str().unwrap().to_string());
-        let s = Arc::new(Settings { output_dir: o.clone(), work_dir: w.clone(), ..settings() });
+        let (o, w) = (
+            out.path().to_str().unwrap().to_string(),
+            work.path().to_str().unwrap().to_string(),
+        );
+        let s = Arc::new(Settings {
+            output_dir: o.clone(),
+            work_dir: w.clone(),
+            ..settings()
+        });
         let format = compute_filename_format(&s, "t", "h").unwrap();
         let mut f = FileState::new(s.clone(), "t", format.clone());
         f.update_file();
         f.write(b"one\n").unwrap();
         // Something else takes the next revision in the output directory.
-        let taken = format.replace("<REV>", "-000001").replace("<DATETIME>", &strftime("%Y-%m-%d_%H", &LocalTime::now()));
+        let taken = format
+            .replace("<REV>", "-000001")
+            .replace("<DATETIME>", &strftime("%Y-%m-%d_%H", &LocalTime::now()));
         std::fs::write(out.path().join(&taken), b"other\n").unwrap();
         f.close();
         f.update_file(); // rev 1 is taken in output → rev 2
         f.write(b"two\n").unwrap();
         f.close();
         assert_eq!(std::fs::read_dir(&w).unwrap().count(), 0);
-        let mut names: Vec<String> = std::fs::read_dir(&o).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(&o)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         names.sort();
         assert_eq!(names.len(), 3, "{names:?}");
         assert!(names[2].contains("-000002."), "{names:?}");
-        assert_eq!(std::fs::read_to_string(out.path().join(&names[2])).unwrap(), "two\n");
+        assert_eq!(
+            std::fs::read_to_string(out.path().join(&names[2])).unwrap(),
+            "two\n"
+        );
     }
 }

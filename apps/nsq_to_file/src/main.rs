@@ -15,8 +15,8 @@ mod logf;
 
 use std::sync::Arc;
 
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use logf::{go_log_fatal, Level};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
 
 const VERSION: &str = "1.3.0";
 
@@ -76,7 +76,9 @@ fn main() {
         go_log_fatal(format!("unknown arguments: [{}]", p.args.join(" ")));
     }
     let level_text = p.string("log-level");
-    let Some(level) = Level::parse(&level_text) else { go_log_fatal("--log-level is invalid") };
+    let Some(level) = Level::parse(&level_text) else {
+        go_log_fatal("--log-level is invalid")
+    };
     if p.bool("version") {
         println!("nsq_to_file v{VERSION}");
         return;
@@ -102,7 +104,9 @@ fn main() {
     }
     let gzip_level = p.int("gzip-level");
     if !(1..=9).contains(&gzip_level) {
-        go_log_fatal(format!("invalid --gzip-level value ({gzip_level}), should be 1-9"));
+        go_log_fatal(format!(
+            "invalid --gzip-level value ({gzip_level}), should be 1-9"
+        ));
     }
     let topics = p.list("topic");
     let topic_pattern = p.string("topic-pattern");
@@ -159,10 +163,14 @@ fn main() {
         request_timeout,
     };
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| logf::fatal(e));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| logf::fatal(e));
     rt.block_on(async move {
         use tokio::signal::unix::{signal, SignalKind};
-        let hup = signal(SignalKind::hangup()).unwrap_or_else(|e| logf::fatal(format!("cannot handle SIGHUP: {e}")));
+        let hup = signal(SignalKind::hangup())
+            .unwrap_or_else(|e| logf::fatal(format!("cannot handle SIGHUP: {e}")));
         let term = nsq_cli::shutdown_on_signals();
         discoverer.run(term, hup).await;
     });

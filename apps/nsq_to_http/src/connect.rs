@@ -53,7 +53,11 @@ impl Connection for Stream {
 }
 
 impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -62,7 +66,11 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -94,7 +102,10 @@ pub struct Connector {
 impl Connector {
     pub fn new(mut http: HttpConnector) -> Connector {
         http.enforce_http(false);
-        Connector { http, tls: Arc::new(OnceLock::new()) }
+        Connector {
+            http,
+            tls: Arc::new(OnceLock::new()),
+        }
     }
 }
 
@@ -112,13 +123,21 @@ impl tower_service::Service<Uri> for Connector {
         let tls = self.tls.clone();
         Box::pin(async move {
             let https = uri.scheme_str() == Some("https");
-            let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_string();
+            let host = uri
+                .host()
+                .unwrap_or_default()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
             let tcp = http.call(uri).await?.into_inner();
             if !https {
                 return Ok(TokioIo::new(Stream::Plain(tcp)));
             }
-            let connector = tls.get_or_init(|| tls_connector().map_err(|e| format!("tls: {e}"))).clone()?;
-            let name = ServerName::try_from(host.clone()).map_err(|_| format!("tls: invalid server name {host:?}"))?;
+            let connector = tls
+                .get_or_init(|| tls_connector().map_err(|e| format!("tls: {e}")))
+                .clone()?;
+            let name = ServerName::try_from(host.clone())
+                .map_err(|_| format!("tls: invalid server name {host:?}"))?;
             let s = connector.connect(name, tcp).await?;
             Ok(TokioIo::new(Stream::Tls(Box::new(s))))
         })
@@ -138,7 +157,9 @@ fn tls_connector() -> Result<TlsConnector, String> {
 /// Go's `loadSystemRoots` for Linux.
 fn system_roots() -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
-    let env_file = std::env::var("SSL_CERT_FILE").ok().filter(|s| !s.is_empty());
+    let env_file = std::env::var("SSL_CERT_FILE")
+        .ok()
+        .filter(|s| !s.is_empty());
     let files: Vec<String> = match &env_file {
         Some(f) => vec![f.clone()],
         None => SYSTEM_CA_FILES.iter().map(|s| s.to_string()).collect(),
@@ -157,7 +178,9 @@ fn system_roots() -> Result<RootCertStore, String> {
         None => Vec::new(),
     };
     for d in dirs {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             if let Ok(pem) = std::fs::read(e.path()) {
                 add_pem(&mut roots, &pem);

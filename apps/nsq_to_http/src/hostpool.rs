@@ -23,7 +23,8 @@ const INITIAL_EPSILON: f32 = 0.3;
 /// How long the response-time history reaches back.
 pub const DECAY_DURATION: Duration = Duration::from_secs(5 * 60);
 /// How often one bucket of history is dropped.
-pub const DECAY_TICK: Duration = Duration::from_nanos(DECAY_DURATION.as_nanos() as u64 / EPSILON_BUCKETS as u64);
+pub const DECAY_TICK: Duration =
+    Duration::from_nanos(DECAY_DURATION.as_nanos() as u64 / EPSILON_BUCKETS as u64);
 
 struct HostEntry {
     host: String,
@@ -98,7 +99,11 @@ impl HostPool {
                 epsilon_index: 0,
             })
             .collect();
-        let by_name = entries.iter().enumerate().map(|(i, e)| (e.host.clone(), i)).collect();
+        let by_name = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.host.clone(), i))
+            .collect();
         HostPool {
             hosts: entries,
             by_name,
@@ -199,7 +204,9 @@ impl HostPool {
 
     /// A request to `host` worked; `took` feeds the epsilon-greedy history.
     pub fn mark_success(&mut self, host: &str, took: Duration) {
-        let Some(&i) = self.by_name.get(host) else { return };
+        let Some(&i) = self.by_name.get(host) else {
+            return;
+        };
         let h = &mut self.hosts[i];
         h.dead = false;
         if self.epsilon.is_some() {
@@ -211,7 +218,9 @@ impl HostPool {
 
     /// A request to `host` failed: dead until its retry time.
     pub fn mark_failed(&mut self, host: &str, now: Instant) {
-        let Some(&i) = self.by_name.get(host) else { return };
+        let Some(&i) = self.by_name.get(host) else {
+            return;
+        };
         let initial = self.initial_retry_delay;
         let h = &mut self.hosts[i];
         if !h.dead {
@@ -246,13 +255,28 @@ mod tests {
     fn round_robin_skips_dead_hosts_until_retry() {
         let mut p = HostPool::standard(&hosts(3));
         let t0 = Instant::now();
-        assert_eq!([p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0)], ["h0", "h1", "h2", "h0"]);
+        assert_eq!(
+            [
+                p.get(t0, 0.0, 0.0),
+                p.get(t0, 0.0, 0.0),
+                p.get(t0, 0.0, 0.0),
+                p.get(t0, 0.0, 0.0)
+            ],
+            ["h0", "h1", "h2", "h0"]
+        );
         p.mark_failed("h1", t0);
         assert_eq!([p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0)], ["h2", "h0"]);
         // After 30 s h1 is tried once more; the next retry is 60 s later.
         let t1 = t0 + Duration::from_secs(31);
         assert_eq!(p.get(t1, 0.0, 0.0), "h1");
-        assert_eq!([p.get(t1, 0.0, 0.0), p.get(t1, 0.0, 0.0), p.get(t1, 0.0, 0.0)], ["h2", "h0", "h2"]);
+        assert_eq!(
+            [
+                p.get(t1, 0.0, 0.0),
+                p.get(t1, 0.0, 0.0),
+                p.get(t1, 0.0, 0.0)
+            ],
+            ["h2", "h0", "h2"]
+        );
         p.mark_success("h1", Duration::ZERO);
         assert_eq!(p.get(t1, 0.0, 0.0), "h0");
         assert_eq!(p.get(t1, 0.0, 0.0), "h1");
@@ -265,7 +289,14 @@ mod tests {
         p.mark_failed("h0", t0);
         p.mark_failed("h1", t0);
         // go-hostpool restarts at index 0 after reviving, so h0 comes twice.
-        assert_eq!([p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0), p.get(t0, 0.0, 0.0)], ["h0", "h0", "h1"]);
+        assert_eq!(
+            [
+                p.get(t0, 0.0, 0.0),
+                p.get(t0, 0.0, 0.0),
+                p.get(t0, 0.0, 0.0)
+            ],
+            ["h0", "h0", "h1"]
+        );
     }
 
     #[test]

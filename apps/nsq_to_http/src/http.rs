@@ -45,7 +45,12 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    pub fn new(connect_timeout: Duration, request_timeout: Duration, content_type: String, headers: Vec<(String, String)>) -> HttpClient {
+    pub fn new(
+        connect_timeout: Duration,
+        request_timeout: Duration,
+        content_type: String,
+        headers: Vec<(String, String)>,
+    ) -> HttpClient {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(connect_timeout));
         connector.set_keepalive(Some(Duration::from_secs(30)));
@@ -56,7 +61,12 @@ impl HttpClient {
             .pool_timer(TokioTimer::new())
             .http1_title_case_headers(true)
             .build(Connector::new(connector));
-        HttpClient { client, request_timeout, content_type, headers }
+        HttpClient {
+            client,
+            request_timeout,
+            content_type,
+            headers,
+        }
     }
 
     /// GET `url`; the status of the final answer.
@@ -80,14 +90,26 @@ impl HttpClient {
         let mut sent = 0;
         let first_host = authority_of(url);
         loop {
-            let uri: Uri = current.parse().map_err(|e| format!("parse {current:?}: {e}"))?;
+            let uri: Uri = current
+                .parse()
+                .map_err(|e| format!("parse {current:?}: {e}"))?;
             match uri.scheme_str() {
                 Some("http" | "https") => {}
-                Some(s) => return Err(format!("{op} {current:?}: unsupported protocol scheme {s:?}")),
-                None => return Err(format!("{op} {current:?}: unsupported protocol scheme \"\"")),
+                Some(s) => {
+                    return Err(format!(
+                        "{op} {current:?}: unsupported protocol scheme {s:?}"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "{op} {current:?}: unsupported protocol scheme \"\""
+                    ))
+                }
             }
             let same_host = authority_of(&current) == first_host;
-            let req = self.build(&method, uri, body.clone(), same_host).map_err(|e| format!("{op} {current:?}: {e}"))?;
+            let req = self
+                .build(&method, uri, body.clone(), same_host)
+                .map_err(|e| format!("{op} {current:?}: {e}"))?;
             sent += 1;
             let resp = match tokio::time::timeout_at(deadline, self.client.request(req)).await {
                 Err(_) => {
@@ -97,11 +119,17 @@ impl HttpClient {
                 Ok(Ok(r)) => r,
             };
             let status = resp.status().as_u16();
-            let location = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()).map(str::to_string);
+            let location = resp
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(str::to_string);
             // Read and discard the answer (errors ignored, as io.Copy's are).
             let _ = tokio::time::timeout_at(deadline, resp.into_body().collect()).await;
             let redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
-            let Some(location) = location.filter(|l| redirect && !l.is_empty()) else { return Ok(status) };
+            let Some(location) = location.filter(|l| redirect && !l.is_empty()) else {
+                return Ok(status);
+            };
             let next = resolve(&current, &location);
             if sent >= MAX_REQUESTS {
                 return Err(format!("{op} {next:?}: stopped after 10 redirects"));
@@ -114,19 +142,37 @@ impl HttpClient {
         }
     }
 
-    fn build(&self, method: &Method, uri: Uri, body: Option<Bytes>, same_host: bool) -> Result<Request<Full<Bytes>>, String> {
+    fn build(
+        &self,
+        method: &Method,
+        uri: Uri,
+        body: Option<Bytes>,
+        same_host: bool,
+    ) -> Result<Request<Full<Bytes>>, String> {
         let is_post = body.is_some();
-        let mut req =
-            Request::builder().method(method.clone()).uri(uri).body(Full::new(body.unwrap_or_default())).map_err(|e| e.to_string())?;
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| e.to_string())?;
         let h = req.headers_mut();
         h.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
         if is_post {
-            h.insert(CONTENT_TYPE, header_value("Content-Type", &self.content_type)?);
+            h.insert(
+                CONTENT_TYPE,
+                header_value("Content-Type", &self.content_type)?,
+            );
         }
         for (k, v) in &self.headers {
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| format!("net/http: invalid header field name {k:?}"))?;
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("net/http: invalid header field name {k:?}"))?;
             // Go drops credentials when a redirect leaves the original host.
-            if !same_host && matches!(name.as_str(), "authorization" | "www-authenticate" | "cookie" | "cookie2") {
+            if !same_host
+                && matches!(
+                    name.as_str(),
+                    "authorization" | "www-authenticate" | "cookie" | "cookie2"
+                )
+            {
                 continue;
             }
             h.insert(name, header_value(k, v)?);
@@ -139,7 +185,8 @@ impl HttpClient {
 }
 
 fn header_value(name: &str, v: &str) -> Result<HeaderValue, String> {
-    HeaderValue::from_str(v).map_err(|_| format!("net/http: invalid header field value for {name:?}"))
+    HeaderValue::from_str(v)
+        .map_err(|_| format!("net/http: invalid header field value for {name:?}"))
 }
 
 /// hyper's error and its causes, innermost last (`client error (Connect):
@@ -159,7 +206,10 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn authority_of(url: &str) -> String {
-    url.parse::<Uri>().ok().and_then(|u| u.authority().map(|a| a.as_str().to_ascii_lowercase())).unwrap_or_default()
+    url.parse::<Uri>()
+        .ok()
+        .and_then(|u| u.authority().map(|a| a.as_str().to_ascii_lowercase()))
+        .unwrap_or_default()
 }
 
 /// Resolves a `Location` against the URL that answered (RFC 3986 §5.2 for
@@ -168,7 +218,11 @@ fn authority_of(url: &str) -> String {
 pub fn resolve(base: &str, location: &str) -> String {
     let location = location.split('#').next().unwrap_or_default();
     if let Some(i) = location.find("://") {
-        if location[..i].chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) && i > 0 {
+        if location[..i]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            && i > 0
+        {
             return location.to_string();
         }
     }
@@ -195,7 +249,10 @@ pub fn resolve(base: &str, location: &str) -> String {
         None => "/",
     };
     let (p, q) = split_query(location);
-    format!("{scheme}://{authority}{}{q}", remove_dot_segments(&format!("{dir}{p}")))
+    format!(
+        "{scheme}://{authority}{}{q}",
+        remove_dot_segments(&format!("{dir}{p}"))
+    )
 }
 
 fn split_query(s: &str) -> (&str, &str) {
@@ -241,7 +298,9 @@ pub fn query_escape(b: &[u8]) -> String {
     let mut out = String::with_capacity(b.len() * 3);
     for &c in b {
         match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(c as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(c as char)
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{c:02X}")),
         }
@@ -356,7 +415,10 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let ca = dir.path().join("ca.pem");
         std::fs::write(&ca, cert.pem()).unwrap();
@@ -368,8 +430,14 @@ mod tests {
             let (mut s, _) = plain.accept().await.unwrap();
             let mut buf = vec![0; 4096];
             let n = s.read(&mut buf).await.unwrap();
-            assert!(buf[..n].starts_with(b"GET /final HTTP/1.1\r\n"), "{:?}", String::from_utf8_lossy(&buf[..n]));
-            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await.unwrap();
+            assert!(
+                buf[..n].starts_with(b"GET /final HTTP/1.1\r\n"),
+                "{:?}",
+                String::from_utf8_lossy(&buf[..n])
+            );
+            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+                .await
+                .unwrap();
         });
 
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
@@ -377,7 +445,10 @@ mod tests {
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
             .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(server_cfg));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -388,21 +459,45 @@ mod tests {
             let mut buf = vec![0; 4096];
             let n = s.read(&mut buf).await.unwrap();
             let req = String::from_utf8_lossy(&buf[..n]).to_string();
-            assert!(req.starts_with("POST /in HTTP/1.1\r\n") && req.ends_with("\r\n\r\nhello"), "{req:?}");
+            assert!(
+                req.starts_with("POST /in HTTP/1.1\r\n") && req.ends_with("\r\n\r\nhello"),
+                "{req:?}"
+            );
             let resp = format!("HTTP/1.1 303 See Other\r\nLocation: http://127.0.0.1:{plain_port}/final\r\nContent-Length: 0\r\n\r\n");
             s.write_all(resp.as_bytes()).await.unwrap();
             s.flush().await.unwrap();
         });
 
-        let c = HttpClient::new(Duration::from_secs(2), Duration::from_secs(5), "text/plain".into(), vec![]);
-        let status = c.post(&format!("https://localhost:{port}/in"), Bytes::from_static(b"hello")).await;
+        let c = HttpClient::new(
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+            "text/plain".into(),
+            vec![],
+        );
+        let status = c
+            .post(
+                &format!("https://localhost:{port}/in"),
+                Bytes::from_static(b"hello"),
+            )
+            .await;
         assert_eq!(status, Ok(204));
         // A certificate nobody vouches for is refused.
         std::env::set_var("SSL_CERT_FILE", dir.path().join("missing.pem"));
         std::env::set_var("SSL_CERT_DIR", dir.path());
-        let c = HttpClient::new(Duration::from_secs(2), Duration::from_secs(5), "text/plain".into(), vec![]);
-        let err = c.get(&format!("https://localhost:{port}/in")).await.unwrap_err();
-        assert!(err.starts_with(&format!("Get \"https://localhost:{port}/in\": ")), "{err}");
+        let c = HttpClient::new(
+            Duration::from_secs(2),
+            Duration::from_secs(5),
+            "text/plain".into(),
+            vec![],
+        );
+        let err = c
+            .get(&format!("https://localhost:{port}/in"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.starts_with(&format!("Get \"https://localhost:{port}/in\": ")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -123,7 +123,10 @@ impl Handler for PublishHandler {
             Mode::HostPool => {
                 let (addr, picked_at) = {
                     let mut pool = self.pool.lock();
-                    (pool.get(Instant::now(), rand::random::<f32>(), rand::random::<f64>()), Instant::now())
+                    (
+                        pool.get(Instant::now(), rand::random::<f32>(), rand::random::<f64>()),
+                        Instant::now(),
+                    )
                 };
                 let result = self.publish(&addr, body).await;
                 {

@@ -148,32 +148,88 @@ impl Config {
         let secs = Duration::from_secs;
         let in_range = |name: &str, v: Duration, lo: Duration, hi: Duration| {
             if v < lo || v > hi {
-                Err(ConfigError(format!("{name} {v:?} out of range {lo:?}..={hi:?}")))
+                Err(ConfigError(format!(
+                    "{name} {v:?} out of range {lo:?}..={hi:?}"
+                )))
             } else {
                 Ok(())
             }
         };
-        in_range("read_timeout", self.read_timeout, Duration::from_millis(100), secs(300))?;
-        in_range("write_timeout", self.write_timeout, Duration::from_millis(100), secs(300))?;
-        in_range("lookupd_poll_interval", self.lookupd_poll_interval, Duration::from_millis(10), secs(300))?;
-        in_range("max_requeue_delay", self.max_requeue_delay, Duration::ZERO, secs(3600))?;
-        in_range("default_requeue_delay", self.default_requeue_delay, Duration::ZERO, secs(3600))?;
-        in_range("max_backoff_duration", self.max_backoff_duration, Duration::ZERO, secs(3600))?;
-        in_range("backoff_multiplier", self.backoff_multiplier, Duration::ZERO, secs(3600))?;
-        in_range("low_rdy_idle_timeout", self.low_rdy_idle_timeout, secs(1), secs(300))?;
+        in_range(
+            "read_timeout",
+            self.read_timeout,
+            Duration::from_millis(100),
+            secs(300),
+        )?;
+        in_range(
+            "write_timeout",
+            self.write_timeout,
+            Duration::from_millis(100),
+            secs(300),
+        )?;
+        in_range(
+            "lookupd_poll_interval",
+            self.lookupd_poll_interval,
+            Duration::from_millis(10),
+            secs(300),
+        )?;
+        in_range(
+            "max_requeue_delay",
+            self.max_requeue_delay,
+            Duration::ZERO,
+            secs(3600),
+        )?;
+        in_range(
+            "default_requeue_delay",
+            self.default_requeue_delay,
+            Duration::ZERO,
+            secs(3600),
+        )?;
+        in_range(
+            "max_backoff_duration",
+            self.max_backoff_duration,
+            Duration::ZERO,
+            secs(3600),
+        )?;
+        in_range(
+            "backoff_multiplier",
+            self.backoff_multiplier,
+            Duration::ZERO,
+            secs(3600),
+        )?;
+        in_range(
+            "low_rdy_idle_timeout",
+            self.low_rdy_idle_timeout,
+            secs(1),
+            secs(300),
+        )?;
         in_range("low_rdy_timeout", self.low_rdy_timeout, secs(1), secs(300))?;
-        in_range("rdy_redistribute_interval", self.rdy_redistribute_interval, Duration::from_millis(1), secs(5))?;
+        in_range(
+            "rdy_redistribute_interval",
+            self.rdy_redistribute_interval,
+            Duration::from_millis(1),
+            secs(5),
+        )?;
         if !(0.0..=1.0).contains(&self.lookupd_poll_jitter) {
-            return err(format!("lookupd_poll_jitter {} out of range 0..=1", self.lookupd_poll_jitter));
+            return err(format!(
+                "lookupd_poll_jitter {} out of range 0..=1",
+                self.lookupd_poll_jitter
+            ));
         }
         if !(0..=99).contains(&self.sample_rate) {
-            return err(format!("sample_rate {} out of range 0..=99", self.sample_rate));
+            return err(format!(
+                "sample_rate {} out of range 0..=99",
+                self.sample_rate
+            ));
         }
         if self.max_in_flight < 0 {
             return err(format!("max_in_flight {} must be >= 0", self.max_in_flight));
         }
         if !(1..=9).contains(&self.deflate_level) {
-            return err(format!("deflate_level {} out of range 1..=9", self.deflate_level));
+            return err(format!(
+                "deflate_level {} out of range 1..=9",
+                self.deflate_level
+            ));
         }
         if self.snappy && self.deflate {
             return err("cannot enable both deflate and snappy compression".to_string());
@@ -190,7 +246,9 @@ impl Config {
     /// The requeue delay go-nsq uses for a failed message: linear in the
     /// attempts, capped at `max_requeue_delay`.
     pub fn requeue_delay(&self, attempts: u16) -> Duration {
-        self.default_requeue_delay.saturating_mul(u32::from(attempts)).min(self.max_requeue_delay)
+        self.default_requeue_delay
+            .saturating_mul(u32::from(attempts))
+            .min(self.max_requeue_delay)
     }
 }
 
@@ -248,20 +306,42 @@ impl Config {
             "dial_timeout" => self.dial_timeout = opt_duration(o, value, Duration::ZERO, max)?,
             "read_timeout" => self.read_timeout = opt_duration(o, value, ms(100), secs(300))?,
             "write_timeout" => self.write_timeout = opt_duration(o, value, ms(100), secs(300))?,
-            "lookupd_poll_interval" => self.lookupd_poll_interval = opt_duration(o, value, ms(10), secs(300))?,
-            "lookupd_poll_timeout" => self.lookupd_poll_timeout = opt_duration(o, value, Duration::ZERO, max)?,
-            "max_requeue_delay" => self.max_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?,
-            "default_requeue_delay" => self.default_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?,
-            "max_backoff_duration" => self.max_backoff_duration = opt_duration(o, value, Duration::ZERO, secs(3600))?,
-            "backoff_multiplier" => self.backoff_multiplier = opt_duration(o, value, Duration::ZERO, secs(3600))?,
-            "low_rdy_idle_timeout" => self.low_rdy_idle_timeout = opt_duration(o, value, secs(1), secs(300))?,
+            "lookupd_poll_interval" => {
+                self.lookupd_poll_interval = opt_duration(o, value, ms(10), secs(300))?
+            }
+            "lookupd_poll_timeout" => {
+                self.lookupd_poll_timeout = opt_duration(o, value, Duration::ZERO, max)?
+            }
+            "max_requeue_delay" => {
+                self.max_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?
+            }
+            "default_requeue_delay" => {
+                self.default_requeue_delay = opt_duration(o, value, Duration::ZERO, secs(3600))?
+            }
+            "max_backoff_duration" => {
+                self.max_backoff_duration = opt_duration(o, value, Duration::ZERO, secs(3600))?
+            }
+            "backoff_multiplier" => {
+                self.backoff_multiplier = opt_duration(o, value, Duration::ZERO, secs(3600))?
+            }
+            "low_rdy_idle_timeout" => {
+                self.low_rdy_idle_timeout = opt_duration(o, value, secs(1), secs(300))?
+            }
             "low_rdy_timeout" => self.low_rdy_timeout = opt_duration(o, value, secs(1), secs(300))?,
-            "rdy_redistribute_interval" => self.rdy_redistribute_interval = opt_duration(o, value, ms(1), secs(5))?,
-            "heartbeat_interval" => self.heartbeat_interval = opt_duration(o, value, Duration::ZERO, max)?,
-            "output_buffer_timeout" => self.output_buffer_timeout = opt_duration(o, value, Duration::ZERO, max)?,
+            "rdy_redistribute_interval" => {
+                self.rdy_redistribute_interval = opt_duration(o, value, ms(1), secs(5))?
+            }
+            "heartbeat_interval" => {
+                self.heartbeat_interval = opt_duration(o, value, Duration::ZERO, max)?
+            }
+            "output_buffer_timeout" => {
+                self.output_buffer_timeout = opt_duration(o, value, Duration::ZERO, max)?
+            }
             "msg_timeout" => self.msg_timeout = opt_duration(o, value, Duration::ZERO, max)?,
             "lookupd_poll_jitter" => {
-                let v: f64 = opt_parse(o, value, |s| s.parse::<f64>().map_err(|_| go_num_err("ParseFloat", s)))?;
+                let v: f64 = opt_parse(o, value, |s| {
+                    s.parse::<f64>().map_err(|_| go_num_err("ParseFloat", s))
+                })?;
                 if v < 0.0 {
                     return Err(ConfigError(format!("invalid {o} ! {v} < 0")));
                 }
@@ -273,7 +353,9 @@ impl Config {
             "max_attempts" => self.max_attempts = opt_int(o, value, 0, 65535)? as u16,
             "sample_rate" => self.sample_rate = opt_int(o, value, 0, 99)? as i32,
             "max_in_flight" => self.max_in_flight = opt_int(o, value, 0, i64::MAX)?,
-            "output_buffer_size" => self.output_buffer_size = opt_int(o, value, i64::MIN, i64::MAX)?,
+            "output_buffer_size" => {
+                self.output_buffer_size = opt_int(o, value, i64::MIN, i64::MAX)?
+            }
             "max_msg_size" => self.max_msg_size = opt_int(o, value, 0, i64::from(i32::MAX))? as u32,
             "client_id" => self.client_id = value.to_string(),
             "hostname" => self.hostname = value.to_string(),
@@ -284,7 +366,11 @@ impl Config {
             "backoff_strategy" => match value {
                 OptValue::Text("" | "exponential") => {}
                 OptValue::Text("full_jitter") => return Err(unsupported(o, value)),
-                _ => return Err(ConfigError(format!("failed to coerce option {o} ({value}) - invalid value type"))),
+                _ => {
+                    return Err(ConfigError(format!(
+                        "failed to coerce option {o} ({value}) - invalid value type"
+                    )))
+                }
             },
             // Only meaningful once lookupd queries carry the auth secret,
             // which they do not; the value is checked and otherwise ignored.
@@ -296,8 +382,12 @@ impl Config {
             "snappy" => self.snappy = opt_bool(o, value)?,
             "deflate" => self.deflate = opt_bool(o, value)?,
             "deflate_level" => self.deflate_level = opt_int(o, value, 1, 9)? as i32,
-            "tls_root_ca_file" => self.tls_root_ca_file = Some(value.to_string()).filter(|s| !s.is_empty()),
-            "tls_server_name" => self.tls_server_name = Some(value.to_string()).filter(|s| !s.is_empty()),
+            "tls_root_ca_file" => {
+                self.tls_root_ca_file = Some(value.to_string()).filter(|s| !s.is_empty())
+            }
+            "tls_server_name" => {
+                self.tls_server_name = Some(value.to_string()).filter(|s| !s.is_empty())
+            }
             "tls_cert" | "tls_key" | "tls_min_version" | "tls_config" | "local_addr" => {
                 return Err(unsupported(o, value))
             }
@@ -308,13 +398,20 @@ impl Config {
 }
 
 fn unsupported(option: &str, value: OptValue<'_>) -> ConfigError {
-    ConfigError(format!("option {option} ({value}) is not supported by the nsq-rs client yet"))
+    ConfigError(format!(
+        "option {option} ({value}) is not supported by the nsq-rs client yet"
+    ))
 }
 
 /// The text of `value`, or go-nsq's coercion error for a bare key given to a
 /// non-boolean option.
-fn opt_parse<T>(option: &str, value: OptValue<'_>, parse: impl Fn(&str) -> Result<T, String>) -> Result<T, ConfigError> {
-    let coerce_err = |e: String| ConfigError(format!("failed to coerce option {option} ({value}) - {e}"));
+fn opt_parse<T>(
+    option: &str,
+    value: OptValue<'_>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<T, ConfigError> {
+    let coerce_err =
+        |e: String| ConfigError(format!("failed to coerce option {option} ({value}) - {e}"));
     match value {
         OptValue::Text(s) => parse(s).map_err(coerce_err),
         OptValue::BareTrue => Err(coerce_err("invalid value type".into())),
@@ -325,17 +422,30 @@ fn go_num_err(func: &str, s: &str) -> String {
     format!("strconv.{func}: parsing {s:?}: invalid syntax")
 }
 
-fn opt_duration(option: &str, value: OptValue<'_>, lo: Duration, hi: Duration) -> Result<Duration, ConfigError> {
+fn opt_duration(
+    option: &str,
+    value: OptValue<'_>,
+    lo: Duration,
+    hi: Duration,
+) -> Result<Duration, ConfigError> {
     let d = opt_parse(option, value, |s| match s.parse::<u64>() {
         Ok(n) => Ok(Duration::from_millis(n)),
         Err(_) => nsq_protocol::duration::parse(s),
     })?;
     let fmt = nsq_protocol::duration::format;
     if d < lo {
-        return Err(ConfigError(format!("invalid {option} ! {} < {}", fmt(d), fmt(lo))));
+        return Err(ConfigError(format!(
+            "invalid {option} ! {} < {}",
+            fmt(d),
+            fmt(lo)
+        )));
     }
     if d > hi {
-        return Err(ConfigError(format!("invalid {option} ! {} > {}", fmt(d), fmt(hi))));
+        return Err(ConfigError(format!(
+            "invalid {option} ! {} > {}",
+            fmt(d),
+            fmt(hi)
+        )));
     }
     Ok(d)
 }
@@ -409,13 +519,25 @@ mod tests {
 
     #[test]
     fn validation() {
-        let c = Config { sample_rate: 100, ..Config::default() };
+        let c = Config {
+            sample_rate: 100,
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
-        let c = Config { heartbeat_interval: Duration::from_secs(60), ..Config::default() };
+        let c = Config {
+            heartbeat_interval: Duration::from_secs(60),
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
-        let c = Config { low_rdy_idle_timeout: Duration::from_millis(10), ..Config::default() };
+        let c = Config {
+            low_rdy_idle_timeout: Duration::from_millis(10),
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
-        let c = Config { max_in_flight: -1, ..Config::default() };
+        let c = Config {
+            max_in_flight: -1,
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
     }
 
@@ -423,7 +545,10 @@ mod tests {
     fn check_opt_is_set_opt_on_a_scratch_config() {
         assert_eq!(Config::check_opt("max_attempts,10"), Ok(()));
         assert_eq!(Config::check_opt("tls_v1"), Ok(()));
-        assert_eq!(Config::check_opt("nope,1"), Err("invalid option nope".to_string()));
+        assert_eq!(
+            Config::check_opt("nope,1"),
+            Err("invalid option nope".to_string())
+        );
     }
 
     #[test]
@@ -459,22 +584,40 @@ mod tests {
             err(&mut c, "max_in_flight,abc"),
             "failed to coerce option max_in_flight (abc) - strconv.ParseInt: parsing \"abc\": invalid syntax"
         );
-        assert_eq!(err(&mut c, "max_in_flight"), "failed to coerce option max_in_flight (true) - invalid value type");
-        assert_eq!(err(&mut c, "sample_rate,100"), "invalid sample_rate ! 100 > 99");
-        assert_eq!(err(&mut c, "read_timeout,10ms"), "invalid read_timeout ! 10ms < 100ms");
-        assert_eq!(err(&mut c, "max_requeue_delay,2h"), "invalid max_requeue_delay ! 2h0m0s > 1h0m0s");
+        assert_eq!(
+            err(&mut c, "max_in_flight"),
+            "failed to coerce option max_in_flight (true) - invalid value type"
+        );
+        assert_eq!(
+            err(&mut c, "sample_rate,100"),
+            "invalid sample_rate ! 100 > 99"
+        );
+        assert_eq!(
+            err(&mut c, "read_timeout,10ms"),
+            "invalid read_timeout ! 10ms < 100ms"
+        );
+        assert_eq!(
+            err(&mut c, "max_requeue_delay,2h"),
+            "invalid max_requeue_delay ! 2h0m0s > 1h0m0s"
+        );
         assert_eq!(
             err(&mut c, "dial_timeout,5x"),
             "failed to coerce option dial_timeout (5x) - time: unknown unit \"x\" in duration \"5x\""
         );
-        assert_eq!(err(&mut c, "deflate_level,0"), "invalid deflate_level ! 0 < 1");
+        assert_eq!(
+            err(&mut c, "deflate_level,0"),
+            "invalid deflate_level ! 0 < 1"
+        );
         assert_eq!(c, Config::default(), "failed sets change nothing");
     }
 
     #[test]
     fn tls_and_compression_options() {
         let mut c = Config::default();
-        assert_eq!((c.tls_v1, c.snappy, c.deflate, c.deflate_level), (false, false, false, 6));
+        assert_eq!(
+            (c.tls_v1, c.snappy, c.deflate, c.deflate_level),
+            (false, false, false, 6)
+        );
         c.set_opt("tls-v1").unwrap();
         c.set_opt("tls_root_ca_file,/x/ca.pem").unwrap();
         c.set_opt("tls_insecure_skip_verify,true").unwrap();
@@ -487,14 +630,30 @@ mod tests {
         assert_eq!(c.deflate_level, 9);
         c.validate().unwrap();
         c.set_opt("deflate").unwrap();
-        assert!(c.validate().unwrap_err().0.contains("both deflate and snappy"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("both deflate and snappy"));
         c.set_opt("snappy,false").unwrap();
         c.validate().unwrap();
-        for opt in ["tls_cert,/x", "tls_key,/x", "tls_min_version,tls1.2", "local_addr,1.2.3.4"] {
+        for opt in [
+            "tls_cert,/x",
+            "tls_key,/x",
+            "tls_min_version,tls1.2",
+            "local_addr,1.2.3.4",
+        ] {
             let e = c.set_opt(opt).unwrap_err().0;
             assert!(e.contains("not supported"), "{opt}: {e}");
         }
-        assert!(c.set_opt("snappy,maybe").unwrap_err().0.contains("ParseBool"));
-        assert_eq!(c.set_opt("deflate_level,10").unwrap_err().0, "invalid deflate_level ! 10 > 9");
+        assert!(c
+            .set_opt("snappy,maybe")
+            .unwrap_err()
+            .0
+            .contains("ParseBool"));
+        assert_eq!(
+            c.set_opt("deflate_level,10").unwrap_err().0,
+            "invalid deflate_level ! 10 > 9"
+        );
     }
 }

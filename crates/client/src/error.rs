@@ -10,7 +10,10 @@ pub use crate::config::ConfigError;
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("dial {addr}: {source}")]
-    Dial { addr: String, source: std::io::Error },
+    Dial {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("dial {addr}: timed out after {timeout:?}")]
     DialTimeout { addr: String, timeout: Duration },
     #[error("connection I/O: {0}")]
@@ -99,13 +102,20 @@ pub enum LookupError {
     #[error("bad nsqlookupd address {0:?}")]
     BadAddress(String),
     #[error("nsqlookupd {addr}: {source}")]
-    Io { addr: String, source: std::io::Error },
+    Io {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("nsqlookupd {0}: timed out")]
     Timeout(String),
     #[error("nsqlookupd {addr}: bad HTTP response: {reason}")]
     Http { addr: String, reason: String },
     #[error("nsqlookupd {addr}: HTTP {status}: {body}")]
-    Status { addr: String, status: u16, body: String },
+    Status {
+        addr: String,
+        status: u16,
+        body: String,
+    },
     #[error("nsqlookupd {addr}: bad JSON: {reason}")]
     Json { addr: String, reason: String },
 }

@@ -45,16 +45,28 @@ impl LookupdEndpoint {
             None => (rest, ""),
         };
         let port = host_port.rsplit_once(':').map(|(_, p)| p).ok_or_else(bad)?;
-        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || host_port.starts_with(':') {
+        if port.is_empty()
+            || !port.bytes().all(|b| b.is_ascii_digit())
+            || host_port.starts_with(':')
+        {
             return Err(bad());
         }
-        let path = if path.is_empty() || path == "/" { "/lookup" } else { path };
-        Ok(LookupdEndpoint { host_port: host_port.to_string(), path: path.to_string() })
+        let path = if path.is_empty() || path == "/" {
+            "/lookup"
+        } else {
+            path
+        };
+        Ok(LookupdEndpoint {
+            host_port: host_port.to_string(),
+            path: path.to_string(),
+        })
     }
 
     /// The request target for `topic` (the topic is form-encoded: `#` → `%23`).
     pub fn target(&self, topic: &str) -> String {
-        let q = form_urlencoded::Serializer::new(String::new()).append_pair("topic", topic).finish();
+        let q = form_urlencoded::Serializer::new(String::new())
+            .append_pair("topic", topic)
+            .finish();
         let sep = if self.path.contains('?') { '&' } else { '?' };
         format!("{}{}{}", self.path, sep, q)
     }
@@ -106,7 +118,10 @@ pub fn parse_lookup_body(body: &[u8]) -> Result<Vec<LookupProducer>, String> {
 /// Splits a complete HTTP/1.x response into status and body (de-chunking
 /// if needed).
 pub fn parse_http_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no end of headers")?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of headers")?;
     let head = std::str::from_utf8(&raw[..end]).map_err(|_| "headers are not UTF-8")?;
     let mut lines = head.split("\r\n");
     let status_line = lines.next().unwrap_or_default();
@@ -115,7 +130,10 @@ pub fn parse_http_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
     if !version.starts_with("HTTP/1.") {
         return Err(format!("bad status line {status_line:?}"));
     }
-    let status: u16 = parts.next().and_then(|s| s.parse().ok()).ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let status: u16 = parts
+        .next()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
     let mut chunked = false;
     let mut length: Option<usize> = None;
     for l in lines {
@@ -142,10 +160,14 @@ pub fn parse_http_response(raw: &[u8]) -> Result<(u16, Vec<u8>), String> {
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").ok_or("bad chunk header")?;
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("bad chunk header")?;
         let size_txt = std::str::from_utf8(&b[..eol]).map_err(|_| "bad chunk size")?;
         let size_txt = size_txt.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_txt, 16).map_err(|_| format!("bad chunk size {size_txt:?}"))?;
+        let size = usize::from_str_radix(size_txt, 16)
+            .map_err(|_| format!("bad chunk size {size_txt:?}"))?;
         b = &b[eol + 2..];
         if size == 0 {
             return Ok(out);
@@ -159,13 +181,22 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// Queries one nsqlookupd for `topic` and returns the nsqd TCP addresses it lists.
-pub async fn query(ep: &LookupdEndpoint, topic: &str, dial_timeout: Duration, timeout: Duration) -> Result<Vec<String>, LookupError> {
+pub async fn query(
+    ep: &LookupdEndpoint,
+    topic: &str,
+    dial_timeout: Duration,
+    timeout: Duration,
+) -> Result<Vec<String>, LookupError> {
     let addr = ep.host_port.clone();
-    let io = |source| LookupError::Io { addr: addr.clone(), source };
-    let mut stream = match tokio::time::timeout(dial_timeout, TcpStream::connect(&ep.host_port)).await {
-        Err(_) => return Err(LookupError::Timeout(addr.clone())),
-        Ok(r) => r.map_err(io)?,
+    let io = |source| LookupError::Io {
+        addr: addr.clone(),
+        source,
     };
+    let mut stream =
+        match tokio::time::timeout(dial_timeout, TcpStream::connect(&ep.host_port)).await {
+            Err(_) => return Err(LookupError::Timeout(addr.clone())),
+            Ok(r) => r.map_err(io)?,
+        };
     let req = format!(
         "GET {} HTTP/1.0\r\nHost: {}\r\nAccept: application/vnd.nsq; version=1.0\r\nUser-Agent: {}\r\n\r\n",
         ep.target(topic),
@@ -175,20 +206,33 @@ pub async fn query(ep: &LookupdEndpoint, topic: &str, dial_timeout: Duration, ti
     let exchange = async {
         stream.write_all(req.as_bytes()).await?;
         let mut raw = Vec::new();
-        (&mut stream).take(MAX_RESPONSE as u64).read_to_end(&mut raw).await?;
+        (&mut stream)
+            .take(MAX_RESPONSE as u64)
+            .read_to_end(&mut raw)
+            .await?;
         Ok::<_, std::io::Error>(raw)
     };
     let raw = match tokio::time::timeout(timeout, exchange).await {
         Err(_) => return Err(LookupError::Timeout(addr.clone())),
         Ok(r) => r.map_err(io)?,
     };
-    let (status, body) = parse_http_response(&raw).map_err(|reason| LookupError::Http { addr: addr.clone(), reason })?;
+    let (status, body) = parse_http_response(&raw).map_err(|reason| LookupError::Http {
+        addr: addr.clone(),
+        reason,
+    })?;
     if status != 200 {
         let body = String::from_utf8_lossy(&body).chars().take(200).collect();
         return Err(LookupError::Status { addr, status, body });
     }
-    let producers = parse_lookup_body(&body).map_err(|reason| LookupError::Json { addr: addr.clone(), reason })?;
-    Ok(producers.iter().filter(|p| !p.broadcast_address.is_empty() && p.tcp_port != 0).map(LookupProducer::tcp_address).collect())
+    let producers = parse_lookup_body(&body).map_err(|reason| LookupError::Json {
+        addr: addr.clone(),
+        reason,
+    })?;
+    Ok(producers
+        .iter()
+        .filter(|p| !p.broadcast_address.is_empty() && p.tcp_port != 0)
+        .map(LookupProducer::tcp_address)
+        .collect())
 }
 
 #[cfg(test)]
@@ -198,7 +242,10 @@ mod tests {
     #[test]
     fn endpoint_forms() {
         let e = LookupdEndpoint::parse("127.0.0.1:4161").unwrap();
-        assert_eq!((e.host_port.as_str(), e.path.as_str()), ("127.0.0.1:4161", "/lookup"));
+        assert_eq!(
+            (e.host_port.as_str(), e.path.as_str()),
+            ("127.0.0.1:4161", "/lookup")
+        );
         assert_eq!(e.target("t#ephemeral"), "/lookup?topic=t%23ephemeral");
         let e = LookupdEndpoint::parse("http://h:1/").unwrap();
         assert_eq!(e.path, "/lookup");
@@ -215,7 +262,10 @@ mod tests {
         let p = parse_lookup_body(current).unwrap();
         assert_eq!(p[0].tcp_address(), "h1:4150");
         let legacy = br#"{"status_code":200,"status_txt":"OK","data":{"channels":[],"producers":[{"broadcast_address":"::1","tcp_port":4150}]}}"#;
-        assert_eq!(parse_lookup_body(legacy).unwrap()[0].tcp_address(), "[::1]:4150");
+        assert_eq!(
+            parse_lookup_body(legacy).unwrap()[0].tcp_address(),
+            "[::1]:4150"
+        );
         assert_eq!(parse_lookup_body(b"").unwrap(), vec![]);
         assert_eq!(parse_lookup_body(br#"{"producers":null}"#).unwrap(), vec![]);
         assert!(parse_lookup_body(b"{oops").is_err());
@@ -226,7 +276,10 @@ mod tests {
         let r = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-NSQ-Content-Type: nsq; version=1.0\r\n\r\n{}";
         assert_eq!(parse_http_response(r).unwrap(), (200, b"{}".to_vec()));
         let r = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"p\r\n4\r\n\":1}\r\n0\r\n\r\n";
-        assert_eq!(parse_http_response(r).unwrap(), (200, b"{\"p\":1}".to_vec()));
+        assert_eq!(
+            parse_http_response(r).unwrap(),
+            (200, b"{\"p\":1}".to_vec())
+        );
         let r = b"HTTP/1.0 404 Not Found\r\n\r\n{\"message\":\"TOPIC_NOT_FOUND\"}";
         assert_eq!(parse_http_response(r).unwrap().0, 404);
         assert!(parse_http_response(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}").is_err());

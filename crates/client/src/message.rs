@@ -101,7 +101,9 @@ impl Message {
 
     /// The consumer will not FIN/REQ this message when the handler returns.
     pub fn disable_auto_response(&self) {
-        self.inner.auto_response_disabled.store(true, Ordering::SeqCst);
+        self.inner
+            .auto_response_disabled
+            .store(true, Ordering::SeqCst);
     }
 
     pub fn is_auto_response_disabled(&self) -> bool {
@@ -121,13 +123,19 @@ impl Message {
     /// failure for backoff.
     pub fn requeue(&self, delay: Option<Duration>) {
         let delay = delay.unwrap_or(self.inner.default_delay);
-        self.respond(Action::Requeue { delay, backoff: true });
+        self.respond(Action::Requeue {
+            delay,
+            backoff: true,
+        });
     }
 
     /// `REQ` without touching the backoff state.
     pub fn requeue_without_backoff(&self, delay: Option<Duration>) {
         let delay = delay.unwrap_or(self.inner.default_delay);
-        self.respond(Action::Requeue { delay, backoff: false });
+        self.respond(Action::Requeue {
+            delay,
+            backoff: false,
+        });
     }
 
     /// `TOUCH`: resets nsqd's timeout for this message (ignored once answered).
@@ -144,7 +152,11 @@ impl Message {
     }
 
     fn send(&self, action: Action) {
-        let _ = self.inner.events.send(Event::Respond { conn: self.inner.conn, id: self.inner.msg.id, action });
+        let _ = self.inner.events.send(Event::Respond {
+            conn: self.inner.conn,
+            id: self.inner.msg.id,
+            action,
+        });
     }
 }
 
@@ -152,8 +164,15 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if !*self.responded.get_mut() {
             tracing::warn!(id = %self.msg.id, nsqd = %self.nsqd_address, "message dropped without FIN/REQ, requeueing");
-            let action = Action::Requeue { delay: self.default_delay, backoff: false };
-            let _ = self.events.send(Event::Respond { conn: self.conn, id: self.msg.id, action });
+            let action = Action::Requeue {
+                delay: self.default_delay,
+                backoff: false,
+            };
+            let _ = self.events.send(Event::Respond {
+                conn: self.conn,
+                id: self.msg.id,
+                action,
+            });
         }
     }
 }

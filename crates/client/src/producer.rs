@@ -60,7 +60,9 @@ pub struct Producer {
 
 impl std::fmt::Debug for Producer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Producer").field("addr", &self.inner.addr).finish()
+        f.debug_struct("Producer")
+            .field("addr", &self.inner.addr)
+            .finish()
     }
 }
 
@@ -93,7 +95,11 @@ impl Producer {
     }
 
     /// `MPUB`: publishes several messages atomically (all or none).
-    pub async fn multi_publish<B: AsRef<[u8]>>(&self, topic: &str, bodies: &[B]) -> Result<(), PublishError> {
+    pub async fn multi_publish<B: AsRef<[u8]>>(
+        &self,
+        topic: &str,
+        bodies: &[B],
+    ) -> Result<(), PublishError> {
         let mut buf = BytesMut::new();
         encode_mpub(&mut buf, topic, bodies);
         self.request(buf.freeze()).await
@@ -101,7 +107,12 @@ impl Producer {
 
     /// `DPUB`: publishes one message that becomes visible after `delay`
     /// (millisecond resolution, truncated like go-nsq).
-    pub async fn deferred_publish(&self, topic: &str, delay: Duration, body: impl AsRef<[u8]>) -> Result<(), PublishError> {
+    pub async fn deferred_publish(
+        &self,
+        topic: &str,
+        delay: Duration,
+        body: impl AsRef<[u8]>,
+    ) -> Result<(), PublishError> {
         let body = body.as_ref();
         let ms = delay.as_millis().to_string();
         let mut buf = BytesMut::with_capacity(24 + topic.len() + body.len());
@@ -113,9 +124,12 @@ impl Producer {
     /// Connects if needed and sends `NOP` (no answer is expected).
     pub async fn ping(&self) -> Result<(), PublishError> {
         let tx = self.sender().await?;
-        tx.send(Request { cmd: conn::line("NOP", &[]), reply: None })
-            .await
-            .map_err(|_| PublishError::Disconnected("connection closed".into()))
+        tx.send(Request {
+            cmd: conn::line("NOP", &[]),
+            reply: None,
+        })
+        .await
+        .map_err(|_| PublishError::Disconnected("connection closed".into()))
     }
 
     /// Closes the connection; outstanding and later publishes fail with
@@ -131,10 +145,15 @@ impl Producer {
     async fn request(&self, cmd: Bytes) -> Result<(), PublishError> {
         let tx = self.sender().await?;
         let (reply, answer) = oneshot::channel();
-        tx.send(Request { cmd, reply: Some(reply) })
+        tx.send(Request {
+            cmd,
+            reply: Some(reply),
+        })
+        .await
+        .map_err(|_| PublishError::Disconnected("connection closed".into()))?;
+        answer
             .await
-            .map_err(|_| PublishError::Disconnected("connection closed".into()))?;
-        answer.await.unwrap_or_else(|_| Err(PublishError::Disconnected("connection closed".into())))
+            .unwrap_or_else(|_| Err(PublishError::Disconnected("connection closed".into())))
     }
 
     /// The live connection's queue, dialling first when there is none.
@@ -155,8 +174,17 @@ impl Producer {
         let hs = conn::connect(&self.inner.addr, &self.inner.config).await?;
         let (tx, rx) = mpsc::channel(1024);
         let cancel = CancellationToken::new();
-        tokio::spawn(run_conn(hs, rx, self.inner.config.clone(), self.inner.addr.clone(), cancel.clone()));
-        *guard = Some(ConnHandle { tx: tx.clone(), cancel });
+        tokio::spawn(run_conn(
+            hs,
+            rx,
+            self.inner.config.clone(),
+            self.inner.addr.clone(),
+            cancel.clone(),
+        ));
+        *guard = Some(ConnHandle {
+            tx: tx.clone(),
+            cancel,
+        });
         Ok(tx)
     }
 }
@@ -168,7 +196,13 @@ impl Producer {
 /// the socket after it), so an error frame ends the connection here too:
 /// the queue is closed *before* the caller learns the error, so its next
 /// publish dials a new connection instead of racing the dying one.
-async fn run_conn(mut hs: Handshake, mut rx: mpsc::Receiver<Request>, cfg: Config, addr: String, cancel: CancellationToken) {
+async fn run_conn(
+    mut hs: Handshake,
+    mut rx: mpsc::Receiver<Request>,
+    cfg: Config,
+    addr: String,
+    cancel: CancellationToken,
+) {
     let mut pending: VecDeque<Reply> = VecDeque::new();
     let mut read_deadline = Instant::now() + cfg.read_timeout;
     let mut out = BytesMut::new();

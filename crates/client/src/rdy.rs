@@ -217,7 +217,11 @@ impl RdyState {
     /// When [`RdyState::poll`] next has something to do.
     pub fn next_deadline(&self) -> Instant {
         let retries = self.conns.values().filter_map(|c| c.retry.map(|(t, _)| t));
-        retries.chain(self.backoff_until).chain([self.next_redistribute]).min().unwrap_or(self.next_redistribute)
+        retries
+            .chain(self.backoff_until)
+            .chain([self.next_redistribute])
+            .min()
+            .unwrap_or(self.next_redistribute)
     }
 
     // ----- events --------------------------------------------------------
@@ -262,7 +266,9 @@ impl RdyState {
     pub fn remove_conn(&mut self, conn: ConnId, now: Instant) -> Vec<RdyUpdate> {
         if let Some(c) = self.conns.remove(&conn) {
             let left = self.active_ids().len() as i64;
-            if (c.retry.is_some() || c.rdy > 0 || c.had_rdy) && (left == self.cfg.max_in_flight || self.in_backoff()) {
+            if (c.retry.is_some() || c.rdy > 0 || c.had_rdy)
+                && (left == self.cfg.max_in_flight || self.in_backoff())
+            {
                 // Leaving redistribution mode (or backing off) with RDY that
                 // must move to another connection.
                 self.need_redistribute = true;
@@ -275,7 +281,9 @@ impl RdyState {
     /// A message arrived on `conn`.
     pub fn on_message(&mut self, conn: ConnId, now: Instant) -> Vec<RdyUpdate> {
         let blocked = self.in_backoff() || self.backoff_until.is_some();
-        let Some(c) = self.conns.get_mut(&conn) else { return Vec::new() };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return Vec::new();
+        };
         c.in_flight += 1;
         c.last_msg_at = now;
         if c.closing || blocked || c.rdy <= 0 {
@@ -360,7 +368,11 @@ impl RdyState {
     }
 
     fn active_ids(&self) -> Vec<ConnId> {
-        self.conns.iter().filter(|(_, c)| !c.closing).map(|(id, _)| *id).collect()
+        self.conns
+            .iter()
+            .filter(|(_, c)| !c.closing)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// go-nsq's `perConnMaxInFlight`, over connections that can take RDY.
@@ -385,7 +397,12 @@ impl RdyState {
 
     /// go-nsq's `updateRDY`: cap by nsqd's max and by the budget left.
     fn update_rdy(&mut self, conn: ConnId, count: i64, now: Instant) -> Result<(), Refused> {
-        let others: i64 = self.conns.iter().filter(|(id, _)| **id != conn).map(|(_, c)| c.cost()).sum();
+        let others: i64 = self
+            .conns
+            .iter()
+            .filter(|(id, _)| **id != conn)
+            .map(|(_, c)| c.cost())
+            .sum();
         let retry_at = now + self.cfg.retry_interval;
         let max_in_flight = self.cfg.max_in_flight;
         let c = self.conns.get_mut(&conn).ok_or(Refused::Unknown)?;
@@ -411,7 +428,9 @@ impl RdyState {
     }
 
     fn send_rdy(&mut self, conn: ConnId, count: i64, now: Instant) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         if count == 0 && c.rdy == 0 {
             return;
         }
@@ -427,8 +446,11 @@ impl RdyState {
 
     /// Retries refused updates when the budget has room again.
     fn retry_pending(&mut self, now: Instant) {
-        let waiting: Vec<(ConnId, i64)> =
-            self.conns.iter().filter_map(|(id, c)| c.retry.map(|(_, n)| (*id, n))).collect();
+        let waiting: Vec<(ConnId, i64)> = self
+            .conns
+            .iter()
+            .filter_map(|(id, c)| c.retry.map(|(_, n)| (*id, n)))
+            .collect();
         for (id, count) in waiting {
             let used: i64 = self.conns.values().map(ConnRdy::cost).sum();
             if used >= self.cfg.max_in_flight {
@@ -449,7 +471,10 @@ impl RdyState {
                 self.backoff_level -= 1;
                 updated = true;
             }
-            Signal::Backoff if self.backoff_duration(self.backoff_level + 1) <= self.cfg.max_backoff_duration => {
+            Signal::Backoff
+                if self.backoff_duration(self.backoff_level + 1)
+                    <= self.cfg.max_backoff_duration =>
+            {
                 self.backoff_level += 1;
                 updated = true;
             }
@@ -462,7 +487,9 @@ impl RdyState {
                 let _ = self.update_rdy(id, count, now);
             }
         } else if self.backoff_level > 0 {
-            let d = self.backoff_duration(self.backoff_level).min(self.cfg.max_backoff_duration);
+            let d = self
+                .backoff_duration(self.backoff_level)
+                .min(self.cfg.max_backoff_duration);
             tracing::warn!(duration = ?d, level = self.backoff_level, "backing off, RDY 0 everywhere");
             for id in self.active_ids() {
                 let _ = self.update_rdy(id, 0, now);
@@ -506,7 +533,8 @@ impl RdyState {
         for &id in &active {
             let c = &self.conns[&id];
             if c.rdy > 0 {
-                let idle = now.saturating_duration_since(c.last_msg_at) > self.cfg.low_rdy_idle_timeout;
+                let idle =
+                    now.saturating_duration_since(c.last_msg_at) > self.cfg.low_rdy_idle_timeout;
                 let held = match c.last_rdy_at {
                     Some(t) => now.saturating_duration_since(t) > self.cfg.low_rdy_timeout,
                     None => true,
@@ -517,7 +545,11 @@ impl RdyState {
                 }
             }
         }
-        let limit = if self.in_backoff() { 1 } else { self.cfg.max_in_flight };
+        let limit = if self.in_backoff() {
+            1
+        } else {
+            self.cfg.max_in_flight
+        };
         let mut available = limit - self.conns.values().map(ConnRdy::cost).sum::<i64>();
         let mut possible = active;
         while !possible.is_empty() && available > 0 {
@@ -534,7 +566,10 @@ mod tests {
     use super::*;
 
     fn cfg(max_in_flight: i64) -> RdyConfig {
-        RdyConfig { max_in_flight, ..RdyConfig::from_config(&Config::default()) }
+        RdyConfig {
+            max_in_flight,
+            ..RdyConfig::from_config(&Config::default())
+        }
     }
 
     fn secs(s: u64) -> Duration {
@@ -560,7 +595,8 @@ mod tests {
             }
         }
         fn can_deliver(&self, conn: ConnId) -> bool {
-            self.in_flight.get(&conn).copied().unwrap_or(0) < self.rdy.get(&conn).copied().unwrap_or(0)
+            self.in_flight.get(&conn).copied().unwrap_or(0)
+                < self.rdy.get(&conn).copied().unwrap_or(0)
         }
         fn total_in_flight(&self) -> i64 {
             self.in_flight.values().sum()
@@ -571,7 +607,11 @@ mod tests {
         assert!(s.total_rdy() <= max, "total RDY {} > {max}", s.total_rdy());
         let cost: i64 = s.conns.values().map(ConnRdy::cost).sum();
         assert!(cost <= max, "RDY+in-flight budget {cost} > {max}");
-        assert!(srv.total_in_flight() <= max, "server in flight {} > {max}", srv.total_in_flight());
+        assert!(
+            srv.total_in_flight() <= max,
+            "server in flight {} > {max}",
+            srv.total_in_flight()
+        );
         for (id, c) in &s.conns {
             assert!(c.rdy <= c.max_rdy, "conn {id} RDY above max_rdy");
         }
@@ -593,7 +633,10 @@ mod tests {
         s.add_conn(1, 2500, t0);
         assert_eq!(s.add_conn(2, 2500, t0), vec![upd(1, 5), upd(2, 5)]);
         // 10/3 = 3.33 → 3 each.
-        assert_eq!(s.add_conn(3, 2500, t0), vec![upd(1, 3), upd(2, 3), upd(3, 3)]);
+        assert_eq!(
+            s.add_conn(3, 2500, t0),
+            vec![upd(1, 3), upd(2, 3), upd(3, 3)]
+        );
         assert_eq!(s.total_rdy(), 9);
         // Zero max_in_flight means RDY 0.
         let mut s = RdyState::new(cfg(0), t0, 1);
@@ -654,7 +697,11 @@ mod tests {
         // RDY reaches them whenever the busy connection has held its RDY for
         // low_rdy_timeout (30 s) or they win a random redistribution.
         assert!(got[&2] >= 4 && got[&3] >= 4, "{got:?}");
-        assert_eq!(got.len(), 3, "all three connections received messages: {got:?}");
+        assert_eq!(
+            got.len(),
+            3,
+            "all three connections received messages: {got:?}"
+        );
     }
 
     #[test]
@@ -666,7 +713,11 @@ mod tests {
             let t0 = Instant::now();
             let mut t = t0;
             let mut s = RdyState::new(
-                RdyConfig { low_rdy_idle_timeout: secs(1), low_rdy_timeout: secs(3), ..cfg(max) },
+                RdyConfig {
+                    low_rdy_idle_timeout: secs(1),
+                    low_rdy_timeout: secs(3),
+                    ..cfg(max)
+                },
                 t0,
                 seed,
             );
@@ -705,7 +756,9 @@ mod tests {
                         let id = held.swap_remove(rng.gen_range(0..held.len()));
                         *srv.in_flight.get_mut(&id).unwrap() -= 1;
                         let outcome = if rng.gen_bool(0.2) {
-                            Outcome::Requeued { backoff: rng.gen_bool(0.7) }
+                            Outcome::Requeued {
+                                backoff: rng.gen_bool(0.7),
+                            }
                         } else {
                             Outcome::Finished
                         };
@@ -718,7 +771,10 @@ mod tests {
             }
         }
         // The runs did exercise deliveries and backoff.
-        assert!(delivered > 5_000 && backoffs > 1_000, "delivered {delivered}, steps in backoff {backoffs}");
+        assert!(
+            delivered > 5_000 && backoffs > 1_000,
+            "delivered {delivered}, steps in backoff {backoffs}"
+        );
     }
 
     #[test]
@@ -777,7 +833,14 @@ mod tests {
     fn backoff_sequence() {
         let t0 = Instant::now();
         // Redistribution is left out here (see `redistribution_during_backoff`).
-        let mut s = RdyState::new(RdyConfig { redistribute_interval: secs(100_000), ..cfg(10) }, t0, 3);
+        let mut s = RdyState::new(
+            RdyConfig {
+                redistribute_interval: secs(100_000),
+                ..cfg(10)
+            },
+            t0,
+            3,
+        );
         s.add_conn(1, 2500, t0);
         s.add_conn(2, 2500, t0);
         let mut t = t0;
@@ -785,7 +848,10 @@ mod tests {
         s.on_message(1, t);
         let ups = s.on_response(1, Outcome::Requeued { backoff: true }, t);
         assert_eq!(ups, vec![upd(1, 0), upd(2, 0)]);
-        assert_eq!((s.backoff_level(), s.backoff_until()), (1, Some(t + secs(2))));
+        assert_eq!(
+            (s.backoff_level(), s.backoff_until()),
+            (1, Some(t + secs(2)))
+        );
         // Results during the timer are ignored.
         s.on_response(1, Outcome::Requeued { backoff: true }, t);
         assert_eq!(s.backoff_level(), 1);
@@ -832,7 +898,9 @@ mod tests {
         }
         // A requeue without backoff does not change the level.
         s.on_message(1, t);
-        assert!(s.on_response(1, Outcome::Requeued { backoff: false }, t).is_empty());
+        assert!(s
+            .on_response(1, Outcome::Requeued { backoff: false }, t)
+            .is_empty());
         assert_eq!(s.backoff_level(), 0);
     }
 
@@ -861,16 +929,28 @@ mod tests {
             }
         }
         assert_eq!(s.total_rdy(), 1);
-        assert!(holders.len() > 1, "the RDY moved between connections: {holders:?}");
+        assert!(
+            holders.len() > 1,
+            "the RDY moved between connections: {holders:?}"
+        );
     }
 
     #[test]
     fn zero_max_backoff_disables_backoff() {
         let t0 = Instant::now();
-        let mut s = RdyState::new(RdyConfig { max_backoff_duration: Duration::ZERO, ..cfg(4) }, t0, 1);
+        let mut s = RdyState::new(
+            RdyConfig {
+                max_backoff_duration: Duration::ZERO,
+                ..cfg(4)
+            },
+            t0,
+            1,
+        );
         s.add_conn(1, 2500, t0);
         s.on_message(1, t0);
-        assert!(s.on_response(1, Outcome::Requeued { backoff: true }, t0).is_empty());
+        assert!(s
+            .on_response(1, Outcome::Requeued { backoff: true }, t0)
+            .is_empty());
         assert_eq!((s.backoff_level(), s.rdy(1)), (0, Some(4)));
     }
 
@@ -898,6 +978,9 @@ mod tests {
         let t = t0 + secs(15);
         let ups = s.poll(t);
         assert_eq!(s.total_rdy(), 1);
-        assert!(ups.contains(&upd(1, 0)) || ups.is_empty() || ups.contains(&upd(2, 1)), "{ups:?}");
+        assert!(
+            ups.contains(&upd(1, 0)) || ups.is_empty() || ups.contains(&upd(2, 1)),
+            "{ups:?}"
+        );
     }
 }

@@ -31,7 +31,11 @@ pub(crate) enum Stream {
 }
 
 impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -40,7 +44,11 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -80,7 +88,8 @@ impl Reader {
         loop {
             if !self.raw.is_empty() {
                 let before = out.len();
-                dec.decode(&mut self.raw, out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                dec.decode(&mut self.raw, out)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 if out.len() > before {
                     return Ok(out.len() - before);
                 }
@@ -115,7 +124,8 @@ impl Writer {
             None => self.wr.write_all(bytes).await?,
             Some(enc) => {
                 self.scratch.clear();
-                enc.encode(bytes, &mut self.scratch).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                enc.encode(bytes, &mut self.scratch)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
                 self.wr.write_all(&self.scratch).await?;
             }
         }
@@ -135,15 +145,33 @@ impl Writer {
 /// Splits a fresh (plain) connection.
 pub(crate) fn split(stream: Stream) -> (Reader, Writer) {
     let (rd, wr) = tokio::io::split(stream);
-    (Reader { rd, decoder: None, raw: BytesMut::new() }, Writer { wr, encoder: None, scratch: BytesMut::new() })
+    (
+        Reader {
+            rd,
+            decoder: None,
+            raw: BytesMut::new(),
+        },
+        Writer {
+            wr,
+            encoder: None,
+            scratch: BytesMut::new(),
+        },
+    )
 }
 
 /// Runs the TLS handshake over the (still plain, uncompressed) connection
 /// and returns the halves of the TLS stream. `addr` gives the server name
 /// unless `tls_server_name` is set.
-pub(crate) async fn upgrade_tls(rd: Reader, wr: Writer, addr: &str, cfg: &Config) -> Result<(Reader, Writer), ConnectError> {
+pub(crate) async fn upgrade_tls(
+    rd: Reader,
+    wr: Writer,
+    addr: &str,
+    cfg: &Config,
+) -> Result<(Reader, Writer), ConnectError> {
     if rd.decoder.is_some() || wr.encoder.is_some() || !rd.raw.is_empty() {
-        return Err(ConnectError::Tls("TLS must be negotiated before compression".into()));
+        return Err(ConnectError::Tls(
+            "TLS must be negotiated before compression".into(),
+        ));
     }
     let tcp = match rd.rd.unsplit(wr.wr) {
         Stream::Plain(tcp) => tcp,
@@ -166,10 +194,13 @@ fn server_name(addr: &str, cfg: &Config) -> Result<ServerName<'static>, ConnectE
         Some(n) => n.to_string(),
         None => {
             let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
-            host.trim_start_matches('[').trim_end_matches(']').to_string()
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
         }
     };
-    ServerName::try_from(host.clone()).map_err(|e| ConnectError::Tls(format!("bad server name {host:?}: {e}")))
+    ServerName::try_from(host.clone())
+        .map_err(|e| ConnectError::Tls(format!("bad server name {host:?}: {e}")))
 }
 
 fn client_config(cfg: &Config) -> Result<Arc<rustls::ClientConfig>, ConnectError> {
@@ -185,10 +216,13 @@ fn client_config(cfg: &Config) -> Result<Arc<rustls::ClientConfig>, ConnectError
     } else {
         let mut roots = rustls::RootCertStore::empty();
         if let Some(path) = cfg.tls_root_ca_file.as_deref().filter(|p| !p.is_empty()) {
-            let pem = std::fs::read(path).map_err(|e| ConnectError::Tls(format!("read {path}: {e}")))?;
+            let pem =
+                std::fs::read(path).map_err(|e| ConnectError::Tls(format!("read {path}: {e}")))?;
             for c in CertificateDer::pem_slice_iter(&pem) {
                 let c = c.map_err(|e| ConnectError::Tls(format!("{path}: {e}")))?;
-                roots.add(c).map_err(|e| ConnectError::Tls(format!("{path}: {e}")))?;
+                roots
+                    .add(c)
+                    .map_err(|e| ConnectError::Tls(format!("{path}: {e}")))?;
             }
             if roots.is_empty() {
                 return Err(ConnectError::Tls(format!("{path}: no certificates")));
@@ -222,7 +256,12 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -231,7 +270,12 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {

@@ -9,11 +9,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use nsq_client::{handler_fn, Config, Consumer, ConsumerError, Handler, HandlerResult, Message, MessageId, Producer};
+use nsq_client::{
+    handler_fn, Config, Consumer, ConsumerError, Handler, HandlerResult, Message, MessageId,
+    Producer,
+};
 use parking_lot::Mutex;
 
 fn fast_backoff() -> Config {
-    Config { backoff_multiplier: Duration::from_millis(100), ..Config::default() }
+    Config {
+        backoff_multiplier: Duration::from_millis(100),
+        ..Config::default()
+    }
 }
 
 async fn publish_n(tcp: &str, topic: &str, tag: &str, n: usize) {
@@ -49,7 +55,10 @@ async fn max_in_flight_two_over_three_nsqds() {
                     let now = active.fetch_add(1, Ordering::SeqCst) + 1;
                     high.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    *per_nsqd.lock().entry(m.nsqd_address().to_string()).or_default() += 1;
+                    *per_nsqd
+                        .lock()
+                        .entry(m.nsqd_address().to_string())
+                        .or_default() += 1;
                     active.fetch_sub(1, Ordering::SeqCst);
                     Ok(())
                 }
@@ -65,7 +74,8 @@ async fn max_in_flight_two_over_three_nsqds() {
     let sampler = {
         let done = done.clone();
         tokio::spawn(async move {
-            let (mut samples, mut max_in_flight, mut max_ready, mut persistent) = (0, 0, 0, Vec::new());
+            let (mut samples, mut max_in_flight, mut max_ready, mut persistent) =
+                (0, 0, 0, Vec::new());
             let mut over_samples = 0;
             let mut prev_over = false;
             while !done.load(Ordering::SeqCst) {
@@ -96,7 +106,10 @@ async fn max_in_flight_two_over_three_nsqds() {
         c.connect_to_nsqd(&n.tcp).await.unwrap();
     }
     let start = Instant::now();
-    wait_until(Duration::from_secs(60), "45 messages", || c.stats().messages_finished == 45).await;
+    wait_until(Duration::from_secs(60), "45 messages", || {
+        c.stats().messages_finished == 45
+    })
+    .await;
     let took = start.elapsed();
     done.store(true, Ordering::SeqCst);
     let (samples, max_if, max_rdy, persistent, over_samples) = sampler.await.unwrap();
@@ -104,12 +117,22 @@ async fn max_in_flight_two_over_three_nsqds() {
     let st = c.stats();
     eprintln!("took {took:?}; {samples} samples ({over_samples} over 2), server max in_flight {max_if} max ready {max_rdy}; client {st:?}");
     assert!(samples > 10);
-    assert!(persistent.is_empty(), "nsqd saw more than 2 in flight / RDY: {persistent:?}");
+    assert!(
+        persistent.is_empty(),
+        "nsqd saw more than 2 in flight / RDY: {persistent:?}"
+    );
     // A lone straddling sample can inflate either sum (a FIN still on its way
     // to one nsqd while the next RDY reached another); a client really
     // holding more than 2 shows in most samples.
-    assert!(over_samples * 10 <= samples, "{over_samples} of {samples} samples over 2 in flight / RDY");
-    assert!(high.load(Ordering::SeqCst) <= 2, "handlers held {} at once", high.load(Ordering::SeqCst));
+    assert!(
+        over_samples * 10 <= samples,
+        "{over_samples} of {samples} samples over 2 in flight / RDY"
+    );
+    assert!(
+        high.load(Ordering::SeqCst) <= 2,
+        "handlers held {} at once",
+        high.load(Ordering::SeqCst)
+    );
     assert!(st.max_in_flight_seen <= 2, "{st:?}");
     assert!(st.total_rdy <= 2);
     let per = per_nsqd.lock().clone();
@@ -123,7 +146,10 @@ async fn max_in_flight_two_over_three_nsqds() {
 async fn handler_error_requeues_with_attempts_plus_one() {
     let nsqd = start_nsqd(&[]);
     publish_n(&nsqd.tcp, "req", "m", 1).await;
-    let cfg = Config { default_requeue_delay: Duration::from_millis(500), ..fast_backoff() };
+    let cfg = Config {
+        default_requeue_delay: Duration::from_millis(500),
+        ..fast_backoff()
+    };
     let c = Consumer::new("req", "ch", cfg).unwrap();
     let seen = Arc::new(Mutex::new(Vec::<(MessageId, u16, Instant)>::new()));
     {
@@ -142,7 +168,10 @@ async fn handler_error_requeues_with_attempts_plus_one() {
         .unwrap();
     }
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
-    wait_until(Duration::from_secs(20), "redelivery", || c.stats().messages_finished == 1).await;
+    wait_until(Duration::from_secs(20), "redelivery", || {
+        c.stats().messages_finished == 1
+    })
+    .await;
     let seen = seen.lock().clone();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].0, seen[1].0, "same message");
@@ -150,11 +179,28 @@ async fn handler_error_requeues_with_attempts_plus_one() {
     // REQ delay = default_requeue_delay × attempts = 500 ms.
     assert!(seen[1].2.duration_since(seen[0].2) >= Duration::from_millis(500));
     let st = c.stats();
-    assert_eq!((st.messages_received, st.messages_requeued, st.messages_finished), (2, 1, 1));
-    assert_eq!(st.backoff_level, 0, "success after the failure ends the backoff");
+    assert_eq!(
+        (
+            st.messages_received,
+            st.messages_requeued,
+            st.messages_finished
+        ),
+        (2, 1, 1)
+    );
+    assert_eq!(
+        st.backoff_level, 0,
+        "success after the failure ends the backoff"
+    );
     let s = nsqd_stats(&nsqd.http, "req", "ch").await;
     let ch = channel_of(&s, "req", "ch").unwrap();
-    assert_eq!((ch["requeue_count"].as_i64(), ch["in_flight_count"].as_i64(), ch["depth"].as_i64()), (Some(1), Some(0), Some(0)));
+    assert_eq!(
+        (
+            ch["requeue_count"].as_i64(),
+            ch["in_flight_count"].as_i64(),
+            ch["depth"].as_i64()
+        ),
+        (Some(1), Some(0), Some(0))
+    );
     c.stop().await;
 }
 
@@ -178,20 +224,45 @@ impl Handler for AlwaysFails {
 async fn max_attempts_finishes_without_calling_the_handler() {
     let nsqd = start_nsqd(&[]);
     publish_n(&nsqd.tcp, "att", "m", 1).await;
-    let cfg = Config { max_attempts: 2, default_requeue_delay: Duration::ZERO, ..fast_backoff() };
+    let cfg = Config {
+        max_attempts: 2,
+        default_requeue_delay: Duration::ZERO,
+        ..fast_backoff()
+    };
     let c = Consumer::new("att", "ch", cfg).unwrap();
     let calls = Arc::new(AtomicU32::new(0));
     let gave_up = Arc::new(Mutex::new(Vec::new()));
-    c.add_handler(AlwaysFails { calls: calls.clone(), gave_up: gave_up.clone() }).unwrap();
+    c.add_handler(AlwaysFails {
+        calls: calls.clone(),
+        gave_up: gave_up.clone(),
+    })
+    .unwrap();
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
-    wait_until(Duration::from_secs(20), "give up", || c.stats().messages_finished == 1).await;
+    wait_until(Duration::from_secs(20), "give up", || {
+        c.stats().messages_finished == 1
+    })
+    .await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(*gave_up.lock(), vec![3]);
     let st = c.stats();
-    assert_eq!((st.messages_received, st.messages_requeued, st.messages_finished), (3, 2, 1));
+    assert_eq!(
+        (
+            st.messages_received,
+            st.messages_requeued,
+            st.messages_finished
+        ),
+        (3, 2, 1)
+    );
     let s = nsqd_stats(&nsqd.http, "att", "ch").await;
     let ch = channel_of(&s, "att", "ch").unwrap();
-    assert_eq!((ch["depth"].as_i64(), ch["in_flight_count"].as_i64(), ch["deferred_count"].as_i64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(
+        (
+            ch["depth"].as_i64(),
+            ch["in_flight_count"].as_i64(),
+            ch["deferred_count"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
     c.stop().await;
 }
 
@@ -200,7 +271,11 @@ async fn manual_touch_finish_and_requeue() {
     let nsqd = start_nsqd(&[]);
     publish_n(&nsqd.tcp, "man", "m", 2).await;
     // A 1 s server-side timeout: the TOUCHes below must keep the first message alive.
-    let cfg = Config { msg_timeout: Duration::from_secs(1), max_in_flight: 2, ..Config::default() };
+    let cfg = Config {
+        msg_timeout: Duration::from_secs(1),
+        max_in_flight: 2,
+        ..Config::default()
+    };
     let c = Consumer::new("man", "ch", cfg).unwrap();
     let log = Arc::new(Mutex::new(Vec::<String>::new()));
     {
@@ -231,13 +306,19 @@ async fn manual_touch_finish_and_requeue() {
         .unwrap();
     }
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
-    wait_until(Duration::from_secs(20), "both finished", || c.stats().messages_finished == 2).await;
+    wait_until(Duration::from_secs(20), "both finished", || {
+        c.stats().messages_finished == 2
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut got = log.lock().clone();
     got.sort();
     assert_eq!(got, vec!["m-0@1", "m-1@1", "m-1@2"]);
     let st = c.stats();
-    assert_eq!((st.messages_requeued, st.messages_finished, st.backoff_level), (1, 2, 0));
+    assert_eq!(
+        (st.messages_requeued, st.messages_finished, st.backoff_level),
+        (1, 2, 0)
+    );
     let s = nsqd_stats(&nsqd.http, "man", "ch").await;
     let ch = channel_of(&s, "man", "ch").unwrap();
     assert_eq!(ch["timeout_count"], 0, "TOUCH kept m-0 in flight");
@@ -248,7 +329,15 @@ async fn manual_touch_finish_and_requeue() {
 async fn stop_waits_for_in_flight_messages() {
     let nsqd = start_nsqd(&[]);
     publish_n(&nsqd.tcp, "stop", "m", 5).await;
-    let c = Consumer::new("stop", "ch", Config { max_in_flight: 5, ..Config::default() }).unwrap();
+    let c = Consumer::new(
+        "stop",
+        "ch",
+        Config {
+            max_in_flight: 5,
+            ..Config::default()
+        },
+    )
+    .unwrap();
     c.add_concurrent_handlers(
         handler_fn(|_m: Message| async {
             tokio::time::sleep(Duration::from_millis(700)).await;
@@ -258,23 +347,49 @@ async fn stop_waits_for_in_flight_messages() {
     )
     .unwrap();
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
-    wait_until(Duration::from_secs(10), "5 in flight", || c.stats().in_flight == 5).await;
+    wait_until(Duration::from_secs(10), "5 in flight", || {
+        c.stats().in_flight == 5
+    })
+    .await;
     let t = Instant::now();
     c.stop().await;
     assert!(t.elapsed() < Duration::from_secs(10));
     let st = c.stats();
-    assert_eq!((st.messages_finished, st.connections, st.in_flight), (5, 0, 0), "{st:?}");
+    assert_eq!(
+        (st.messages_finished, st.connections, st.in_flight),
+        (5, 0, 0),
+        "{st:?}"
+    );
     let s = stats_without_clients(&nsqd.http, "stop", "ch").await;
     let ch = channel_of(&s, "stop", "ch").unwrap();
-    assert_eq!((ch["in_flight_count"].as_i64(), ch["requeue_count"].as_i64(), ch["timeout_count"].as_i64()), (Some(0), Some(0), Some(0)));
-    assert!(matches!(c.connect_to_nsqd(&nsqd.tcp).await, Err(ConsumerError::Stopped)));
+    assert_eq!(
+        (
+            ch["in_flight_count"].as_i64(),
+            ch["requeue_count"].as_i64(),
+            ch["timeout_count"].as_i64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
+    assert!(matches!(
+        c.connect_to_nsqd(&nsqd.tcp).await,
+        Err(ConsumerError::Stopped)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_max_in_flight_pauses_and_resumes() {
     let nsqd = start_nsqd(&[]);
-    let c = Consumer::new("pause", "ch", Config { max_in_flight: 4, ..Config::default() }).unwrap();
-    c.add_handler(handler_fn(|_m: Message| async { Ok(()) })).unwrap();
+    let c = Consumer::new(
+        "pause",
+        "ch",
+        Config {
+            max_in_flight: 4,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    c.add_handler(handler_fn(|_m: Message| async { Ok(()) }))
+        .unwrap();
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
     wait_until(Duration::from_secs(5), "RDY 4", || c.stats().total_rdy == 4).await;
     c.change_max_in_flight(0);
@@ -287,14 +402,21 @@ async fn change_max_in_flight_pauses_and_resumes() {
     let s = nsqd_stats(&nsqd.http, "pause", "ch").await;
     assert_eq!(client_sum(&s, "pause", "ch", "ready_count"), 0);
     c.change_max_in_flight(4);
-    wait_until(Duration::from_secs(5), "3 messages", || c.stats().messages_finished == 3).await;
+    wait_until(Duration::from_secs(5), "3 messages", || {
+        c.stats().messages_finished == 3
+    })
+    .await;
     c.stop().await;
 }
 
 /// Like `start_nsqd` but on fixed addresses (to restart "the same" nsqd).
 fn start_nsqd_at(tcp: &str, http: &str, data: &std::path::Path) -> std::process::Child {
     std::process::Command::new(bin("nsqd"))
-        .args([format!("--tcp-address={tcp}"), format!("--http-address={http}"), format!("--data-path={}", data.display())])
+        .args([
+            format!("--tcp-address={tcp}"),
+            format!("--http-address={http}"),
+            format!("--data-path={}", data.display()),
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -313,11 +435,20 @@ impl Drop for KillOnDrop {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_to_a_restarted_nsqd() {
     let data = tempfile::tempdir().unwrap();
-    let (tcp, http) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let (tcp, http) = (
+        format!("127.0.0.1:{}", free_port()),
+        format!("127.0.0.1:{}", free_port()),
+    );
     let mut nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
-    wait_until(Duration::from_secs(20), "nsqd up", || std::net::TcpStream::connect(&tcp).is_ok()).await;
+    wait_until(Duration::from_secs(20), "nsqd up", || {
+        std::net::TcpStream::connect(&tcp).is_ok()
+    })
+    .await;
 
-    let cfg = Config { lookupd_poll_interval: Duration::from_millis(300), ..Config::default() };
+    let cfg = Config {
+        lookupd_poll_interval: Duration::from_millis(300),
+        ..Config::default()
+    };
     let c = Consumer::new("re", "ch", cfg).unwrap();
     let got = Arc::new(AtomicU32::new(0));
     {
@@ -333,31 +464,69 @@ async fn reconnects_to_a_restarted_nsqd() {
     }
     c.connect_to_nsqd(&tcp).await.unwrap();
     publish_n(&tcp, "re", "a", 1).await;
-    wait_until(Duration::from_secs(10), "first message", || got.load(Ordering::SeqCst) == 1).await;
+    wait_until(Duration::from_secs(10), "first message", || {
+        got.load(Ordering::SeqCst) == 1
+    })
+    .await;
 
     // Kill it: the consumer notices and retries every 300 ms.
     let _ = nsqd.0.kill();
     let _ = nsqd.0.wait();
-    wait_until(Duration::from_secs(10), "connection lost", || c.stats().connections == 0).await;
+    wait_until(Duration::from_secs(10), "connection lost", || {
+        c.stats().connections == 0
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
-    wait_until(Duration::from_secs(20), "reconnected", || c.stats().connections == 1).await;
+    wait_until(Duration::from_secs(20), "reconnected", || {
+        c.stats().connections == 1
+    })
+    .await;
     publish_n(&tcp, "re", "b", 1).await;
-    wait_until(Duration::from_secs(10), "second message", || got.load(Ordering::SeqCst) == 2).await;
+    wait_until(Duration::from_secs(10), "second message", || {
+        got.load(Ordering::SeqCst) == 2
+    })
+    .await;
     c.stop().await;
     drop(nsqd);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_argument_errors() {
-    assert!(matches!(Consumer::new("bad topic", "ch", Config::default()), Err(ConsumerError::InvalidTopic(_))));
-    assert!(matches!(Consumer::new("t", "", Config::default()), Err(ConsumerError::InvalidChannel(_))));
-    assert!(matches!(Consumer::new("t", "c", Config { sample_rate: 100, ..Config::default() }), Err(ConsumerError::Config(_))));
+    assert!(matches!(
+        Consumer::new("bad topic", "ch", Config::default()),
+        Err(ConsumerError::InvalidTopic(_))
+    ));
+    assert!(matches!(
+        Consumer::new("t", "", Config::default()),
+        Err(ConsumerError::InvalidChannel(_))
+    ));
+    assert!(matches!(
+        Consumer::new(
+            "t",
+            "c",
+            Config {
+                sample_rate: 100,
+                ..Config::default()
+            }
+        ),
+        Err(ConsumerError::Config(_))
+    ));
     let c = Consumer::new("t", "c", Config::default()).unwrap();
-    assert!(matches!(c.connect_to_nsqd("127.0.0.1:1").await, Err(ConsumerError::NoHandler)));
-    c.add_handler(handler_fn(|_m: Message| async { Ok(()) })).unwrap();
-    let e = c.connect_to_nsqd(&format!("127.0.0.1:{}", free_port())).await.unwrap_err();
+    assert!(matches!(
+        c.connect_to_nsqd("127.0.0.1:1").await,
+        Err(ConsumerError::NoHandler)
+    ));
+    c.add_handler(handler_fn(|_m: Message| async { Ok(()) }))
+        .unwrap();
+    let e = c
+        .connect_to_nsqd(&format!("127.0.0.1:{}", free_port()))
+        .await
+        .unwrap_err();
     assert!(matches!(e, ConsumerError::Connect { .. }), "{e}");
-    assert!(matches!(c.add_handler(handler_fn(|_m: Message| async { Ok(()) })), Err(ConsumerError::AlreadyConnecting)));
+    assert!(matches!(
+        c.add_handler(handler_fn(|_m: Message| async { Ok(()) })),
+        Err(ConsumerError::AlreadyConnecting)
+    ));
     c.stop().await;
 }

@@ -21,7 +21,10 @@ fn recorder(c: &Consumer) -> Arc<Mutex<Vec<(String, String)>>> {
     c.add_handler(handler_fn(move |m: Message| {
         let g = g.clone();
         async move {
-            g.lock().push((m.nsqd_address().to_string(), String::from_utf8_lossy(m.body()).into_owned()));
+            g.lock().push((
+                m.nsqd_address().to_string(),
+                String::from_utf8_lossy(m.body()).into_owned(),
+            ));
             Ok(())
         }
     }))
@@ -57,11 +60,26 @@ async fn finds_two_nsqds_through_real_nsqlookupd() {
     }
     assert_eq!(listed, 2, "both nsqds registered the topic");
 
-    let c = Consumer::new("disc", "ch", Config { max_in_flight: 4, ..Config::default() }).unwrap();
+    let c = Consumer::new(
+        "disc",
+        "ch",
+        Config {
+            max_in_flight: 4,
+            ..Config::default()
+        },
+    )
+    .unwrap();
     let got = recorder(&c);
     c.connect_to_nsqd_lookupd(&lookupd.http).await.unwrap();
-    assert_eq!(c.stats().connections, 2, "first poll happens before connect_to_nsqd_lookupd returns");
-    wait_until(Duration::from_secs(10), "two messages", || got.lock().len() == 2).await;
+    assert_eq!(
+        c.stats().connections,
+        2,
+        "first poll happens before connect_to_nsqd_lookupd returns"
+    );
+    wait_until(Duration::from_secs(10), "two messages", || {
+        got.lock().len() == 2
+    })
+    .await;
     let from: BTreeSet<String> = got.lock().iter().map(|(a, _)| a.clone()).collect();
     let want: BTreeSet<String> = nsqds.iter().map(|n| n.tcp.clone()).collect();
     assert_eq!(from, want);
@@ -80,7 +98,9 @@ async fn fake_lookupd(answer: Answer) -> (String, Arc<Mutex<Vec<String>>>) {
     let reqs = requests.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((mut s, _)) = l.accept().await else { return };
+            let Ok((mut s, _)) = l.accept().await else {
+                return;
+            };
             let (answer, reqs) = (answer.clone(), reqs.clone());
             tokio::spawn(async move {
                 let mut buf = Vec::new();
@@ -93,7 +113,11 @@ async fn fake_lookupd(answer: Answer) -> (String, Arc<Mutex<Vec<String>>>) {
                 }
                 reqs.lock().push(String::from_utf8_lossy(&buf).into_owned());
                 let (status, header, body) = answer.lock().clone();
-                let extra = if header { "X-NSQ-Content-Type: nsq; version=1.0\r\n" } else { "" };
+                let extra = if header {
+                    "X-NSQ-Content-Type: nsq; version=1.0\r\n"
+                } else {
+                    ""
+                };
                 let resp = format!(
                     "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
@@ -110,8 +134,14 @@ fn port_of(addr: &str) -> u16 {
 }
 
 fn legacy(ports: &[u16]) -> String {
-    let ps: Vec<String> = ports.iter().map(|p| format!(r#"{{"broadcast_address":"127.0.0.1","tcp_port":{p},"http_port":1}}"#)).collect();
-    format!(r#"{{"status_code":200,"status_txt":"OK","data":{{"channels":[],"producers":[{}]}}}}"#, ps.join(","))
+    let ps: Vec<String> = ports
+        .iter()
+        .map(|p| format!(r#"{{"broadcast_address":"127.0.0.1","tcp_port":{p},"http_port":1}}"#))
+        .collect();
+    format!(
+        r#"{{"status_code":200,"status_txt":"OK","data":{{"channels":[],"producers":[{}]}}}}"#,
+        ps.join(",")
+    )
 }
 
 fn current(ports: &[u16]) -> String {
@@ -124,7 +154,9 @@ fn current(ports: &[u16]) -> String {
 
 async fn clients_on(n: &Daemon) -> usize {
     let s = nsqd_stats(&n.http, "fake", "ch").await;
-    channel_of(&s, "fake", "ch").and_then(|c| c["clients"].as_array().map(Vec::len)).unwrap_or(0)
+    channel_of(&s, "fake", "ch")
+        .and_then(|c| c["clients"].as_array().map(Vec::len))
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,23 +179,39 @@ async fn follows_fake_lookupds_union_and_drops() {
     let c = Consumer::new("fake", "ch", cfg).unwrap();
     let got = recorder(&c);
     c.connect_to_nsqd_lookupd(&a_addr).await.unwrap();
-    c.connect_to_nsqd_lookupd(&format!("http://{b_addr}/")).await.unwrap();
+    c.connect_to_nsqd_lookupd(&format!("http://{b_addr}/"))
+        .await
+        .unwrap();
     assert_eq!(c.stats().connections, 1, "legacy answer from lookupd A");
     {
         let reqs = a_reqs.lock();
-        assert!(reqs[0].starts_with("GET /lookup?topic=fake HTTP/1."), "{}", reqs[0]);
-        assert!(reqs[0].contains("Accept: application/vnd.nsq; version=1.0"), "{}", reqs[0]);
+        assert!(
+            reqs[0].starts_with("GET /lookup?topic=fake HTTP/1."),
+            "{}",
+            reqs[0]
+        );
+        assert!(
+            reqs[0].contains("Accept: application/vnd.nsq; version=1.0"),
+            "{}",
+            reqs[0]
+        );
     }
 
     // B now lists n2: the consumer holds the union.
     *b.lock() = (200, true, current(&[p2]));
-    wait_until(Duration::from_secs(10), "two connections", || c.stats().connections == 2).await;
+    wait_until(Duration::from_secs(10), "two connections", || {
+        c.stats().connections == 2
+    })
+    .await;
     for (i, n) in [&n1, &n2].iter().enumerate() {
         let p = Producer::new(n.tcp.clone(), Config::default()).unwrap();
         p.publish("fake", format!("m{i}")).await.unwrap();
         p.stop().await;
     }
-    wait_until(Duration::from_secs(10), "a message from each", || got.lock().len() == 2).await;
+    wait_until(Duration::from_secs(10), "a message from each", || {
+        got.lock().len() == 2
+    })
+    .await;
 
     // A fails: an incomplete round never drops anything.
     *a.lock() = (500, false, r#"{"message":"INTERNAL_ERROR"}"#.to_string());
@@ -173,7 +221,10 @@ async fn follows_fake_lookupds_union_and_drops() {
 
     // A answers again, without n1: nobody lists n1 any more, so it is dropped.
     *a.lock() = (200, false, legacy(&[]));
-    wait_until(Duration::from_secs(10), "n1 dropped", || c.stats().connections == 1).await;
+    wait_until(Duration::from_secs(10), "n1 dropped", || {
+        c.stats().connections == 1
+    })
+    .await;
     let mut n1_clients = 1;
     for _ in 0..100 {
         n1_clients = clients_on(&n1).await;

@@ -16,16 +16,32 @@ async fn publish_mpub_dpub_round_trip() {
     let nsqd = start_nsqd(&[]);
     let p = Producer::new(nsqd.tcp.clone(), Config::default()).unwrap();
     p.publish("rt", b"one").await.unwrap();
-    p.multi_publish("rt", &[&b"two"[..], b"three", b"four"]).await.unwrap();
+    p.multi_publish("rt", &[&b"two"[..], b"three", b"four"])
+        .await
+        .unwrap();
     let dpub_sent = Instant::now();
-    p.deferred_publish("rt", Duration::from_millis(1500), b"later").await.unwrap();
+    p.deferred_publish("rt", Duration::from_millis(1500), b"later")
+        .await
+        .unwrap();
 
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let c = Consumer::new("rt", "ch", Config { max_in_flight: 10, ..Config::default() }).unwrap();
+    let c = Consumer::new(
+        "rt",
+        "ch",
+        Config {
+            max_in_flight: 10,
+            ..Config::default()
+        },
+    )
+    .unwrap();
     c.add_handler(handler_fn(move |m: Message| {
         let tx = tx.clone();
         async move {
-            let _ = tx.send((String::from_utf8_lossy(m.body()).into_owned(), m.attempts(), Instant::now()));
+            let _ = tx.send((
+                String::from_utf8_lossy(m.body()).into_owned(),
+                m.attempts(),
+                Instant::now(),
+            ));
             Ok(())
         }
     }))
@@ -34,20 +50,40 @@ async fn publish_mpub_dpub_round_trip() {
 
     let mut got = BTreeSet::new();
     while got.len() < 5 {
-        let (body, attempts, at) = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("5 messages").unwrap();
+        let (body, attempts, at) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+            .await
+            .expect("5 messages")
+            .unwrap();
         assert_eq!(attempts, 1, "{body}");
         if body == "later" {
-            assert!(at.duration_since(dpub_sent) >= Duration::from_millis(1500), "DPUB delivered early");
+            assert!(
+                at.duration_since(dpub_sent) >= Duration::from_millis(1500),
+                "DPUB delivered early"
+            );
         }
         assert!(got.insert(body));
     }
-    let want: BTreeSet<String> = ["one", "two", "three", "four", "later"].iter().map(|s| s.to_string()).collect();
+    let want: BTreeSet<String> = ["one", "two", "three", "four", "later"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     assert_eq!(got, want);
 
-    wait_until(Duration::from_secs(5), "5 FINs", || c.stats().messages_finished == 5).await;
+    wait_until(Duration::from_secs(5), "5 FINs", || {
+        c.stats().messages_finished == 5
+    })
+    .await;
     c.stop().await;
     let st = c.stats();
-    assert_eq!((st.messages_received, st.messages_finished, st.messages_requeued, st.connections), (5, 5, 0, 0));
+    assert_eq!(
+        (
+            st.messages_received,
+            st.messages_finished,
+            st.messages_requeued,
+            st.connections
+        ),
+        (5, 5, 0, 0)
+    );
     let stats = stats_without_clients(&nsqd.http, "rt", "ch").await;
     let ch = channel_of(&stats, "rt", "ch").unwrap();
     assert_eq!(ch["message_count"], 5);
@@ -62,7 +98,10 @@ async fn error_frames_carry_nsqd_text_and_next_publish_reconnects() {
     let p = Producer::new(nsqd.tcp.clone(), Config::default()).unwrap();
     let e = p.publish("bad!topic", b"x").await.unwrap_err();
     match &e {
-        PublishError::Protocol(text) => assert_eq!(text, r#"E_BAD_TOPIC PUB topic name "bad!topic" is not valid"#),
+        PublishError::Protocol(text) => assert_eq!(
+            text,
+            r#"E_BAD_TOPIC PUB topic name "bad!topic" is not valid"#
+        ),
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(e.code(), Some("E_BAD_TOPIC"));
@@ -70,16 +109,27 @@ async fn error_frames_carry_nsqd_text_and_next_publish_reconnects() {
     p.publish("good", b"x").await.unwrap();
     let e = p.publish("good", b"").await.unwrap_err();
     assert_eq!(e.code(), Some("E_BAD_MESSAGE"), "{e}");
-    let e = p.deferred_publish("good", Duration::from_secs(3 * 3600), b"x").await.unwrap_err();
+    let e = p
+        .deferred_publish("good", Duration::from_secs(3 * 3600), b"x")
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Some("E_INVALID"), "{e}");
     p.multi_publish("good", &[b"a", b"b"]).await.unwrap();
 
     let stats = nsqd_stats(&nsqd.http, "good", "").await;
-    let topic = stats["topics"].as_array().unwrap().iter().find(|t| t["topic_name"] == "good").unwrap();
+    let topic = stats["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic_name"] == "good")
+        .unwrap();
     assert_eq!(topic["message_count"], 3);
 
     p.stop().await;
-    assert!(matches!(p.publish("good", b"x").await, Err(PublishError::Stopped)));
+    assert!(matches!(
+        p.publish("good", b"x").await,
+        Err(PublishError::Stopped)
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,15 +150,27 @@ async fn concurrent_publishers_are_answered_in_order() {
         t.await.unwrap();
     }
     let stats = nsqd_stats(&nsqd.http, "conc", "").await;
-    let topic = stats["topics"].as_array().unwrap().iter().find(|t| t["topic_name"] == "conc").unwrap();
+    let topic = stats["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["topic_name"] == "conc")
+        .unwrap();
     assert_eq!(topic["message_count"], 200);
     let producers = stats["producers"].as_array().unwrap();
     assert_eq!(producers.len(), 1, "one connection: {producers:?}");
-    assert!(producers[0]["user_agent"].as_str().unwrap().starts_with("nsq-rs-client/"));
+    assert!(producers[0]["user_agent"]
+        .as_str()
+        .unwrap()
+        .starts_with("nsq-rs-client/"));
 
     // Three requests written back to back: the answers go to the right
     // callers (OK, the error, then the one nsqd never read after its fatal error).
-    let (a, b, c) = tokio::join!(p.publish("conc", b"a"), p.publish("conc", b""), p.publish("conc", b"c"));
+    let (a, b, c) = tokio::join!(
+        p.publish("conc", b"a"),
+        p.publish("conc", b""),
+        p.publish("conc", b"c")
+    );
     assert!(a.is_ok(), "{a:?}");
     assert_eq!(b.unwrap_err().code(), Some("E_BAD_MESSAGE"));
     assert!(matches!(c, Err(PublishError::Disconnected(_))), "{c:?}");
@@ -119,13 +181,20 @@ async fn concurrent_publishers_are_answered_in_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_keep_idle_connections_alive() {
     let nsqd = start_nsqd(&[]);
-    let cfg = Config { heartbeat_interval: Duration::from_secs(1), ..Config::default() };
+    let cfg = Config {
+        heartbeat_interval: Duration::from_secs(1),
+        ..Config::default()
+    };
     let p = Producer::new(nsqd.tcp.clone(), cfg.clone()).unwrap();
     p.publish("hb", b"x").await.unwrap();
     let c = Consumer::new("hb", "ch", cfg).unwrap();
-    c.add_handler(handler_fn(|_m: Message| async { Ok(()) })).unwrap();
+    c.add_handler(handler_fn(|_m: Message| async { Ok(()) }))
+        .unwrap();
     c.connect_to_nsqd(&nsqd.tcp).await.unwrap();
-    wait_until(Duration::from_secs(10), "message", || c.stats().messages_finished == 1).await;
+    wait_until(Duration::from_secs(10), "message", || {
+        c.stats().messages_finished == 1
+    })
+    .await;
 
     let before = nsqd_stats(&nsqd.http, "hb", "ch").await;
     // nsqd drops a client that ignores two heartbeats (2 s here).
@@ -133,7 +202,9 @@ async fn heartbeats_keep_idle_connections_alive() {
     let after = nsqd_stats(&nsqd.http, "hb", "ch").await;
     let prod = |s: &serde_json::Value| s["producers"][0]["remote_address"].clone();
     assert_eq!(prod(&before), prod(&after), "producer kept its connection");
-    let cons = |s: &serde_json::Value| channel_of(s, "hb", "ch").unwrap()["clients"][0]["remote_address"].clone();
+    let cons = |s: &serde_json::Value| {
+        channel_of(s, "hb", "ch").unwrap()["clients"][0]["remote_address"].clone()
+    };
     assert!(cons(&after).is_string());
     assert_eq!(cons(&before), cons(&after), "consumer kept its connection");
     assert_eq!(c.stats().connections, 1);

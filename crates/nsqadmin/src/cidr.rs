@@ -15,7 +15,10 @@ impl Cidr {
         let bad = || format!("invalid CIDR address: {s}");
         let (ip, bits) = s.split_once('/').ok_or_else(bad)?;
         let addr: IpAddr = ip.parse().map_err(|_| bad())?;
-        if bits.is_empty() || !bits.bytes().all(|b| b.is_ascii_digit()) || (bits.len() > 1 && bits.starts_with('0')) {
+        if bits.is_empty()
+            || !bits.bytes().all(|b| b.is_ascii_digit())
+            || (bits.len() > 1 && bits.starts_with('0'))
+        {
             return Err(bad());
         }
         let prefix: u8 = bits.parse().map_err(|_| bad())?;
@@ -33,11 +36,19 @@ impl Cidr {
         };
         match (self.addr, ip) {
             (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = if self.prefix == 0 { 0 } else { u32::MAX << (32 - self.prefix) };
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.prefix)
+                };
                 u32::from(n) & mask == u32::from(a) & mask
             }
             (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - self.prefix) };
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.prefix)
+                };
                 u128::from(n) & mask == u128::from(a) & mask
             }
             _ => false,
@@ -56,8 +67,12 @@ mod tests {
         assert!(c.contains("::ffff:127.0.0.1".parse().unwrap()));
         assert!(!c.contains("10.0.0.1".parse().unwrap()));
         assert!(!c.contains("::1".parse().unwrap()));
-        assert!(Cidr::parse("::1/128").unwrap().contains("::1".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!(Cidr::parse("::1/128")
+            .unwrap()
+            .contains("::1".parse().unwrap()));
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
         for bad in ["127.0.0.1", "x/8", "127.0.0.1/33", "127.0.0.1/"] {
             assert!(Cidr::parse(bad).is_err(), "{bad}");
         }

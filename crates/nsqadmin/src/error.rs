@@ -6,7 +6,10 @@ pub enum StartError {
     #[error("{0}")]
     Config(String),
     #[error("listen ({addr}) failed - {source}")]
-    Listen { addr: String, source: std::io::Error },
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("http server failed - {0}")]
     Serve(std::io::Error),
 }

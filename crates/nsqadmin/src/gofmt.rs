@@ -28,7 +28,9 @@ pub fn quote(bytes: &[u8]) -> String {
                 '\r' => out.push_str("\\r"),
                 '\t' => out.push_str("\\t"),
                 '\u{b}' => out.push_str("\\v"),
-                c if (c as u32) < 0x20 || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
+                c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                    out.push_str(&format!("\\x{:02x}", c as u32))
+                }
                 c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
                 c => out.push(c),
             }
@@ -46,7 +48,11 @@ pub fn quote(bytes: &[u8]) -> String {
 pub struct GoFormatter;
 
 impl Formatter for GoFormatter {
-    fn write_string_fragment<W: ?Sized + io::Write>(&mut self, w: &mut W, fragment: &str) -> io::Result<()> {
+    fn write_string_fragment<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
         let mut last = 0;
         for (i, c) in fragment.char_indices() {
             let esc = match c {
@@ -131,12 +137,20 @@ impl Semver {
         let mut parts = core.split('.');
         let num = |p: Option<&str>| -> Option<u64> {
             let p = p?;
-            if p.is_empty() || (p.len() > 1 && p.starts_with('0')) || !p.bytes().all(|b| b.is_ascii_digit()) {
+            if p.is_empty()
+                || (p.len() > 1 && p.starts_with('0'))
+                || !p.bytes().all(|b| b.is_ascii_digit())
+            {
                 return None;
             }
             p.parse().ok()
         };
-        let v = Semver { major: num(parts.next())?, minor: num(parts.next())?, patch: num(parts.next())?, pre };
+        let v = Semver {
+            major: num(parts.next())?,
+            minor: num(parts.next())?,
+            patch: num(parts.next())?,
+            pre,
+        };
         parts.next().is_none().then_some(v)
     }
 }
@@ -149,7 +163,8 @@ impl PartialOrd for Semver {
 
 impl Ord for Semver {
     fn cmp(&self, other: &Self) -> Ordering {
-        let core = (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch));
+        let core =
+            (self.major, self.minor, self.patch).cmp(&(other.major, other.minor, other.patch));
         if core != Ordering::Equal {
             return core;
         }
@@ -216,7 +231,10 @@ mod tests {
 
     #[test]
     fn quote_like_go() {
-        assert_eq!(quote(br#"{"message":"TOPIC_NOT_FOUND"}"#), r#""{\"message\":\"TOPIC_NOT_FOUND\"}""#);
+        assert_eq!(
+            quote(br#"{"message":"TOPIC_NOT_FOUND"}"#),
+            r#""{\"message\":\"TOPIC_NOT_FOUND\"}""#
+        );
         assert_eq!(quote(b"a\nb\t\x01\xff"), r#""a\nb\t\x01\xff""#);
         assert_eq!(quote("é".as_bytes()), "\"é\"");
     }
@@ -224,7 +242,10 @@ mod tests {
     #[test]
     fn json_like_go() {
         let v = serde_json::json!({"m": "a<b>&c", "f": 123456.0, "g": 0.99, "h": 1e-7, "i": 1e21});
-        assert_eq!(String::from_utf8(to_json(&v)).unwrap(), r#"{"f":123456,"g":0.99,"h":1e-7,"i":1e+21,"m":"a\u003cb\u003e\u0026c"}"#);
+        assert_eq!(
+            String::from_utf8(to_json(&v)).unwrap(),
+            r#"{"f":123456,"g":0.99,"h":1e-7,"i":1e+21,"m":"a\u003cb\u003e\u0026c"}"#
+        );
     }
 
     #[test]

@@ -90,7 +90,11 @@ impl Ring {
     /// always keeping the newest; rates recomputed between kept samples).
     pub fn series(&self, points: usize) -> Series {
         let n = self.samples.len();
-        let stride = if points == 0 || n <= points { 1 } else { n.div_ceil(points) };
+        let stride = if points == 0 || n <= points {
+            1
+        } else {
+            n.div_ceil(points)
+        };
         let mut picked: Vec<&Sample> = self.samples.iter().rev().step_by(stride).collect();
         picked.reverse();
         let mut s = Series::default();
@@ -102,7 +106,10 @@ impl Ring {
             s.deferred.push(cur.point.deferred);
             s.messages.push(cur.point.messages);
             s.clients.push(cur.point.clients);
-            s.rate.push(prev.and_then(|p| rate(p, cur)).map(|r| (r * 100.0).round() / 100.0));
+            s.rate.push(
+                prev.and_then(|p| rate(p, cur))
+                    .map(|r| (r * 100.0).round() / 100.0),
+            );
             prev = Some(cur);
         }
         s
@@ -185,10 +192,20 @@ impl HistoryState {
         let mut cluster = Point::default();
         let mut topics: BTreeMap<&str, Tally> = BTreeMap::new();
         for t in per_node {
-            let mut node_point = Point { depth: t.depth, messages: t.message_count, ..Default::default() };
+            let mut node_point = Point {
+                depth: t.depth,
+                messages: t.message_count,
+                ..Default::default()
+            };
             let entry = topics.entry(&t.topic_name).or_default();
             for c in t.channels.iter().flatten() {
-                let cp = Point { depth: c.depth, in_flight: c.in_flight_count, deferred: c.deferred_count, messages: c.message_count, clients: c.client_count };
+                let cp = Point {
+                    depth: c.depth,
+                    in_flight: c.in_flight_count,
+                    deferred: c.deferred_count,
+                    messages: c.message_count,
+                    clients: c.client_count,
+                };
                 node_point.depth += cp.depth;
                 node_point.in_flight += cp.in_flight;
                 node_point.deferred += cp.deferred;
@@ -207,13 +224,19 @@ impl HistoryState {
             let th = self.topics.entry(name.to_string()).or_default();
             th.total.push(now_ms, tally.total, cap);
             for (node, p) in tally.nodes {
-                th.nodes.entry(node.to_string()).or_default().push(now_ms, p, cap);
+                th.nodes
+                    .entry(node.to_string())
+                    .or_default()
+                    .push(now_ms, p, cap);
             }
             for (cname, ctally) in tally.channels {
                 let ch = th.channels.entry(cname.to_string()).or_default();
                 ch.total.push(now_ms, ctally.total, cap);
                 for (node, p) in ctally.nodes {
-                    ch.nodes.entry(node.to_string()).or_default().push(now_ms, p, cap);
+                    ch.nodes
+                        .entry(node.to_string())
+                        .or_default()
+                        .push(now_ms, p, cap);
                 }
             }
         }
@@ -251,7 +274,9 @@ pub struct History {
 
 impl History {
     pub fn new(interval: Duration, window: Duration) -> History {
-        History { state: Mutex::new(HistoryState::new(interval, window)) }
+        History {
+            state: Mutex::new(HistoryState::new(interval, window)),
+        }
     }
 
     /// Runs `f` on the state (short critical section: no await inside).
@@ -270,7 +295,10 @@ impl History {
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// Samples the cluster every interval until `shutdown` (a poll in progress is abandoned).
@@ -315,7 +343,11 @@ async fn poll_once(shared: &Shared, ci: &ClusterInfo) {
             if !e.is_empty() {
                 warnings.push(e.join("\n"));
             }
-            let msg = if warnings.is_empty() { String::new() } else { format!("WARNING: {}", warnings.join("; ")) };
+            let msg = if warnings.is_empty() {
+                String::new()
+            } else {
+                format!("WARNING: {}", warnings.join("; "))
+            };
             shared.history.record(now, &stats.topics, msg);
         }
         Err(e) => {
@@ -332,22 +364,67 @@ mod tests {
     use crate::cluster::Producer;
 
     fn topic(node_port: i64, name: &str, msgs: i64, chans: &[(&str, i64, i64)]) -> TopicStats {
-        let p = Producer::from_nsqd(NsqdInfo { broadcast_address: "h".into(), http_port: node_port, ..Default::default() }, vec![]);
+        let p = Producer::from_nsqd(
+            NsqdInfo {
+                broadcast_address: "h".into(),
+                http_port: node_port,
+                ..Default::default()
+            },
+            vec![],
+        );
         let channels = chans
             .iter()
-            .map(|(c, depth, m)| NsqdChannel { channel_name: c.to_string(), depth: *depth, message_count: *m, in_flight_count: 1, ..Default::default() })
+            .map(|(c, depth, m)| NsqdChannel {
+                channel_name: c.to_string(),
+                depth: *depth,
+                message_count: *m,
+                in_flight_count: 1,
+                ..Default::default()
+            })
             .collect();
-        TopicStats::from_nsqd(NsqdTopic { topic_name: name.into(), depth: 3, message_count: msgs, channels: Some(channels), ..Default::default() }, &p, 0)
+        TopicStats::from_nsqd(
+            NsqdTopic {
+                topic_name: name.into(),
+                depth: 3,
+                message_count: msgs,
+                channels: Some(channels),
+                ..Default::default()
+            },
+            &p,
+            0,
+        )
     }
 
     #[test]
     fn records_totals_nodes_channels_and_rates() {
         let mut h = HistoryState::new(Duration::from_secs(5), Duration::from_secs(60));
-        h.record(0, &[topic(1, "t", 10, &[("c", 2, 10)]), topic(2, "t", 0, &[("c", 1, 0)])], String::new());
-        h.record(5000, &[topic(1, "t", 60, &[("c", 2, 60)]), topic(2, "t", 50, &[("c", 1, 50)])], String::new());
+        h.record(
+            0,
+            &[
+                topic(1, "t", 10, &[("c", 2, 10)]),
+                topic(2, "t", 0, &[("c", 1, 0)]),
+            ],
+            String::new(),
+        );
+        h.record(
+            5000,
+            &[
+                topic(1, "t", 60, &[("c", 2, 60)]),
+                topic(2, "t", 50, &[("c", 1, 50)]),
+            ],
+            String::new(),
+        );
         let th = &h.topics["t"];
         let s = th.total.series(0);
-        assert_eq!((s.ts.clone(), s.depth.clone(), s.messages.clone(), s.in_flight.clone()), (vec![0, 5000], vec![9, 9], vec![10, 110], vec![2, 2]));
+        assert_eq!(
+            (
+                s.ts.clone(),
+                s.depth.clone(),
+                s.messages.clone(),
+                s.in_flight.clone()
+            ),
+            (vec![0, 5000], vec![9, 9], vec![10, 110], vec![2, 2])
+        );
         assert_eq!(s.rate, vec![None, Some(20.0)]);
         assert_eq!(th.nodes["h:2"].series(0).rate, vec![None, Some(10.0)]);
         assert_eq!(th.channels["c"].total.series(0).depth, vec![3, 3]);
@@ -372,7 +449,14 @@ mod tests {
     fn thinning_keeps_newest_and_recomputes_rate() {
         let mut r = Ring::default();
         for i in 0..10 {
-            r.push(i * 1000, Point { messages: i * 10, ..Default::default() }, 100);
+            r.push(
+                i * 1000,
+                Point {
+                    messages: i * 10,
+                    ..Default::default()
+                },
+                100,
+            );
         }
         let s = r.series(4);
         assert_eq!(s.ts, vec![0, 3000, 6000, 9000]);

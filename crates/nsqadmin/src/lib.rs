@@ -75,7 +75,10 @@ impl Shared {
     /// Where to find the cluster right now.
     pub fn upstreams(&self) -> Upstreams {
         let o = self.options();
-        Upstreams { lookupds: o.nsqlookupd_http_addresses.clone(), nsqds: o.nsqd_http_addresses.clone() }
+        Upstreams {
+            lookupds: o.nsqlookupd_http_addresses.clone(),
+            nsqds: o.nsqd_http_addresses.clone(),
+        }
     }
 
     pub fn set_log_level(&self, level: &str) {
@@ -100,10 +103,22 @@ impl Nsqadmin {
         if !opts.http_client_tls_cert.is_empty() || !opts.http_client_tls_root_ca_file.is_empty() {
             tracing::warn!("--http-client-tls-* accepted, but this nsqadmin speaks plain HTTP to upstreams only");
         }
-        let listener = TcpListener::bind(&opts.http_address).await.map_err(|source| StartError::Listen { addr: opts.http_address.clone(), source })?;
-        let client = upstream::Client::new(opts.http_client_connect_timeout, opts.http_client_request_timeout);
+        let listener = TcpListener::bind(&opts.http_address)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: opts.http_address.clone(),
+                source,
+            })?;
+        let client = upstream::Client::new(
+            opts.http_client_connect_timeout,
+            opts.http_client_request_timeout,
+        );
         let shutdown = CancellationToken::new();
-        let notifier = Notifier::start(opts.notification_http_endpoint.clone(), client.clone(), shutdown.child_token());
+        let notifier = Notifier::start(
+            opts.notification_http_endpoint.clone(),
+            client.clone(),
+            shutdown.child_token(),
+        );
         let shared = Arc::new(Shared {
             history: History::new(opts.history_interval, opts.history_window),
             opts: RwLock::new(Arc::new(opts)),
@@ -112,7 +127,11 @@ impl Nsqadmin {
             notifier,
             hostname: notify::hostname(),
         });
-        Ok(Nsqadmin { shared, listener, shutdown })
+        Ok(Nsqadmin {
+            shared,
+            listener,
+            shutdown,
+        })
     }
 
     /// The address actually bound (useful with port 0).
@@ -129,12 +148,20 @@ impl Nsqadmin {
     /// cancelled; then stops accepting, finishes in-flight requests, and stops
     /// the poller and the notification sender.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), StartError> {
-        let Nsqadmin { shared, listener, shutdown: background } = self;
+        let Nsqadmin {
+            shared,
+            listener,
+            shutdown: background,
+        } = self;
         tracing::info!("nsqadmin v{VERSION} (nsq-rs)");
         if let Ok(a) = listener.local_addr() {
             tracing::info!("HTTP: listening on {a}");
         }
-        let poller = tokio::spawn(history::run_poller(shared.clone(), shared.ci.clone(), shutdown.child_token()));
+        let poller = tokio::spawn(history::run_poller(
+            shared.clone(),
+            shared.ci.clone(),
+            shutdown.child_token(),
+        ));
         let served = http::serve(shared, listener, shutdown.clone()).await;
         shutdown.cancel();
         background.cancel();

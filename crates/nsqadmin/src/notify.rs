@@ -49,8 +49,18 @@ impl Notifier {
                 }
                 let body = Bytes::from(crate::gofmt::to_json(&action));
                 tracing::info!("POSTing notification to {endpoint}");
-                match client.request(Method::POST, &endpoint, &[("content-type", "application/json")], Some(body)).await {
-                    Ok(r) if !r.status.is_success() => tracing::warn!("notification endpoint answered {}", r.status),
+                match client
+                    .request(
+                        Method::POST,
+                        &endpoint,
+                        &[("content-type", "application/json")],
+                        Some(body),
+                    )
+                    .await
+                {
+                    Ok(r) if !r.status.is_success() => {
+                        tracing::warn!("notification endpoint answered {}", r.status)
+                    }
                     Ok(_) => {}
                     Err(e) => tracing::error!("failed to POST notification - {e}"),
                 }

@@ -91,7 +91,11 @@ pub fn normalize_base_path(p: &str) -> String {
     if p.is_empty() {
         return "/".into();
     }
-    let p = if p.starts_with('/') { p.to_string() } else { format!("/{p}") };
+    let p = if p.starts_with('/') {
+        p.to_string()
+    } else {
+        format!("/{p}")
+    };
     clean_path(&p)
 }
 
@@ -126,35 +130,63 @@ impl Options {
     /// Checks what nsqadmin checks before listening and normalizes the base path.
     pub async fn validate(&mut self) -> Result<(), StartError> {
         if self.nsqd_http_addresses.is_empty() && self.nsqlookupd_http_addresses.is_empty() {
-            return Err(StartError::Config("--nsqd-http-address or --lookupd-http-address required".into()));
+            return Err(StartError::Config(
+                "--nsqd-http-address or --lookupd-http-address required".into(),
+            ));
         }
         if !self.nsqd_http_addresses.is_empty() && !self.nsqlookupd_http_addresses.is_empty() {
-            return Err(StartError::Config("use --nsqd-http-address or --lookupd-http-address not both".into()));
+            return Err(StartError::Config(
+                "use --nsqd-http-address or --lookupd-http-address not both".into(),
+            ));
         }
         if !self.http_client_tls_cert.is_empty() && self.http_client_tls_key.is_empty() {
-            return Err(StartError::Config("--http-client-tls-key must be specified with --http-client-tls-cert".into()));
+            return Err(StartError::Config(
+                "--http-client-tls-key must be specified with --http-client-tls-cert".into(),
+            ));
         }
         if !self.http_client_tls_key.is_empty() && self.http_client_tls_cert.is_empty() {
-            return Err(StartError::Config("--http-client-tls-cert must be specified with --http-client-tls-key".into()));
+            return Err(StartError::Config(
+                "--http-client-tls-cert must be specified with --http-client-tls-key".into(),
+            ));
         }
-        for f in [&self.http_client_tls_cert, &self.http_client_tls_key, &self.http_client_tls_root_ca_file] {
+        for f in [
+            &self.http_client_tls_cert,
+            &self.http_client_tls_key,
+            &self.http_client_tls_root_ca_file,
+        ] {
             if !f.is_empty() {
-                std::fs::metadata(f).map_err(|e| StartError::Config(format!("failed to read TLS file {f} - {e}")))?;
+                std::fs::metadata(f).map_err(|e| {
+                    StartError::Config(format!("failed to read TLS file {f} - {e}"))
+                })?;
             }
         }
         for a in &self.nsqlookupd_http_addresses {
-            resolve(a).await.map_err(|e| StartError::Config(format!("failed to resolve --lookupd-http-address ({a}) - {e}")))?;
+            resolve(a).await.map_err(|e| {
+                StartError::Config(format!(
+                    "failed to resolve --lookupd-http-address ({a}) - {e}"
+                ))
+            })?;
         }
         for a in &self.nsqd_http_addresses {
-            resolve(a).await.map_err(|e| StartError::Config(format!("failed to resolve --nsqd-http-address ({a}) - {e}")))?;
+            resolve(a).await.map_err(|e| {
+                StartError::Config(format!("failed to resolve --nsqd-http-address ({a}) - {e}"))
+            })?;
         }
         if self.proxy_graphite {
-            crate::upstream::Url::parse(&self.graphite_url)
-                .map_err(|e| StartError::Config(format!("failed to parse --graphite-url ({}) - {e}", self.graphite_url)))?;
+            crate::upstream::Url::parse(&self.graphite_url).map_err(|e| {
+                StartError::Config(format!(
+                    "failed to parse --graphite-url ({}) - {e}",
+                    self.graphite_url
+                ))
+            })?;
         }
         if !self.allow_config_from_cidr.is_empty() {
-            Cidr::parse(&self.allow_config_from_cidr)
-                .map_err(|e| StartError::Config(format!("failed to parse --allow-config-from-cidr ({}) - {e}", self.allow_config_from_cidr)))?;
+            Cidr::parse(&self.allow_config_from_cidr).map_err(|e| {
+                StartError::Config(format!(
+                    "failed to parse --allow-config-from-cidr ({}) - {e}",
+                    self.allow_config_from_cidr
+                ))
+            })?;
         }
         self.base_path = normalize_base_path(&self.base_path);
         Ok(())
@@ -181,7 +213,9 @@ impl Options {
             "nsqd_http_addresses" => list(&self.nsqd_http_addresses),
             "http_client_connect_timeout" => ns(self.http_client_connect_timeout),
             "http_client_request_timeout" => ns(self.http_client_request_timeout),
-            "http_client_tls_insecure_skip_verify" => Json(Value::from(self.http_client_tls_insecure_skip_verify)),
+            "http_client_tls_insecure_skip_verify" => {
+                Json(Value::from(self.http_client_tls_insecure_skip_verify))
+            }
             "http_client_tls_root_ca_file" => Text(self.http_client_tls_root_ca_file.clone()),
             "http_client_tls_cert" => Text(self.http_client_tls_cert.clone()),
             "http_client_tls_key" => Text(self.http_client_tls_key.clone()),
@@ -199,7 +233,10 @@ async fn resolve(addr: &str) -> Result<(), String> {
         return Err(format!("address {addr}: missing port in address"));
     }
     match tokio::net::lookup_host(addr).await {
-        Ok(mut it) => it.next().map(|_| ()).ok_or_else(|| format!("lookup {addr}: no such host")),
+        Ok(mut it) => it
+            .next()
+            .map(|_| ())
+            .ok_or_else(|| format!("lookup {addr}: no such host")),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -219,24 +256,69 @@ mod tests {
 
     #[test]
     fn config_values() {
-        let o = Options { nsqlookupd_http_addresses: vec!["127.0.0.1:4161".into()], ..Default::default() };
-        assert_eq!(o.config_value("nsqlookupd_http_addresses"), Some(ConfigValue::Json(serde_json::json!(["127.0.0.1:4161"]))));
-        assert_eq!(o.config_value("nsqd_http_addresses"), Some(ConfigValue::Json(serde_json::json!([]))));
-        assert_eq!(o.config_value("http_client_request_timeout"), Some(ConfigValue::Json(serde_json::json!(5000000000i64))));
-        assert_eq!(o.config_value("base_path"), Some(ConfigValue::Text("/".into())));
-        assert_eq!(o.config_value("log_level"), Some(ConfigValue::Json(serde_json::json!(2))));
+        let o = Options {
+            nsqlookupd_http_addresses: vec!["127.0.0.1:4161".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            o.config_value("nsqlookupd_http_addresses"),
+            Some(ConfigValue::Json(serde_json::json!(["127.0.0.1:4161"])))
+        );
+        assert_eq!(
+            o.config_value("nsqd_http_addresses"),
+            Some(ConfigValue::Json(serde_json::json!([])))
+        );
+        assert_eq!(
+            o.config_value("http_client_request_timeout"),
+            Some(ConfigValue::Json(serde_json::json!(5000000000i64)))
+        );
+        assert_eq!(
+            o.config_value("base_path"),
+            Some(ConfigValue::Text("/".into()))
+        );
+        assert_eq!(
+            o.config_value("log_level"),
+            Some(ConfigValue::Json(serde_json::json!(2)))
+        );
         assert_eq!(o.config_value("verbose"), None);
     }
 
     #[tokio::test]
     async fn validation_messages() {
         let mut o = Options::default();
-        assert_eq!(o.validate().await.unwrap_err().to_string(), "--nsqd-http-address or --lookupd-http-address required");
-        let mut o = Options { nsqd_http_addresses: vec!["a:1".into()], nsqlookupd_http_addresses: vec!["b:1".into()], ..Default::default() };
-        assert_eq!(o.validate().await.unwrap_err().to_string(), "use --nsqd-http-address or --lookupd-http-address not both");
-        let mut o = Options { nsqd_http_addresses: vec!["127.0.0.1:1".into()], allow_config_from_cidr: "nope".into(), ..Default::default() };
-        assert!(o.validate().await.unwrap_err().to_string().starts_with("failed to parse --allow-config-from-cidr (nope) - "));
-        let mut o = Options { nsqd_http_addresses: vec!["127.0.0.1".into()], ..Default::default() };
-        assert!(o.validate().await.unwrap_err().to_string().starts_with("failed to resolve --nsqd-http-address (127.0.0.1) - "));
+        assert_eq!(
+            o.validate().await.unwrap_err().to_string(),
+            "--nsqd-http-address or --lookupd-http-address required"
+        );
+        let mut o = Options {
+            nsqd_http_addresses: vec!["a:1".into()],
+            nsqlookupd_http_addresses: vec!["b:1".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            o.validate().await.unwrap_err().to_string(),
+            "use --nsqd-http-address or --lookupd-http-address not both"
+        );
+        let mut o = Options {
+            nsqd_http_addresses: vec!["127.0.0.1:1".into()],
+            allow_config_from_cidr: "nope".into(),
+            ..Default::default()
+        };
+        assert!(o
+            .validate()
+            .await
+            .unwrap_err()
+            .to_string()
+            .starts_with("failed to parse --allow-config-from-cidr (nope) - "));
+        let mut o = Options {
+            nsqd_http_addresses: vec!["127.0.0.1".into()],
+            ..Default::default()
+        };
+        assert!(o
+            .validate()
+            .await
+            .unwrap_err()
+            .to_string()
+            .starts_with("failed to resolve --nsqd-http-address (127.0.0.1) - "));
     }
 }

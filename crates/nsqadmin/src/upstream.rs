@@ -58,9 +58,13 @@ impl Url {
         let rest = if let Some(r) = s.strip_prefix("http://") {
             r
         } else if s.starts_with("https://") {
-            return Err(UpstreamError(format!("{s}: https is not supported by this nsqadmin")));
+            return Err(UpstreamError(format!(
+                "{s}: https is not supported by this nsqadmin"
+            )));
         } else {
-            return Err(UpstreamError(format!("unsupported protocol scheme in {s:?}")));
+            return Err(UpstreamError(format!(
+                "unsupported protocol scheme in {s:?}"
+            )));
         };
         let (auth_part, path) = match rest.find(['/', '?']) {
             Some(i) if rest.as_bytes()[i] == b'/' => (&rest[..i], rest[i..].to_string()),
@@ -74,9 +78,22 @@ impl Url {
         if hostport.is_empty() {
             return Err(UpstreamError(format!("http: no Host in request URL {s:?}")));
         }
-        let has_port = if hostport.starts_with('[') { hostport.contains("]:") } else { hostport.contains(':') };
-        let authority = if has_port { hostport.to_string() } else { format!("{hostport}:80") };
-        Ok(Url { userinfo, authority, host_header: hostport.to_string(), path_and_query: path })
+        let has_port = if hostport.starts_with('[') {
+            hostport.contains("]:")
+        } else {
+            hostport.contains(':')
+        };
+        let authority = if has_port {
+            hostport.to_string()
+        } else {
+            format!("{hostport}:80")
+        };
+        Ok(Url {
+            userinfo,
+            authority,
+            host_header: hostport.to_string(),
+            path_and_query: path,
+        })
     }
 }
 
@@ -118,7 +135,10 @@ fn go_io_error(e: &io::Error) -> String {
 
 impl Client {
     pub fn new(connect_timeout: Duration, request_timeout: Duration) -> Client {
-        Client { connect_timeout, request_timeout }
+        Client {
+            connect_timeout,
+            request_timeout,
+        }
     }
 
     /// `GET` with nsq's `Accept` header; 200 → body parsed as JSON into `T`.
@@ -145,18 +165,36 @@ impl Client {
                 }
             }
         }
-        Err(UpstreamError(format!("got response {} {}", status_line(r.status), gofmt::quote(&r.body))))
+        Err(UpstreamError(format!(
+            "got response {} {}",
+            status_line(r.status),
+            gofmt::quote(&r.body)
+        )))
     }
 
     /// One request; the whole exchange (connect, send, read body) is bounded
     /// by the request timeout, the connect by the connect timeout.
-    pub async fn request(&self, method: Method, url: &str, headers: &[(&str, &str)], body: Option<Bytes>) -> Result<RawResponse, UpstreamError> {
+    pub async fn request(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Result<RawResponse, UpstreamError> {
         let word = method_word(&method);
-        let wrap = |msg: String| UpstreamError(format!("{word} {}: {msg}", gofmt::quote(url.as_bytes())));
+        let wrap =
+            |msg: String| UpstreamError(format!("{word} {}: {msg}", gofmt::quote(url.as_bytes())));
         let parsed = Url::parse(url).map_err(|e| wrap(e.0))?;
-        match tokio::time::timeout(self.request_timeout, self.exchange(method, &parsed, headers, body)).await {
+        match tokio::time::timeout(
+            self.request_timeout,
+            self.exchange(method, &parsed, headers, body),
+        )
+        .await
+        {
             Ok(r) => r.map_err(wrap),
-            Err(_) => Err(wrap("context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into())),
+            Err(_) => Err(wrap(
+                "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
+            )),
         }
     }
 
@@ -182,21 +220,34 @@ impl Client {
         Err(last)
     }
 
-    async fn exchange(&self, method: Method, url: &Url, headers: &[(&str, &str)], body: Option<Bytes>) -> Result<RawResponse, String> {
+    async fn exchange(
+        &self,
+        method: Method,
+        url: &Url,
+        headers: &[(&str, &str)],
+        body: Option<Bytes>,
+    ) -> Result<RawResponse, String> {
         let stream = self.connect(&url.authority).await?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
         let conn_task = tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "upstream connection ended with an error");
             }
         });
-        let mut req = Request::builder().method(method.clone()).uri(&url.path_and_query);
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(&url.path_and_query);
         let host = HeaderValue::from_str(&url.host_header).map_err(|e| e.to_string())?;
         req = req.header(hyper::header::HOST, host);
         req = req.header(hyper::header::USER_AGENT, crate::USER_AGENT);
         if let Some(u) = &url.userinfo {
             let decoded = gofmt::percent_decode(u);
-            req = req.header(hyper::header::AUTHORIZATION, format!("Basic {}", base64(&decoded)));
+            req = req.header(
+                hyper::header::AUTHORIZATION,
+                format!("Basic {}", base64(&decoded)),
+            );
         }
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?;
@@ -208,12 +259,23 @@ impl Client {
             req = req.header(hyper::header::CONTENT_LENGTH, body.len());
         }
         let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
-        let resp = sender.send_request(req).await.map_err(|e| hyper_error(&e))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| hyper_error(&e))?;
         let (parts, incoming) = resp.into_parts();
-        let body = Limited::new(incoming, MAX_BODY).collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let body = Limited::new(incoming, MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
         drop(sender);
         conn_task.abort();
-        Ok(RawResponse { status: parts.status, headers: parts.headers, body })
+        Ok(RawResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
     }
 }
 
@@ -234,12 +296,24 @@ pub fn base64(input: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
     for chunk in input.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -284,11 +358,24 @@ mod tests {
     #[test]
     fn urls() {
         let u = Url::parse("http://127.0.0.1:4161/lookup?topic=a").unwrap();
-        assert_eq!((u.authority.as_str(), u.path_and_query.as_str()), ("127.0.0.1:4161", "/lookup?topic=a"));
+        assert_eq!(
+            (u.authority.as_str(), u.path_and_query.as_str()),
+            ("127.0.0.1:4161", "/lookup?topic=a")
+        );
         let u = Url::parse("http://user:pw@graphite").unwrap();
-        assert_eq!((u.userinfo.as_deref(), u.authority.as_str(), u.path_and_query.as_str()), (Some("user:pw"), "graphite:80", "/"));
+        assert_eq!(
+            (
+                u.userinfo.as_deref(),
+                u.authority.as_str(),
+                u.path_and_query.as_str()
+            ),
+            (Some("user:pw"), "graphite:80", "/")
+        );
         let u = Url::parse("http://[::1]:80?x").unwrap();
-        assert_eq!((u.authority.as_str(), u.path_and_query.as_str()), ("[::1]:80", "/?x"));
+        assert_eq!(
+            (u.authority.as_str(), u.path_and_query.as_str()),
+            ("[::1]:80", "/?x")
+        );
         assert!(Url::parse("https://h/").is_err());
     }
 
@@ -306,7 +393,13 @@ mod tests {
         let addr = l.local_addr().unwrap();
         drop(l);
         let c = Client::new(Duration::from_secs(2), Duration::from_secs(5));
-        let e = c.get_v1::<serde_json::Value>(&format!("http://{addr}/topics")).await.unwrap_err();
-        assert_eq!(e.0, format!("Get \"http://{addr}/topics\": dial tcp {addr}: connect: connection refused"));
+        let e = c
+            .get_v1::<serde_json::Value>(&format!("http://{addr}/topics"))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.0,
+            format!("Get \"http://{addr}/topics\": dial tcp {addr}: connect: connection refused")
+        );
     }
 }

@@ -30,7 +30,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_msg_size: 1_048_576, max_body_size: 5_242_880, max_rdy_count: 2500, max_req_timeout_ms: 3_600_000 }
+        Limits {
+            max_msg_size: 1_048_576,
+            max_body_size: 5_242_880,
+            max_rdy_count: 2500,
+            max_req_timeout_ms: 3_600_000,
+        }
     }
 }
 
@@ -39,15 +44,31 @@ pub enum Command {
     /// Raw JSON body (decoded by [`crate::identify`]).
     Identify(Bytes),
     Auth(Bytes),
-    Sub { topic: String, channel: String },
-    Pub { topic: String, body: Bytes },
-    Mpub { topic: String, bodies: Vec<Bytes> },
-    Dpub { topic: String, defer_ms: i64, body: Bytes },
+    Sub {
+        topic: String,
+        channel: String,
+    },
+    Pub {
+        topic: String,
+        body: Bytes,
+    },
+    Mpub {
+        topic: String,
+        bodies: Vec<Bytes>,
+    },
+    Dpub {
+        topic: String,
+        defer_ms: i64,
+        body: Bytes,
+    },
     Rdy(i64),
     Fin(MessageId),
     /// Timeout as sent (not yet clamped to `--max-req-timeout`); may be
     /// negative only through the wrap-around nsqd's digit parser has.
-    Req { id: MessageId, timeout_ms: i64 },
+    Req {
+        id: MessageId,
+        timeout_ms: i64,
+    },
     Touch(MessageId),
     Nop,
     Cls,
@@ -77,7 +98,11 @@ pub enum DecodeError {
 /// Splits one command off `buf`. `Ok(None)`: need more bytes (nothing consumed).
 /// On `Err`, the buffer's contents are unspecified; the connection must not be
 /// parsed further unless the error is non-fatal (never the case here).
-pub fn decode<F>(buf: &mut BytesMut, limits: &Limits, mut precheck: F) -> Result<Option<Command>, DecodeError>
+pub fn decode<F>(
+    buf: &mut BytesMut,
+    limits: &Limits,
+    mut precheck: F,
+) -> Result<Option<Command>, DecodeError>
 where
     F: FnMut(&[u8], &[&[u8]]) -> Result<Precheck, ProtocolError>,
 {
@@ -110,7 +135,11 @@ where
         }
         n += 1;
     }
-    let params: &[&[u8]] = if spilled.is_empty() { &inline[..n] } else { &spilled };
+    let params: &[&[u8]] = if spilled.is_empty() {
+        &inline[..n]
+    } else {
+        &spilled
+    };
 
     if precheck(name, params)? == Precheck::Ignore {
         buf.advance(nl + 1);
@@ -131,8 +160,9 @@ where
                 return Err(ProtocolError::invalid("REQ insufficient number of params").into());
             }
             let id = parse_id(params, "REQ")?;
-            let timeout_ms = parse_base10(params[1])
-                .ok_or_else(|| ProtocolError::invalid(cat("REQ could not parse timeout ", params[1])))?;
+            let timeout_ms = parse_base10(params[1]).ok_or_else(|| {
+                ProtocolError::invalid(cat("REQ could not parse timeout ", params[1]))
+            })?;
             Some((Command::Req { id, timeout_ms }, 0))
         }
         b"SUB" => {
@@ -143,7 +173,10 @@ where
             let channel = match std::str::from_utf8(params[1]) {
                 Ok(c) if is_valid_channel_name(c) => c.to_string(),
                 _ => {
-                    let desc = format!("SUB channel name {} is not valid", go_quote_bytes(params[1]));
+                    let desc = format!(
+                        "SUB channel name {} is not valid",
+                        go_quote_bytes(params[1])
+                    );
                     return Err(ProtocolError::fatal(E_BAD_CHANNEL, desc).into());
                 }
             };
@@ -152,17 +185,32 @@ where
         b"PUB" => {
             let topic = match params.first() {
                 Some(t) => checked_topic(t, "PUB", E_BAD_TOPIC)?,
-                None => return Err(ProtocolError::invalid("PUB insufficient number of parameters").into()),
+                None => {
+                    return Err(
+                        ProtocolError::invalid("PUB insufficient number of parameters").into(),
+                    )
+                }
             };
-            read_message_body(rest, "PUB", limits)?.map(|r| (Command::Pub { topic, body: body_from(buf, body_start, &r) }, r.end))
+            read_message_body(rest, "PUB", limits)?.map(|r| {
+                (
+                    Command::Pub {
+                        topic,
+                        body: body_from(buf, body_start, &r),
+                    },
+                    r.end,
+                )
+            })
         }
         b"DPUB" => {
             if params.len() < 2 {
-                return Err(ProtocolError::invalid("DPUB insufficient number of parameters").into());
+                return Err(
+                    ProtocolError::invalid("DPUB insufficient number of parameters").into(),
+                );
             }
             let topic = checked_topic(params[0], "DPUB", E_BAD_TOPIC)?;
-            let defer_ms = parse_base10(params[1])
-                .ok_or_else(|| ProtocolError::invalid(cat("DPUB could not parse timeout ", params[1])))?;
+            let defer_ms = parse_base10(params[1]).ok_or_else(|| {
+                ProtocolError::invalid(cat("DPUB could not parse timeout ", params[1]))
+            })?;
             if defer_ms < 0 || defer_ms > limits.max_req_timeout_ms {
                 return Err(ProtocolError::invalid(format!(
                     "DPUB timeout {} out of range 0-{}",
@@ -170,32 +218,68 @@ where
                 ))
                 .into());
             }
-            read_message_body(rest, "DPUB", limits)?
-                .map(|r| (Command::Dpub { topic, defer_ms, body: body_from(buf, body_start, &r) }, r.end))
+            read_message_body(rest, "DPUB", limits)?.map(|r| {
+                (
+                    Command::Dpub {
+                        topic,
+                        defer_ms,
+                        body: body_from(buf, body_start, &r),
+                    },
+                    r.end,
+                )
+            })
         }
         b"MPUB" => {
             let topic = match params.first() {
                 // nsqd really does repeat the code inside the description here.
                 Some(t) => checked_topic(t, "E_BAD_TOPIC MPUB", E_BAD_TOPIC)?,
-                None => return Err(ProtocolError::invalid("MPUB insufficient number of parameters").into()),
+                None => {
+                    return Err(
+                        ProtocolError::invalid("MPUB insufficient number of parameters").into(),
+                    )
+                }
             };
-            match sized_body(rest, "MPUB", limits.max_body_size, E_BAD_BODY, "body too big", "invalid body size")? {
+            match sized_body(
+                rest,
+                "MPUB",
+                limits.max_body_size,
+                E_BAD_BODY,
+                "body too big",
+                "invalid body size",
+            )? {
                 None => None,
                 Some(range) => {
                     let used = range.end;
-                    let bodies = parse_mpub_copied(&buf[body_start + range.start..body_start + range.end], limits)?;
+                    let bodies = parse_mpub_copied(
+                        &buf[body_start + range.start..body_start + range.end],
+                        limits,
+                    )?;
                     Some((Command::Mpub { topic, bodies }, used))
                 }
             }
         }
-        b"IDENTIFY" => sized_body(rest, "IDENTIFY", limits.max_body_size, E_BAD_BODY, "body too big", "invalid body size")?
-            .map(|r| (Command::Identify(body_from(buf, body_start, &r)), r.end)),
+        b"IDENTIFY" => sized_body(
+            rest,
+            "IDENTIFY",
+            limits.max_body_size,
+            E_BAD_BODY,
+            "body too big",
+            "invalid body size",
+        )?
+        .map(|r| (Command::Identify(body_from(buf, body_start, &r)), r.end)),
         b"AUTH" => {
             if !params.is_empty() {
                 return Err(ProtocolError::invalid("AUTH invalid number of parameters").into());
             }
-            sized_body(rest, "AUTH", limits.max_body_size, E_BAD_BODY, "body too big", "invalid body size")?
-                .map(|r| (Command::Auth(body_from(buf, body_start, &r)), r.end))
+            sized_body(
+                rest,
+                "AUTH",
+                limits.max_body_size,
+                E_BAD_BODY,
+                "body too big",
+                "invalid body size",
+            )?
+            .map(|r| (Command::Auth(body_from(buf, body_start, &r)), r.end))
         }
         other => return Err(ProtocolError::invalid(cat("invalid command ", other)).into()),
     };
@@ -214,7 +298,9 @@ where
 /// reader can make room for a large body at once instead of growing its
 /// buffer a read at a time. Never more than a line plus `max_body_size`.
 pub fn pending_len(buf: &[u8], limits: &Limits) -> Option<usize> {
-    let nl = buf[..buf.len().min(MAX_LINE_LEN)].iter().position(|&b| b == b'\n')?;
+    let nl = buf[..buf.len().min(MAX_LINE_LEN)]
+        .iter()
+        .position(|&b| b == b'\n')?;
     let name = buf[..nl].split(|&b| b == b' ').next()?;
     if !matches!(name, b"PUB" | b"DPUB" | b"MPUB" | b"IDENTIFY" | b"AUTH") {
         return None;
@@ -245,22 +331,31 @@ fn cat(text: &str, raw: &[u8]) -> Vec<u8> {
 fn checked_topic(raw: &[u8], what: &str, code: &'static str) -> Result<String, ProtocolError> {
     match std::str::from_utf8(raw) {
         Ok(t) if is_valid_topic_name(t) => Ok(t.to_string()),
-        _ => Err(ProtocolError::fatal(code, format!("{what} topic name {} is not valid", go_quote_bytes(raw)))),
+        _ => Err(ProtocolError::fatal(
+            code,
+            format!("{what} topic name {} is not valid", go_quote_bytes(raw)),
+        )),
     }
 }
 
 fn parse_id(params: &[&[u8]], cmd: &str) -> Result<MessageId, ProtocolError> {
-    let raw = params.first().ok_or_else(|| ProtocolError::invalid(format!("{cmd} insufficient number of params")))?;
+    let raw = params
+        .first()
+        .ok_or_else(|| ProtocolError::invalid(format!("{cmd} insufficient number of params")))?;
     MessageId::from_slice(raw).ok_or_else(|| ProtocolError::invalid("invalid message ID"))
 }
 
 fn parse_rdy(params: &[&[u8]], limits: &Limits) -> Result<i64, ProtocolError> {
     let count = match params.first() {
         None => 1,
-        Some(raw) => parse_base10(raw).ok_or_else(|| ProtocolError::invalid(cat("RDY could not parse count ", raw)))?,
+        Some(raw) => parse_base10(raw)
+            .ok_or_else(|| ProtocolError::invalid(cat("RDY could not parse count ", raw)))?,
     };
     if count < 0 || count > limits.max_rdy_count {
-        return Err(ProtocolError::invalid(format!("RDY count {} out of range 0-{}", count, limits.max_rdy_count)));
+        return Err(ProtocolError::invalid(format!(
+            "RDY count {} out of range 0-{}",
+            count, limits.max_rdy_count
+        )));
     }
     Ok(count)
 }
@@ -294,10 +389,16 @@ fn sized_body(
     }
     let size = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as i64;
     if size > max {
-        return Err(ProtocolError::fatal(code, format!("{cmd} {too_big} {size} > {max}")));
+        return Err(ProtocolError::fatal(
+            code,
+            format!("{cmd} {too_big} {size} > {max}"),
+        ));
     }
     if size <= 0 {
-        return Err(ProtocolError::fatal(code, format!("{cmd} {invalid} {size}")));
+        return Err(ProtocolError::fatal(
+            code,
+            format!("{cmd} {invalid} {size}"),
+        ));
     }
     let end = 4 + size as usize;
     if rest.len() < end {
@@ -307,16 +408,26 @@ fn sized_body(
 }
 
 /// PUB/DPUB body: size ≤ 0 is checked before the maximum (unlike IDENTIFY).
-fn read_message_body(rest: &[u8], cmd: &str, limits: &Limits) -> Result<Option<std::ops::Range<usize>>, ProtocolError> {
+fn read_message_body(
+    rest: &[u8],
+    cmd: &str,
+    limits: &Limits,
+) -> Result<Option<std::ops::Range<usize>>, ProtocolError> {
     if rest.len() < 4 {
         return Ok(None);
     }
     let size = i32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as i64;
     if size <= 0 {
-        return Err(ProtocolError::fatal(E_BAD_MESSAGE, format!("{cmd} invalid message body size {size}")));
+        return Err(ProtocolError::fatal(
+            E_BAD_MESSAGE,
+            format!("{cmd} invalid message body size {size}"),
+        ));
     }
     if size > limits.max_msg_size {
-        return Err(ProtocolError::fatal(E_BAD_MESSAGE, format!("{cmd} message too big {size} > {}", limits.max_msg_size)));
+        return Err(ProtocolError::fatal(
+            E_BAD_MESSAGE,
+            format!("{cmd} message too big {size} > {}", limits.max_msg_size),
+        ));
     }
     let end = 4 + size as usize;
     if rest.len() < end {
@@ -347,31 +458,50 @@ fn parse_mpub_with(
     mut take: impl FnMut(std::ops::Range<usize>) -> Bytes,
 ) -> Result<Vec<Bytes>, ProtocolError> {
     if body.len() < 4 {
-        return Err(ProtocolError::fatal(E_BAD_BODY, "MPUB failed to read message count"));
+        return Err(ProtocolError::fatal(
+            E_BAD_BODY,
+            "MPUB failed to read message count",
+        ));
     }
     let count = i32::from_be_bytes([body[0], body[1], body[2], body[3]]) as i64;
     let max_count = (limits.max_body_size - 4) / 5;
     if count <= 0 || count > max_count {
-        return Err(ProtocolError::fatal(E_BAD_BODY, format!("MPUB invalid message count {count}")));
+        return Err(ProtocolError::fatal(
+            E_BAD_BODY,
+            format!("MPUB invalid message count {count}"),
+        ));
     }
     // each message needs at least 5 bytes: do not let a claimed count allocate more
     let mut out = Vec::with_capacity((count as usize).min(body.len() / 5));
     let mut pos = 4usize;
     for i in 0..count {
         if body.len() < pos + 4 {
-            return Err(ProtocolError::fatal(E_BAD_MESSAGE, format!("MPUB failed to read message({i}) body size")));
+            return Err(ProtocolError::fatal(
+                E_BAD_MESSAGE,
+                format!("MPUB failed to read message({i}) body size"),
+            ));
         }
-        let size = i32::from_be_bytes([body[pos], body[pos + 1], body[pos + 2], body[pos + 3]]) as i64;
+        let size =
+            i32::from_be_bytes([body[pos], body[pos + 1], body[pos + 2], body[pos + 3]]) as i64;
         pos += 4;
         if size <= 0 {
-            return Err(ProtocolError::fatal(E_BAD_MESSAGE, format!("MPUB invalid message({i}) body size {size}")));
+            return Err(ProtocolError::fatal(
+                E_BAD_MESSAGE,
+                format!("MPUB invalid message({i}) body size {size}"),
+            ));
         }
         if size > limits.max_msg_size {
-            return Err(ProtocolError::fatal(E_BAD_MESSAGE, format!("MPUB message too big {size} > {}", limits.max_msg_size)));
+            return Err(ProtocolError::fatal(
+                E_BAD_MESSAGE,
+                format!("MPUB message too big {size} > {}", limits.max_msg_size),
+            ));
         }
         let end = pos + size as usize;
         if body.len() < end {
-            return Err(ProtocolError::fatal(E_BAD_MESSAGE, "MPUB failed to read message body"));
+            return Err(ProtocolError::fatal(
+                E_BAD_MESSAGE,
+                "MPUB failed to read message body",
+            ));
         }
         out.push(take(pos..end));
         pos = end;
@@ -434,7 +564,11 @@ mod tests {
             seen.extend(params.iter().map(|p| p.to_vec()));
             Ok(Precheck::Proceed)
         });
-        assert_eq!(r, Ok(Some(Command::Rdy(1))), "extra parameters are ignored, as by nsqd");
+        assert_eq!(
+            r,
+            Ok(Some(Command::Rdy(1))),
+            "extra parameters are ignored, as by nsqd"
+        );
         let want: Vec<&[u8]> = vec![b"RDY", b"1", b"2", b"3", b"4", b"5", b"6"];
         assert_eq!(seen, want);
         assert_eq!(err(b"FIN\n"), "E_INVALID FIN insufficient number of params");
@@ -445,55 +579,139 @@ mod tests {
         let l = Limits::default();
         assert_eq!(pending_len(b"MPUB t", &l), None, "no line yet");
         assert_eq!(pending_len(b"MPUB t\n\x00\x00", &l), None, "no size yet");
-        assert_eq!(pending_len(b"MPUB t\n\x00\x00\x9f\x60", &l), Some(7 + 4 + 0x9f60));
-        assert_eq!(pending_len(b"PUB t\n\x00\x00\x00\x05he", &l), Some(6 + 4 + 5));
+        assert_eq!(
+            pending_len(b"MPUB t\n\x00\x00\x9f\x60", &l),
+            Some(7 + 4 + 0x9f60)
+        );
+        assert_eq!(
+            pending_len(b"PUB t\n\x00\x00\x00\x05he", &l),
+            Some(6 + 4 + 5)
+        );
         assert_eq!(pending_len(b"FIN 0123456789abcdef\n", &l), None, "no body");
-        assert_eq!(pending_len(b"PUB t\n\xff\xff\xff\xff", &l), None, "negative size");
-        assert_eq!(pending_len(b"PUB t\n\x7f\xff\xff\xff", &l), None, "over the limits");
+        assert_eq!(
+            pending_len(b"PUB t\n\xff\xff\xff\xff", &l),
+            None,
+            "negative size"
+        );
+        assert_eq!(
+            pending_len(b"PUB t\n\x7f\xff\xff\xff", &l),
+            None,
+            "over the limits"
+        );
     }
 
     #[test]
     fn pub_ok_and_partial() {
         let mut b = BytesMut::from(&b"PUB t\n\x00\x00\x00\x05hel"[..]);
-        assert_eq!(decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)), Ok(None));
+        assert_eq!(
+            decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)),
+            Ok(None)
+        );
         b.extend_from_slice(b"loNOP\n");
-        let c = decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)).unwrap().unwrap();
-        assert_eq!(c, Command::Pub { topic: "t".into(), body: Bytes::from_static(b"hello") });
+        let c = decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            c,
+            Command::Pub {
+                topic: "t".into(),
+                body: Bytes::from_static(b"hello")
+            }
+        );
         assert_eq!(&b[..], b"NOP\n");
-        assert_eq!(decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)).unwrap(), Some(Command::Nop));
+        assert_eq!(
+            decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)).unwrap(),
+            Some(Command::Nop)
+        );
         assert!(b.is_empty());
     }
 
     #[test]
     fn checklist_errors() {
-        assert_eq!(err(b"PUB bad!topic\n"), "E_BAD_TOPIC PUB topic name \"bad!topic\" is not valid");
-        assert_eq!(err(b"PUB t\n\x00\x00\x00\x00"), "E_BAD_MESSAGE PUB invalid message body size 0");
-        assert_eq!(err(b"PUB t\n\x00\x10\x00\x01"), "E_BAD_MESSAGE PUB message too big 1048577 > 1048576");
-        assert_eq!(err(b"PUB\n"), "E_INVALID PUB insufficient number of parameters");
+        assert_eq!(
+            err(b"PUB bad!topic\n"),
+            "E_BAD_TOPIC PUB topic name \"bad!topic\" is not valid"
+        );
+        assert_eq!(
+            err(b"PUB t\n\x00\x00\x00\x00"),
+            "E_BAD_MESSAGE PUB invalid message body size 0"
+        );
+        assert_eq!(
+            err(b"PUB t\n\x00\x10\x00\x01"),
+            "E_BAD_MESSAGE PUB message too big 1048577 > 1048576"
+        );
+        assert_eq!(
+            err(b"PUB\n"),
+            "E_INVALID PUB insufficient number of parameters"
+        );
         assert_eq!(err(b"FOO\n"), "E_INVALID invalid command FOO");
         assert_eq!(err(b"\n"), "E_INVALID invalid command ");
         let mut b = BytesMut::from(&b"\x01\xffX\n"[..]);
         match decode(&mut b, &Limits::default(), |_, _| Ok(Precheck::Proceed)) {
-            Err(DecodeError::Protocol(e)) => assert_eq!(e.payload(), b"E_INVALID invalid command \x01\xffX"),
+            Err(DecodeError::Protocol(e)) => {
+                assert_eq!(e.payload(), b"E_INVALID invalid command \x01\xffX")
+            }
             other => panic!("{other:?}"),
         }
-        assert_eq!(err(b"SUB t\n"), "E_INVALID SUB insufficient number of parameters");
-        assert_eq!(err(b"SUB t bad/chan\n"), "E_BAD_CHANNEL SUB channel name \"bad/chan\" is not valid");
+        assert_eq!(
+            err(b"SUB t\n"),
+            "E_INVALID SUB insufficient number of parameters"
+        );
+        assert_eq!(
+            err(b"SUB t bad/chan\n"),
+            "E_BAD_CHANNEL SUB channel name \"bad/chan\" is not valid"
+        );
         assert_eq!(err(b"FIN abc\n"), "E_INVALID invalid message ID");
-        assert_eq!(err(b"REQ 0123456789abcdef\n"), "E_INVALID REQ insufficient number of params");
-        assert_eq!(err(b"RDY 2501\n"), "E_INVALID RDY count 2501 out of range 0-2500");
+        assert_eq!(
+            err(b"REQ 0123456789abcdef\n"),
+            "E_INVALID REQ insufficient number of params"
+        );
+        assert_eq!(
+            err(b"RDY 2501\n"),
+            "E_INVALID RDY count 2501 out of range 0-2500"
+        );
         assert_eq!(err(b"RDY -1\n"), "E_INVALID RDY could not parse count -1");
         assert_eq!(err(b"RDY 1a\n"), "E_INVALID RDY could not parse count 1a");
-        assert_eq!(err(b"RDY 99999999999999999999\n"), "E_INVALID RDY count 7766279631452241919 out of range 0-2500");
-        assert_eq!(err(b"DPUB t 3600001\n"), "E_INVALID DPUB timeout 3600001 out of range 0-3600000");
-        assert_eq!(err(b"DPUB t abc\n"), "E_INVALID DPUB could not parse timeout abc");
-        assert_eq!(err(b"DPUB t\n"), "E_INVALID DPUB insufficient number of parameters");
-        assert_eq!(err(b"MPUB x!\n"), "E_BAD_TOPIC E_BAD_TOPIC MPUB topic name \"x!\" is not valid");
-        assert_eq!(err(b"MPUB t\n\x00\x50\x00\x01"), "E_BAD_BODY MPUB body too big 5242881 > 5242880");
-        assert_eq!(err(b"MPUB t\n\x00\x00\x00\x04\x00\x00\x00\x00"), "E_BAD_BODY MPUB invalid message count 0");
-        assert_eq!(err(b"IDENTIFY\n\x00\x00\x00\x00"), "E_BAD_BODY IDENTIFY invalid body size 0");
-        assert_eq!(err(b"AUTH x\n"), "E_INVALID AUTH invalid number of parameters");
-        assert_eq!(err(b"TOUCH\n"), "E_INVALID TOUCH insufficient number of params");
+        assert_eq!(
+            err(b"RDY 99999999999999999999\n"),
+            "E_INVALID RDY count 7766279631452241919 out of range 0-2500"
+        );
+        assert_eq!(
+            err(b"DPUB t 3600001\n"),
+            "E_INVALID DPUB timeout 3600001 out of range 0-3600000"
+        );
+        assert_eq!(
+            err(b"DPUB t abc\n"),
+            "E_INVALID DPUB could not parse timeout abc"
+        );
+        assert_eq!(
+            err(b"DPUB t\n"),
+            "E_INVALID DPUB insufficient number of parameters"
+        );
+        assert_eq!(
+            err(b"MPUB x!\n"),
+            "E_BAD_TOPIC E_BAD_TOPIC MPUB topic name \"x!\" is not valid"
+        );
+        assert_eq!(
+            err(b"MPUB t\n\x00\x50\x00\x01"),
+            "E_BAD_BODY MPUB body too big 5242881 > 5242880"
+        );
+        assert_eq!(
+            err(b"MPUB t\n\x00\x00\x00\x04\x00\x00\x00\x00"),
+            "E_BAD_BODY MPUB invalid message count 0"
+        );
+        assert_eq!(
+            err(b"IDENTIFY\n\x00\x00\x00\x00"),
+            "E_BAD_BODY IDENTIFY invalid body size 0"
+        );
+        assert_eq!(
+            err(b"AUTH x\n"),
+            "E_INVALID AUTH invalid number of parameters"
+        );
+        assert_eq!(
+            err(b"TOUCH\n"),
+            "E_INVALID TOUCH insufficient number of params"
+        );
         assert_eq!(err(b"FIN\n"), "E_INVALID FIN insufficient number of params");
     }
 
@@ -512,7 +730,13 @@ mod tests {
         let mut b = BytesMut::new();
         encode_mpub(&mut b, "t", &[b"a".as_ref(), b"bc".as_ref()]);
         let c = dec(&b).unwrap().unwrap();
-        assert_eq!(c, Command::Mpub { topic: "t".into(), bodies: vec![Bytes::from_static(b"a"), Bytes::from_static(b"bc")] });
+        assert_eq!(
+            c,
+            Command::Mpub {
+                topic: "t".into(),
+                bodies: vec![Bytes::from_static(b"a"), Bytes::from_static(b"bc")]
+            }
+        );
     }
 
     #[test]
@@ -522,11 +746,17 @@ mod tests {
         assert_eq!(dec(b"RDY 5\r\n").unwrap(), Some(Command::Rdy(5)));
         assert_eq!(
             dec(b"PUB t\r\n\x00\x00\x00\x01x").unwrap(),
-            Some(Command::Pub { topic: "t".into(), body: Bytes::from_static(b"x") })
+            Some(Command::Pub {
+                topic: "t".into(),
+                body: Bytes::from_static(b"x")
+            })
         );
         assert_eq!(
             dec(b"PUB t extra\n\x00\x00\x00\x01x").unwrap(),
-            Some(Command::Pub { topic: "t".into(), body: Bytes::from_static(b"x") })
+            Some(Command::Pub {
+                topic: "t".into(),
+                body: Bytes::from_static(b"x")
+            })
         );
     }
 
@@ -549,20 +779,35 @@ mod tests {
         assert_eq!(&b[..], b"NOP\n");
         let mut b = BytesMut::from(&b"FOO\n"[..]);
         let e = decode(&mut b, &Limits::default(), |n, _| {
-            Err(ProtocolError::invalid(format!("cannot {} in current state (TLS required)", String::from_utf8_lossy(n))))
+            Err(ProtocolError::invalid(format!(
+                "cannot {} in current state (TLS required)",
+                String::from_utf8_lossy(n)
+            )))
         });
-        assert_eq!(e, Err(DecodeError::Protocol(ProtocolError::invalid("cannot FOO in current state (TLS required)"))));
+        assert_eq!(
+            e,
+            Err(DecodeError::Protocol(ProtocolError::invalid(
+                "cannot FOO in current state (TLS required)"
+            )))
+        );
     }
 
     #[test]
     fn req_and_dpub_values() {
         assert_eq!(
             dec(b"REQ 0123456789abcdef 99999999999\n").unwrap(),
-            Some(Command::Req { id: MessageId(*b"0123456789abcdef"), timeout_ms: 99_999_999_999 })
+            Some(Command::Req {
+                id: MessageId(*b"0123456789abcdef"),
+                timeout_ms: 99_999_999_999
+            })
         );
         assert_eq!(
             dec(b"DPUB t 1000\n\x00\x00\x00\x01z").unwrap(),
-            Some(Command::Dpub { topic: "t".into(), defer_ms: 1000, body: Bytes::from_static(b"z") })
+            Some(Command::Dpub {
+                topic: "t".into(),
+                defer_ms: 1000,
+                body: Bytes::from_static(b"z")
+            })
         );
     }
 }

@@ -90,7 +90,11 @@ fn crc32c(data: &[u8]) -> u32 {
             let mut c = i as u32;
             let mut k = 0;
             while k < 8 {
-                c = if c & 1 != 0 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    (c >> 1) ^ 0x82F6_3B78
+                } else {
+                    c >> 1
+                };
                 k += 1;
             }
             t[i] = c;
@@ -125,7 +129,11 @@ impl Default for SnappyEncoder {
 
 impl SnappyEncoder {
     pub fn new() -> SnappyEncoder {
-        SnappyEncoder { wrote_stream_id: false, raw: snap::raw::Encoder::new(), scratch: Vec::new() }
+        SnappyEncoder {
+            wrote_stream_id: false,
+            raw: snap::raw::Encoder::new(),
+            scratch: Vec::new(),
+        }
     }
 
     /// One chunk per 64 KiB block; a block is stored uncompressed unless
@@ -144,9 +152,17 @@ impl SnappyEncoder {
             let (block, rest) = src.split_at(n);
             src = rest;
             let crc = snappy_masked_crc(block);
-            self.scratch.resize(snap::raw::max_compress_len(block.len()), 0);
-            let clen = self.raw.compress(block, &mut self.scratch).map_err(|e| CodecError::Snappy(e.to_string()))?;
-            let (kind, body) = if clen < block.len() - block.len() / 8 { (0x00u8, &self.scratch[..clen]) } else { (0x01u8, block) };
+            self.scratch
+                .resize(snap::raw::max_compress_len(block.len()), 0);
+            let clen = self
+                .raw
+                .compress(block, &mut self.scratch)
+                .map_err(|e| CodecError::Snappy(e.to_string()))?;
+            let (kind, body) = if clen < block.len() - block.len() / 8 {
+                (0x00u8, &self.scratch[..clen])
+            } else {
+                (0x01u8, block)
+            };
             let len = (body.len() + 4) as u32;
             dst.reserve(8 + body.len());
             dst.put_u8(kind);
@@ -200,7 +216,8 @@ impl SnappyDecoder {
                     let data = &chunk[4..];
                     let start = dst.len();
                     if kind == 0x00 {
-                        let n = snap::raw::decompress_len(data).map_err(|_| CodecError::SnappyCorrupt("bad block length"))?;
+                        let n = snap::raw::decompress_len(data)
+                            .map_err(|_| CodecError::SnappyCorrupt("bad block length"))?;
                         if n > SNAPPY_MAX_BLOCK {
                             return Err(CodecError::SnappyCorrupt("block too large"));
                         }
@@ -239,7 +256,9 @@ pub struct DeflateEncoder {
 impl DeflateEncoder {
     /// `level` is the negotiated one, already within `[1, --max-deflate-level]`.
     pub fn new(level: u32) -> DeflateEncoder {
-        DeflateEncoder { z: Compress::new(Compression::new(level.clamp(1, 9)), false) }
+        DeflateEncoder {
+            z: Compress::new(Compression::new(level.clamp(1, 9)), false),
+        }
     }
 
     /// Compresses `src` and ends with a sync flush (`00 00 ff ff`), so the
@@ -281,7 +300,9 @@ impl Default for DeflateDecoder {
 
 impl DeflateDecoder {
     pub fn new() -> DeflateDecoder {
-        DeflateDecoder { z: Decompress::new(false) }
+        DeflateDecoder {
+            z: Decompress::new(false),
+        }
     }
 
     pub fn decode(&mut self, src: &mut BytesMut, dst: &mut BytesMut) -> Result<(), CodecError> {
@@ -342,7 +363,10 @@ mod tests {
         let mut e = SnappyEncoder::new();
         let mut wire = BytesMut::new();
         e.encode(&data, &mut wire).unwrap();
-        assert!(wire.len() < data.len() / 4, "compressible data is compressed");
+        assert!(
+            wire.len() < data.len() / 4,
+            "compressible data is compressed"
+        );
         let mut d = SnappyDecoder::new();
         let mut out = BytesMut::new();
         // feed byte-ragged pieces
@@ -360,11 +384,17 @@ mod tests {
         let mut d = SnappyDecoder::new();
         let mut out = BytesMut::new();
         let mut src = BytesMut::from(&[0x01u8, 0x05, 0, 0, 1, 2, 3, 4, 5][..]);
-        assert_eq!(d.decode(&mut src, &mut out), Err(CodecError::SnappyNoStreamId));
+        assert_eq!(
+            d.decode(&mut src, &mut out),
+            Err(CodecError::SnappyNoStreamId)
+        );
         let mut d = SnappyDecoder::new();
         let mut src = BytesMut::from(SNAPPY_STREAM_ID);
         src.extend_from_slice(&[0x01, 0x05, 0, 0, 1, 2, 3, 4, b'x']);
-        assert_eq!(d.decode(&mut src, &mut out), Err(CodecError::SnappyChecksum));
+        assert_eq!(
+            d.decode(&mut src, &mut out),
+            Err(CodecError::SnappyChecksum)
+        );
         let mut d = SnappyDecoder::new();
         let mut src = BytesMut::from(SNAPPY_STREAM_ID);
         src.extend_from_slice(&[0x02, 0x00, 0, 0]);
@@ -388,7 +418,10 @@ mod tests {
         let mut d = DeflateDecoder::new();
         let mut wire = BytesMut::new();
         e.encode(&ok_frame(), &mut wire).unwrap();
-        assert!(wire.ends_with(&[0x00, 0x00, 0xff, 0xff]), "sync flush marker: {wire:02x?}");
+        assert!(
+            wire.ends_with(&[0x00, 0x00, 0xff, 0xff]),
+            "sync flush marker: {wire:02x?}"
+        );
         let mut out = BytesMut::new();
         d.decode(&mut wire, &mut out).unwrap();
         assert_eq!(&out[..], &ok_frame()[..]);
@@ -408,7 +441,10 @@ mod tests {
     #[test]
     fn deflate_decodes_go_bytes() {
         // Go nsqd's OK frame after a deflate upgrade, two sync flushes.
-        let go = [0x62, 0x60, 0x60, 0x60, 0x63, 0x60, 0x60, 0x60, 0xf0, 0xf7, 0x06, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff];
+        let go = [
+            0x62, 0x60, 0x60, 0x60, 0x63, 0x60, 0x60, 0x60, 0xf0, 0xf7, 0x06, 0x00, 0x00, 0x00,
+            0xff, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff,
+        ];
         let mut d = DeflateDecoder::new();
         let mut src = BytesMut::from(&go[..]);
         let mut out = BytesMut::new();

@@ -16,11 +16,19 @@ pub struct ProtocolError {
 
 impl ProtocolError {
     pub fn fatal(code: &'static str, desc: impl Into<Vec<u8>>) -> ProtocolError {
-        ProtocolError { code, desc: desc.into(), fatal: true }
+        ProtocolError {
+            code,
+            desc: desc.into(),
+            fatal: true,
+        }
     }
 
     pub fn non_fatal(code: &'static str, desc: impl Into<Vec<u8>>) -> ProtocolError {
-        ProtocolError { code, desc: desc.into(), fatal: false }
+        ProtocolError {
+            code,
+            desc: desc.into(),
+            fatal: false,
+        }
     }
 
     /// `E_INVALID <desc>`, the most common fatal error.
@@ -110,7 +118,9 @@ fn quote_into(out: &mut String, s: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
             c => out.push(c),
         }
     }
@@ -122,12 +132,24 @@ mod tests {
 
     #[test]
     fn payloads() {
-        assert_eq!(ProtocolError::invalid("invalid command ").payload(), b"E_INVALID invalid command ");
-        assert_eq!(ProtocolError::fatal(E_BAD_PROTOCOL, "").payload(), b"E_BAD_PROTOCOL");
+        assert_eq!(
+            ProtocolError::invalid("invalid command ").payload(),
+            b"E_INVALID invalid command "
+        );
+        assert_eq!(
+            ProtocolError::fatal(E_BAD_PROTOCOL, "").payload(),
+            b"E_BAD_PROTOCOL"
+        );
         let mut raw = b"invalid command ".to_vec();
         raw.extend_from_slice(&[1, 0xff, b'X']);
-        assert_eq!(&ProtocolError::invalid(raw).payload()[10..], b"invalid command \x01\xffX");
-        assert_eq!(ProtocolError::fatal(E_BAD_BODY, "x").http_code(), "BAD_BODY");
+        assert_eq!(
+            &ProtocolError::invalid(raw).payload()[10..],
+            b"invalid command \x01\xffX"
+        );
+        assert_eq!(
+            ProtocolError::fatal(E_BAD_BODY, "x").http_code(),
+            "BAD_BODY"
+        );
     }
 
     #[test]

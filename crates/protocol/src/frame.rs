@@ -50,7 +50,10 @@ pub struct Frame {
 /// Client side: splits one complete frame off `buf`, or `Ok(None)` until one
 /// is there. A size that cannot hold the type word or an unknown type is an
 /// error (the stream cannot be resynchronised).
-pub fn decode_frame(buf: &mut BytesMut, max_size: usize) -> Result<Option<Frame>, FrameDecodeError> {
+pub fn decode_frame(
+    buf: &mut BytesMut,
+    max_size: usize,
+) -> Result<Option<Frame>, FrameDecodeError> {
     if buf.len() < 4 {
         return Ok(None);
     }
@@ -117,6 +120,9 @@ mod tests {
         assert_eq!(&f.data[..], b"E_INVALID x");
         assert!(b.is_empty());
         let mut bad = BytesMut::from(&[0u8, 0, 0, 2, 0, 0][..]);
-        assert_eq!(decode_frame(&mut bad, 100), Err(FrameDecodeError::BadSize(2)));
+        assert_eq!(
+            decode_frame(&mut bad, 100),
+            Err(FrameDecodeError::BadSize(2))
+        );
     }
 }

@@ -128,7 +128,9 @@ pub fn negotiate(req: &IdentifyRequest, srv: &ServerFeatures) -> Result<Negotiat
     let mut output_buffer_timeout_ms = match req.output_buffer_timeout.unwrap_or(0) {
         -1 => 0,
         0 => srv.default_output_buffer_timeout_ms,
-        v if (srv.min_output_buffer_timeout_ms..=srv.max_output_buffer_timeout_ms).contains(&v) => v,
+        v if (srv.min_output_buffer_timeout_ms..=srv.max_output_buffer_timeout_ms).contains(&v) => {
+            v
+        }
         v => return Err(invalid("output buffer timeout", v)),
     };
     let output_buffer_size = match req.output_buffer_size.unwrap_or(0) {
@@ -154,10 +156,20 @@ pub fn negotiate(req: &IdentifyRequest, srv: &ServerFeatures) -> Result<Negotiat
     let snappy = fneg && req.snappy.unwrap_or(false) && srv.snappy_enabled;
     let deflate = fneg && req.deflate.unwrap_or(false) && srv.deflate_enabled;
     if snappy && deflate {
-        return Err(ProtocolError::fatal(E_IDENTIFY_FAILED, "cannot enable both deflate and snappy compression"));
+        return Err(ProtocolError::fatal(
+            E_IDENTIFY_FAILED,
+            "cannot enable both deflate and snappy compression",
+        ));
     }
-    let (snappy, deflate) = (snappy && srv.compression_available, deflate && srv.compression_available);
-    let wanted_level = if deflate { req.deflate_level.unwrap_or(0) } else { 0 };
+    let (snappy, deflate) = (
+        snappy && srv.compression_available,
+        deflate && srv.compression_available,
+    );
+    let wanted_level = if deflate {
+        req.deflate_level.unwrap_or(0)
+    } else {
+        0
+    };
     let deflate_level = if wanted_level <= 0 { 6 } else { wanted_level }.min(srv.max_deflate_level);
     Ok(Negotiated {
         client_id: req.client_id.clone().unwrap_or_default(),
@@ -232,7 +244,8 @@ mod tests {
     #[test]
     fn default_response_matches_sample() {
         let n = neg(r#"{"feature_negotiation":true}"#).unwrap();
-        let json = serde_json::to_string(&IdentifyResponse::new(&n, &ServerFeatures::default())).unwrap();
+        let json =
+            serde_json::to_string(&IdentifyResponse::new(&n, &ServerFeatures::default())).unwrap();
         assert_eq!(
             json,
             r#"{"max_rdy_count":2500,"version":"1.3.0","max_msg_timeout":900000,"msg_timeout":60000,"tls_v1":false,"deflate":false,"deflate_level":6,"max_deflate_level":6,"snappy":false,"sample_rate":0,"auth_required":false,"output_buffer_size":16384,"output_buffer_timeout":250,"topology_region":"","topology_zone":""}"#
@@ -241,13 +254,34 @@ mod tests {
 
     #[test]
     fn validation_errors() {
-        assert_eq!(neg("not json").unwrap_err(), "E_BAD_BODY IDENTIFY failed to decode JSON body");
-        assert_eq!(neg(r#"{"heartbeat_interval":500}"#).unwrap_err(), "E_BAD_BODY IDENTIFY heartbeat interval (500) is invalid");
-        assert_eq!(neg(r#"{"sample_rate":100}"#).unwrap_err(), "E_BAD_BODY IDENTIFY sample rate (100) is invalid");
-        assert_eq!(neg(r#"{"output_buffer_size":32}"#).unwrap_err(), "E_BAD_BODY IDENTIFY output buffer size (32) is invalid");
-        assert_eq!(neg(r#"{"output_buffer_timeout":10}"#).unwrap_err(), "E_BAD_BODY IDENTIFY output buffer timeout (10) is invalid");
-        assert_eq!(neg(r#"{"msg_timeout":999}"#).unwrap_err(), "E_BAD_BODY IDENTIFY msg timeout (999) is invalid");
-        assert_eq!(neg(r#"{"msg_timeout":1.5}"#).unwrap_err(), "E_BAD_BODY IDENTIFY failed to decode JSON body");
+        assert_eq!(
+            neg("not json").unwrap_err(),
+            "E_BAD_BODY IDENTIFY failed to decode JSON body"
+        );
+        assert_eq!(
+            neg(r#"{"heartbeat_interval":500}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY heartbeat interval (500) is invalid"
+        );
+        assert_eq!(
+            neg(r#"{"sample_rate":100}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY sample rate (100) is invalid"
+        );
+        assert_eq!(
+            neg(r#"{"output_buffer_size":32}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY output buffer size (32) is invalid"
+        );
+        assert_eq!(
+            neg(r#"{"output_buffer_timeout":10}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY output buffer timeout (10) is invalid"
+        );
+        assert_eq!(
+            neg(r#"{"msg_timeout":999}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY msg timeout (999) is invalid"
+        );
+        assert_eq!(
+            neg(r#"{"msg_timeout":1.5}"#).unwrap_err(),
+            "E_BAD_BODY IDENTIFY failed to decode JSON body"
+        );
         assert_eq!(
             neg(r#"{"feature_negotiation":true,"snappy":true,"deflate":true}"#).unwrap_err(),
             "E_IDENTIFY_FAILED cannot enable both deflate and snappy compression"
@@ -258,8 +292,17 @@ mod tests {
     fn values() {
         assert!(neg("null").is_ok());
         assert!(neg("{}").is_ok());
-        let n = neg(r#"{"msg_timeout":1000,"heartbeat_interval":-1,"output_buffer_size":-1}"#).unwrap();
-        assert_eq!((n.msg_timeout_ms, n.heartbeat_ms, n.output_buffer_size, n.output_buffer_timeout_ms), (1000, None, 1, 0));
+        let n =
+            neg(r#"{"msg_timeout":1000,"heartbeat_interval":-1,"output_buffer_size":-1}"#).unwrap();
+        assert_eq!(
+            (
+                n.msg_timeout_ms,
+                n.heartbeat_ms,
+                n.output_buffer_size,
+                n.output_buffer_timeout_ms
+            ),
+            (1000, None, 1, 0)
+        );
         let n = neg(r#"{"feature_negotiation":true,"deflate":true,"deflate_level":9}"#).unwrap();
         assert_eq!((n.deflate, n.deflate_level), (true, 6));
         let n = neg(r#"{"feature_negotiation":true,"deflate":true,"deflate_level":3}"#).unwrap();

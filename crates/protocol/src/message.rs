@@ -67,7 +67,12 @@ pub enum MessageDecodeError {
 
 impl Message {
     pub fn new(id: MessageId, timestamp: i64, body: Bytes) -> Message {
-        Message { id, timestamp, attempts: 0, body }
+        Message {
+            id,
+            timestamp,
+            attempts: 0,
+            body,
+        }
     }
 
     /// Bytes of header plus body.
@@ -106,7 +111,12 @@ impl Message {
         // extra allocation, and an atomic decrement on every drop).
         let mut body = data;
         body.advance(MESSAGE_HEADER_LEN);
-        Ok(Message { id: MessageId(id), timestamp, attempts, body })
+        Ok(Message {
+            id: MessageId(id),
+            timestamp,
+            attempts,
+            body,
+        })
     }
 }
 
@@ -116,14 +126,21 @@ mod tests {
 
     #[test]
     fn id_hex() {
-        assert_eq!(&MessageId::from_guid(0x0a1b2c3d4e5f6071).0, b"0a1b2c3d4e5f6071");
+        assert_eq!(
+            &MessageId::from_guid(0x0a1b2c3d4e5f6071).0,
+            b"0a1b2c3d4e5f6071"
+        );
         assert_eq!(&MessageId::from_guid(0).0, b"0000000000000000");
     }
 
     #[test]
     fn frame_layout_matches_spec_example() {
         // Spec §9: size 35 = 4 + 26 + 5, type 2, ts, attempts 00 01, id, "hello".
-        let mut m = Message::new(MessageId(*b"0123456789abcdef"), 0x0102030405060708, Bytes::from_static(b"hello"));
+        let mut m = Message::new(
+            MessageId(*b"0123456789abcdef"),
+            0x0102030405060708,
+            Bytes::from_static(b"hello"),
+        );
         m.attempts = 1;
         let mut b = BytesMut::new();
         m.encode_frame(&mut b);
@@ -141,6 +158,9 @@ mod tests {
         let mut b = BytesMut::new();
         m.encode(&mut b);
         assert_eq!(Message::decode(b.freeze()).unwrap(), m);
-        assert_eq!(Message::decode(Bytes::from_static(b"short")), Err(MessageDecodeError::TooShort(5)));
+        assert_eq!(
+            Message::decode(Bytes::from_static(b"short")),
+            Err(MessageDecodeError::TooShort(5))
+        );
     }
 }

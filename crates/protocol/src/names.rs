@@ -42,7 +42,13 @@ mod tests {
 
     #[test]
     fn valid_names() {
-        for n in ["a", "my-topic.v2", "x_y#ephemeral", "A.b-C_9", &"a".repeat(64)] {
+        for n in [
+            "a",
+            "my-topic.v2",
+            "x_y#ephemeral",
+            "A.b-C_9",
+            &"a".repeat(64),
+        ] {
             assert!(is_valid_name(n), "{n} should be valid");
         }
         let long_eph = format!("{}#ephemeral", "a".repeat(54));
@@ -52,7 +58,19 @@ mod tests {
     #[test]
     fn invalid_names() {
         let too_long_eph = format!("{}#ephemeral", "a".repeat(55));
-        for n in ["", "a b", "a#b", "#ephemeral", &"a".repeat(65), "a/b", "a:b", "bad!topic", "é", &too_long_eph, "a#ephemeral#ephemeral"] {
+        for n in [
+            "",
+            "a b",
+            "a#b",
+            "#ephemeral",
+            &"a".repeat(65),
+            "a/b",
+            "a:b",
+            "bad!topic",
+            "é",
+            &too_long_eph,
+            "a#ephemeral#ephemeral",
+        ] {
             assert!(!is_valid_name(n), "{n:?} should be invalid");
         }
     }

@@ -170,7 +170,22 @@ mod tests {
 
     #[test]
     fn percentile_values_print_like_go() {
-        let p = E2eLatency { count: 2, percentiles: Some(vec![Percentile { quantile: 0.99, value: 123456.0 }, Percentile { quantile: 0.5, value: 1.5 }]) };
-        assert_eq!(serde_json::to_string(&p).unwrap(), r#"{"count":2,"percentiles":[{"quantile":0.99,"value":123456},{"quantile":0.5,"value":1.5}]}"#);
+        let p = E2eLatency {
+            count: 2,
+            percentiles: Some(vec![
+                Percentile {
+                    quantile: 0.99,
+                    value: 123456.0,
+                },
+                Percentile {
+                    quantile: 0.5,
+                    value: 1.5,
+                },
+            ]),
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"count":2,"percentiles":[{"quantile":0.99,"value":123456},{"quantile":0.5,"value":1.5}]}"#
+        );
     }
 }

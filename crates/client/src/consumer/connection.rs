@@ -16,7 +16,14 @@ use crate::config::Config;
 use crate::conn::{self, Handshake};
 use crate::rdy::ConnId;
 
-pub(crate) async fn run(conn: ConnId, addr: String, mut hs: Handshake, mut cmds: mpsc::UnboundedReceiver<Bytes>, events: mpsc::UnboundedSender<Event>, cfg: Config) {
+pub(crate) async fn run(
+    conn: ConnId,
+    addr: String,
+    mut hs: Handshake,
+    mut cmds: mpsc::UnboundedReceiver<Bytes>,
+    events: mpsc::UnboundedSender<Event>,
+    cfg: Config,
+) {
     let mut read_deadline = Instant::now() + cfg.read_timeout;
     let mut out = BytesMut::new();
     let lost = |reason: String| {

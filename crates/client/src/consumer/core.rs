@@ -54,10 +54,21 @@ pub(crate) enum Exit {
 }
 
 impl Core {
-    pub(crate) fn new(shared: Arc<Shared>, events: mpsc::UnboundedSender<Event>, dispatch: mpsc::UnboundedSender<Message>) -> Core {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        events: mpsc::UnboundedSender<Event>,
+        dispatch: mpsc::UnboundedSender<Message>,
+    ) -> Core {
         let seed = rand::random();
         let rdy = RdyState::new(RdyConfig::from_config(&shared.config), Instant::now(), seed);
-        Core { shared, events, rdy, conns: HashMap::new(), dispatch, stop_deadline: None }
+        Core {
+            shared,
+            events,
+            rdy,
+            conns: HashMap::new(),
+            dispatch,
+            stop_deadline: None,
+        }
     }
 
     pub(crate) async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) -> Exit {
@@ -94,7 +105,13 @@ impl Core {
     fn handle(&mut self, ev: Event) {
         let now = Instant::now();
         match ev {
-            Event::Connected { conn, addr, cmds, max_rdy, ack } => {
+            Event::Connected {
+                conn,
+                addr,
+                cmds,
+                max_rdy,
+                ack,
+            } => {
                 if self.stop_deadline.is_some() {
                     // Raced with stop: dropping the queue closes it (and `ack`
                     // tells the caller it failed).
@@ -105,7 +122,15 @@ impl Core {
                     tracing::warn!(nsqd = %addr, max_rdy, max_in_flight = self.rdy.max_in_flight(), "max RDY count < max_in_flight, truncation possible");
                 }
                 tracing::info!(nsqd = %addr, conn, "connected");
-                self.conns.insert(conn, CoreConn { addr: addr.into(), cmds: Some(cmds), cls_sent: false, closing: false });
+                self.conns.insert(
+                    conn,
+                    CoreConn {
+                        addr: addr.into(),
+                        cmds: Some(cmds),
+                        cls_sent: false,
+                        closing: false,
+                    },
+                );
                 let ups = self.rdy.add_conn(conn, max_rdy, now);
                 self.apply(ups);
                 self.publish_stats();
@@ -128,7 +153,9 @@ impl Core {
                 }
             }
             Event::Respond { conn, id, action } => {
-                let Some(c) = self.conns.get(&conn) else { return };
+                let Some(c) = self.conns.get(&conn) else {
+                    return;
+                };
                 let id_txt = String::from_utf8_lossy(id.as_bytes()).into_owned();
                 let (cmd, outcome) = match action {
                     Action::Finish => {
@@ -138,7 +165,10 @@ impl Core {
                     Action::Requeue { delay, backoff } => {
                         self.shared.stats.requeued.fetch_add(1, Ordering::Relaxed);
                         let ms = delay.as_millis().to_string();
-                        (line("REQ", &[&id_txt, &ms]), Some(Outcome::Requeued { backoff }))
+                        (
+                            line("REQ", &[&id_txt, &ms]),
+                            Some(Outcome::Requeued { backoff }),
+                        )
                     }
                     Action::Touch => (line("TOUCH", &[&id_txt]), None),
                 };
@@ -168,7 +198,11 @@ impl Core {
                 }
             }
             Event::Disconnect { addr } => {
-                let found = self.conns.iter().find(|(_, c)| *c.addr == *addr).map(|(id, _)| *id);
+                let found = self
+                    .conns
+                    .iter()
+                    .find(|(_, c)| *c.addr == *addr)
+                    .map(|(id, _)| *id);
                 if let Some(conn) = found {
                     tracing::info!(nsqd = %addr, conn, "disconnecting");
                     self.send_cls(conn);
@@ -215,11 +249,14 @@ impl Core {
 
     /// Drops a closing connection once nothing is in flight on it.
     fn maybe_remove(&mut self, conn: ConnId, now: Instant) {
-        let ready = self.conns.get(&conn).is_some_and(|c| c.closing) && self.rdy.in_flight(conn).unwrap_or(0) == 0;
+        let ready = self.conns.get(&conn).is_some_and(|c| c.closing)
+            && self.rdy.in_flight(conn).unwrap_or(0) == 0;
         if !ready {
             return;
         }
-        let Some(c) = self.conns.remove(&conn) else { return };
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
         let ups = self.rdy.remove_conn(conn, now);
         self.apply(ups);
         let addr = c.addr.to_string();
@@ -240,7 +277,11 @@ impl Core {
             }
         };
         if reconnect {
-            tokio::spawn(super::reconnect_loop(self.shared.clone(), self.events.clone(), addr));
+            tokio::spawn(super::reconnect_loop(
+                self.shared.clone(),
+                self.events.clone(),
+                addr,
+            ));
         }
     }
 
@@ -249,8 +290,10 @@ impl Core {
         s.connections.store(self.conns.len(), Ordering::Relaxed);
         let in_flight = self.rdy.total_in_flight();
         s.in_flight.store(in_flight, Ordering::Relaxed);
-        s.in_flight_high_water.fetch_max(in_flight, Ordering::Relaxed);
+        s.in_flight_high_water
+            .fetch_max(in_flight, Ordering::Relaxed);
         s.rdy.store(self.rdy.total_rdy(), Ordering::Relaxed);
-        s.backoff_level.store(self.rdy.backoff_level(), Ordering::Relaxed);
+        s.backoff_level
+            .store(self.rdy.backoff_level(), Ordering::Relaxed);
     }
 }

@@ -25,7 +25,8 @@ use crate::lookup;
 /// Polls until the consumer stops. The first poll was made by the caller.
 pub(crate) async fn lookupd_loop(shared: Arc<Shared>, events: mpsc::UnboundedSender<Event>) {
     let interval = shared.config.lookupd_poll_interval;
-    let jitter = interval.mul_f64(rand::thread_rng().gen::<f64>() * shared.config.lookupd_poll_jitter);
+    let jitter =
+        interval.mul_f64(rand::thread_rng().gen::<f64>() * shared.config.lookupd_poll_jitter);
     tokio::select! {
         _ = tokio::time::sleep(jitter) => {}
         _ = shared.cancel.cancelled() => return,
@@ -54,7 +55,14 @@ pub(crate) async fn query_lookupds(shared: &Arc<Shared>, events: &mpsc::Unbounde
     let mut complete = true;
     for ep in &endpoints {
         tracing::info!(lookupd = %ep.host_port, topic = %shared.topic, "querying nsqlookupd");
-        match lookup::query(ep, &shared.topic, cfg.dial_timeout, cfg.lookupd_poll_timeout).await {
+        match lookup::query(
+            ep,
+            &shared.topic,
+            cfg.dial_timeout,
+            cfg.lookupd_poll_timeout,
+        )
+        .await
+        {
             Ok(addrs) => union.extend(addrs),
             Err(e) => {
                 tracing::error!(lookupd = %ep.host_port, error = %e, "error querying nsqlookupd");
@@ -74,8 +82,12 @@ pub(crate) async fn query_lookupds(shared: &Arc<Shared>, events: &mpsc::Unbounde
     if complete {
         let gone: Vec<String> = {
             let mut reg = shared.registry.lock();
-            let gone: Vec<String> =
-                reg.discovered.iter().filter(|a| !union.contains(*a) && !reg.direct.contains(*a)).cloned().collect();
+            let gone: Vec<String> = reg
+                .discovered
+                .iter()
+                .filter(|a| !union.contains(*a) && !reg.direct.contains(*a))
+                .cloned()
+                .collect();
             for a in &gone {
                 reg.discovered.remove(a);
                 reg.nsqd_tcp_addrs.retain(|x| x != a);
@@ -91,7 +103,11 @@ pub(crate) async fn query_lookupds(shared: &Arc<Shared>, events: &mpsc::Unbounde
 
 /// Reconnects to a lost nsqd every `lookupd_poll_interval` until it works,
 /// the address is removed, or the consumer stops (go-nsq, without lookupds).
-pub(crate) async fn reconnect_loop(shared: Arc<Shared>, events: mpsc::UnboundedSender<Event>, addr: String) {
+pub(crate) async fn reconnect_loop(
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Event>,
+    addr: String,
+) {
     let delay: Duration = shared.config.lookupd_poll_interval;
     loop {
         tracing::info!(nsqd = %addr, in_ = ?delay, "reconnecting");

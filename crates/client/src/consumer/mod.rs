@@ -41,12 +41,32 @@ use crate::rdy::ConnId;
 /// Everything that reaches the core task.
 pub(crate) enum Event {
     /// `ack` fires once the core has counted the connection and sent its RDY.
-    Connected { conn: ConnId, addr: String, cmds: mpsc::UnboundedSender<Bytes>, max_rdy: i64, ack: oneshot::Sender<()> },
-    Message { conn: ConnId, msg: nsq_protocol::Message },
-    Respond { conn: ConnId, id: MessageId, action: Action },
-    CloseWait { conn: ConnId },
-    Lost { conn: ConnId, reason: String },
-    Disconnect { addr: String },
+    Connected {
+        conn: ConnId,
+        addr: String,
+        cmds: mpsc::UnboundedSender<Bytes>,
+        max_rdy: i64,
+        ack: oneshot::Sender<()>,
+    },
+    Message {
+        conn: ConnId,
+        msg: nsq_protocol::Message,
+    },
+    Respond {
+        conn: ConnId,
+        id: MessageId,
+        action: Action,
+    },
+    CloseWait {
+        conn: ConnId,
+    },
+    Lost {
+        conn: ConnId,
+        reason: String,
+    },
+    Disconnect {
+        addr: String,
+    },
     SetMaxInFlight(i64),
     Stop,
 }
@@ -155,7 +175,10 @@ pub struct Consumer {
 
 impl std::fmt::Debug for Consumer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consumer").field("topic", &self.inner.shared.topic).field("channel", &self.inner.shared.channel).finish()
+        f.debug_struct("Consumer")
+            .field("topic", &self.inner.shared.topic)
+            .field("channel", &self.inner.shared.channel)
+            .finish()
     }
 }
 
@@ -214,7 +237,11 @@ impl Consumer {
 
     /// Adds `concurrency` tasks sharing `handler`, each handling one message
     /// at a time. Must be called before connecting.
-    pub fn add_concurrent_handlers<H: Handler>(&self, handler: H, concurrency: usize) -> Result<(), ConsumerError> {
+    pub fn add_concurrent_handlers<H: Handler>(
+        &self,
+        handler: H,
+        concurrency: usize,
+    ) -> Result<(), ConsumerError> {
         let shared = &self.inner.shared;
         {
             let mut reg = shared.registry.lock();
@@ -227,7 +254,11 @@ impl Consumer {
         let mut workers = self.inner.workers.lock();
         for _ in 0..concurrency {
             let rx = self.inner.dispatch_rx.clone();
-            workers.push(tokio::spawn(worker(handler.clone(), rx, shared.config.max_attempts)));
+            workers.push(tokio::spawn(worker(
+                handler.clone(),
+                rx,
+                shared.config.max_attempts,
+            )));
         }
         Ok(())
     }
@@ -269,13 +300,19 @@ impl Consumer {
         }
         discovery::query_lookupds(shared, &self.inner.events).await;
         if !self.inner.discovery_started.swap(true, Ordering::SeqCst) {
-            tokio::spawn(discovery::lookupd_loop(shared.clone(), self.inner.events.clone()));
+            tokio::spawn(discovery::lookupd_loop(
+                shared.clone(),
+                self.inner.events.clone(),
+            ));
         }
         Ok(())
     }
 
     /// [`Consumer::connect_to_nsqd_lookupd`] for each address.
-    pub async fn connect_to_nsqd_lookupds<S: AsRef<str>>(&self, addrs: &[S]) -> Result<(), ConsumerError> {
+    pub async fn connect_to_nsqd_lookupds<S: AsRef<str>>(
+        &self,
+        addrs: &[S],
+    ) -> Result<(), ConsumerError> {
         for a in addrs {
             self.connect_to_nsqd_lookupd(a.as_ref()).await?;
         }
@@ -294,7 +331,9 @@ impl Consumer {
             reg.direct.remove(addr);
             reg.discovered.remove(addr);
         }
-        let _ = self.inner.events.send(Event::Disconnect { addr: addr.to_string() });
+        let _ = self.inner.events.send(Event::Disconnect {
+            addr: addr.to_string(),
+        });
         Ok(())
     }
 
@@ -306,7 +345,9 @@ impl Consumer {
             return Err(ConsumerError::NotConnected(http_addr.to_string()));
         };
         if reg.lookupds.len() == 1 {
-            return Err(ConsumerError::NotConnected(format!("{http_addr} is the only nsqlookupd")));
+            return Err(ConsumerError::NotConnected(format!(
+                "{http_addr} is the only nsqlookupd"
+            )));
         }
         reg.lookupds.remove(i);
         Ok(())
@@ -314,7 +355,10 @@ impl Consumer {
 
     /// Changes `max_in_flight` and updates every connection (0 pauses).
     pub fn change_max_in_flight(&self, max_in_flight: i64) {
-        let _ = self.inner.events.send(Event::SetMaxInFlight(max_in_flight.max(0)));
+        let _ = self
+            .inner
+            .events
+            .send(Event::SetMaxInFlight(max_in_flight.max(0)));
     }
 
     pub fn stats(&self) -> ConsumerStats {
@@ -365,7 +409,12 @@ impl Consumer {
 }
 
 /// Dials, IDENTIFYs and SUBscribes, then hands the connection to the core.
-pub(crate) async fn connect_nsqd(shared: &Arc<Shared>, events: &mpsc::UnboundedSender<Event>, addr: &str, origin: Origin) -> Result<(), ConsumerError> {
+pub(crate) async fn connect_nsqd(
+    shared: &Arc<Shared>,
+    events: &mpsc::UnboundedSender<Event>,
+    addr: &str,
+    origin: Origin,
+) -> Result<(), ConsumerError> {
     {
         let mut reg = shared.registry.lock();
         if shared.stopped.load(Ordering::SeqCst) {
@@ -403,7 +452,10 @@ pub(crate) async fn connect_nsqd(shared: &Arc<Shared>, events: &mpsc::UnboundedS
         Ok(hs) => hs,
         Err(source) => {
             shared.registry.lock().pending.remove(addr);
-            return Err(ConsumerError::Connect { addr: addr.to_string(), source });
+            return Err(ConsumerError::Connect {
+                addr: addr.to_string(),
+                source,
+            });
         }
     };
     let conn = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
@@ -419,11 +471,27 @@ pub(crate) async fn connect_nsqd(shared: &Arc<Shared>, events: &mpsc::UnboundedS
     let max_rdy = hs.max_rdy_count();
     // Connected goes first, so every event of the connection task follows it.
     let (ack, acked) = oneshot::channel();
-    if events.send(Event::Connected { conn, addr: addr.to_string(), cmds, max_rdy, ack }).is_err() {
+    if events
+        .send(Event::Connected {
+            conn,
+            addr: addr.to_string(),
+            cmds,
+            max_rdy,
+            ack,
+        })
+        .is_err()
+    {
         shared.registry.lock().connected.remove(addr);
         return Err(ConsumerError::Stopped);
     }
-    let task = tokio::spawn(connection::run(conn, addr.to_string(), hs, cmds_rx, events.clone(), cfg.clone()));
+    let task = tokio::spawn(connection::run(
+        conn,
+        addr.to_string(),
+        hs,
+        cmds_rx,
+        events.clone(),
+        cfg.clone(),
+    ));
     {
         let mut tasks = shared.conn_tasks.lock();
         tasks.retain(|t| !t.is_finished());
@@ -435,7 +503,11 @@ pub(crate) async fn connect_nsqd(shared: &Arc<Shared>, events: &mpsc::UnboundedS
 /// One handler task: takes messages from the shared queue, gives up on
 /// over-attempted ones, runs the handler (panics count as errors) and
 /// answers unless the handler took control.
-async fn worker<H: Handler>(handler: Arc<H>, rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>, max_attempts: u16) {
+async fn worker<H: Handler>(
+    handler: Arc<H>,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Message>>>,
+    max_attempts: u16,
+) {
     loop {
         let next = rx.lock().await.recv().await;
         let Some(msg) = next else { break };

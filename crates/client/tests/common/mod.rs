@@ -28,7 +28,11 @@ pub fn have_bin(name: &str) -> bool {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind :0").local_addr().expect("local addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind :0")
+        .local_addr()
+        .expect("local addr")
+        .port()
 }
 
 /// A running daemon; SIGKILLed by PID and reaped on drop.
@@ -54,9 +58,13 @@ impl Daemon {
 
 fn blocking_ping(http: &str) -> bool {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(http) else { return false };
+    let Ok(mut s) = std::net::TcpStream::connect(http) else {
+        return false;
+    };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /ping HTTP/1.0\r\nHost: {http}\r\n\r\n").as_bytes()).is_err() {
+    if s.write_all(format!("GET /ping HTTP/1.0\r\nHost: {http}\r\n\r\n").as_bytes())
+        .is_err()
+    {
         return false;
     }
     let mut raw = Vec::new();
@@ -66,10 +74,17 @@ fn blocking_ping(http: &str) -> bool {
 
 fn start(name: &str, args: impl Fn(&str, &str, &std::path::Path) -> Vec<String>) -> Daemon {
     let path = bin(name);
-    assert!(path.exists(), "{} missing: run `cargo build -p nsqd-bin -p nsqlookupd-bin` first", path.display());
+    assert!(
+        path.exists(),
+        "{} missing: run `cargo build -p nsqd-bin -p nsqlookupd-bin` first",
+        path.display()
+    );
     let mut last = String::new();
     for _ in 0..5 {
-        let dir = tempfile::Builder::new().prefix(&format!("nsq-client-{name}-")).tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("nsq-client-{name}-"))
+            .tempdir()
+            .expect("tempdir");
         let tcp = format!("127.0.0.1:{}", free_port());
         let http = format!("127.0.0.1:{}", free_port());
         let child = Command::new(&path)
@@ -79,7 +94,12 @@ fn start(name: &str, args: impl Fn(&str, &str, &std::path::Path) -> Vec<String>)
             .stderr(std::fs::File::create(dir.path().join("stderr")).expect("stderr file"))
             .spawn()
             .expect("spawn daemon");
-        let mut d = Daemon { child, tcp, http, dir };
+        let mut d = Daemon {
+            child,
+            tcp,
+            http,
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = d.child.try_wait() {
@@ -115,7 +135,11 @@ pub fn start_nsqd(extra: &[String]) -> Daemon {
 
 pub fn start_nsqlookupd() -> Daemon {
     start("nsqlookupd", |tcp, http, _dir| {
-        vec![format!("--tcp-address={tcp}"), format!("--http-address={http}"), "--broadcast-address=127.0.0.1".to_string()]
+        vec![
+            format!("--tcp-address={tcp}"),
+            format!("--http-address={http}"),
+            "--broadcast-address=127.0.0.1".to_string(),
+        ]
     })
 }
 
@@ -125,7 +149,9 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
 }
 
 pub async fn http_request(addr: &str, method: &str, path: &str) -> (u16, Vec<u8>) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect http");
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
     let req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
     s.write_all(req.as_bytes()).await.expect("write http");
     let mut raw = Vec::new();
@@ -147,7 +173,11 @@ pub async fn nsqd_stats(http: &str, topic: &str, channel: &str) -> serde_json::V
 }
 
 /// The channel object from nsqd stats (None before it exists).
-pub fn channel_of<'a>(stats: &'a serde_json::Value, topic: &str, channel: &str) -> Option<&'a serde_json::Value> {
+pub fn channel_of<'a>(
+    stats: &'a serde_json::Value,
+    topic: &str,
+    channel: &str,
+) -> Option<&'a serde_json::Value> {
     stats["topics"]
         .as_array()?
         .iter()
@@ -170,7 +200,9 @@ pub fn client_sum(stats: &serde_json::Value, topic: &str, channel: &str, field: 
 pub async fn stats_without_clients(http: &str, topic: &str, channel: &str) -> serde_json::Value {
     for _ in 0..250 {
         let s = nsqd_stats(http, topic, channel).await;
-        let n = channel_of(&s, topic, channel).and_then(|c| c["clients"].as_array().map(Vec::len)).unwrap_or(0);
+        let n = channel_of(&s, topic, channel)
+            .and_then(|c| c["clients"].as_array().map(Vec::len))
+            .unwrap_or(0);
         if n == 0 {
             return s;
         }
@@ -183,7 +215,10 @@ pub async fn stats_without_clients(http: &str, topic: &str, channel: &str) -> se
 pub async fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !f() {
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -42,12 +42,21 @@ impl E2eAggregate {
                 })
                 .collect()
         });
-        E2eAggregate { count: e.count, percentiles, ..Default::default() }
+        E2eAggregate {
+            count: e.count,
+            percentiles,
+            ..Default::default()
+        }
     }
 
     /// A fresh cluster aggregate for a topic or channel.
     pub fn new_aggregate(topic: &str, channel: &str) -> E2eAggregate {
-        E2eAggregate { topic: topic.into(), channel: channel.into(), host: "*".into(), ..Default::default() }
+        E2eAggregate {
+            topic: topic.into(),
+            channel: channel.into(),
+            host: "*".into(),
+            ..Default::default()
+        }
     }
 
     /// Merges `other` in: counts add up, `max` takes the larger, and the
@@ -56,7 +65,9 @@ impl E2eAggregate {
     pub fn add(&mut self, other: &E2eAggregate) {
         self.host = "*".into();
         self.count += other.count;
-        let Some(theirs) = other.percentiles.as_ref().filter(|t| !t.is_empty()) else { return };
+        let Some(theirs) = other.percentiles.as_ref().filter(|t| !t.is_empty()) else {
+            return;
+        };
         let mine = self.percentiles.get_or_insert_with(Vec::new);
         for value in theirs {
             let q = get(value, "quantile");
@@ -94,7 +105,10 @@ mod tests {
         let mut m = PercentileMap::new();
         m.insert("quantile".into(), 0.99);
         m.insert("value".into(), p99);
-        E2eAggregate::from_nsqd(&NsqdE2e { count, percentiles: Some(vec![m]) })
+        E2eAggregate::from_nsqd(&NsqdE2e {
+            count,
+            percentiles: Some(vec![m]),
+        })
     }
 
     #[test]
@@ -113,7 +127,10 @@ mod tests {
         a.add(&node(1, 100.0));
         a.add(&node(3, 200.0));
         let p = &a.percentiles.as_ref().unwrap()[0];
-        assert_eq!((a.count, get(p, "count"), get(p, "max"), get(p, "average")), (4, 4.0, 200.0, 175.0));
+        assert_eq!(
+            (a.count, get(p, "count"), get(p, "max"), get(p, "average")),
+            (4, 4.0, 200.0, 175.0)
+        );
         assert_eq!(a.host, "*");
         assert!(!p.contains_key("value"));
     }
@@ -121,7 +138,13 @@ mod tests {
     #[test]
     fn no_percentiles_stays_null() {
         let mut a = E2eAggregate::new_aggregate("t", "");
-        a.add(&E2eAggregate::from_nsqd(&NsqdE2e { count: 0, percentiles: None }));
-        assert_eq!(String::from_utf8(crate::gofmt::to_json(&a)).unwrap(), r#"{"count":0,"percentiles":null,"topic":"t","channel":"","host":"*"}"#);
+        a.add(&E2eAggregate::from_nsqd(&NsqdE2e {
+            count: 0,
+            percentiles: None,
+        }));
+        assert_eq!(
+            String::from_utf8(crate::gofmt::to_json(&a)).unwrap(),
+            r#"{"count":0,"percentiles":null,"topic":"t","channel":"","host":"*"}"#
+        );
     }
 }

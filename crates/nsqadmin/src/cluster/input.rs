@@ -149,9 +149,16 @@ mod tests {
         let t = &s.topics.unwrap()[0];
         assert_eq!((t.topic_name.as_str(), t.message_count), ("sample", 3));
         let c = &t.channels.as_ref().unwrap()[0];
-        assert_eq!((c.global_msg_count, c.clients.as_ref().unwrap()[0].user_agent.as_str()), (3, "probe/1.0"));
+        assert_eq!(
+            (
+                c.global_msg_count,
+                c.clients.as_ref().unwrap()[0].user_agent.as_str()
+            ),
+            (3, "probe/1.0")
+        );
         // An nsqd 1.2 client object (no topology keys) still parses.
-        let old: NsqdClient = serde_json::from_str(r#"{"client_id":"x","hostname":"h","connect_ts":5}"#).unwrap();
+        let old: NsqdClient =
+            serde_json::from_str(r#"{"client_id":"x","hostname":"h","connect_ts":5}"#).unwrap();
         assert_eq!((old.connect_ts, old.topology_zone.as_str()), (5, ""));
     }
 }

@@ -70,7 +70,16 @@ where
             Err(e) => tracing::error!(error = %e, "upstream query task failed"),
         }
     }
-    items.into_iter().zip(out).map(|(item, r)| (item, r.unwrap_or_else(|| Err(UpstreamError("query task failed".into()))))).collect()
+    items
+        .into_iter()
+        .zip(out)
+        .map(|(item, r)| {
+            (
+                item,
+                r.unwrap_or_else(|| Err(UpstreamError("query task failed".into()))),
+            )
+        })
+        .collect()
 }
 
 /// The successes of a fan-out (with the item each came from) and the error texts.
@@ -78,7 +87,10 @@ type Settled<I, T> = (Vec<(I, T)>, Vec<String>);
 
 /// Splits fan-out results into successes and error texts; all failed (or
 /// nothing to ask) → the total error built by `total`.
-fn settle<I, T>(results: Vec<(I, Result<T, UpstreamError>)>, total: fn(String) -> ClusterError) -> Result<Settled<I, T>, ClusterError> {
+fn settle<I, T>(
+    results: Vec<(I, Result<T, UpstreamError>)>,
+    total: fn(String) -> ClusterError,
+) -> Result<Settled<I, T>, ClusterError> {
     let n = results.len();
     let mut ok = Vec::new();
     let mut errs = Vec::new();
@@ -121,16 +133,26 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<LookupdTopics>(&format!("http://{addr}/topics")).await }
+            async move {
+                c.get_v1::<LookupdTopics>(&format!("http://{addr}/topics"))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
-        let topics = ok.into_iter().flat_map(|(_, t)| t.topics.unwrap_or_default()).collect();
+        let topics = ok
+            .into_iter()
+            .flat_map(|(_, t)| t.topics.unwrap_or_default())
+            .collect();
         Ok((uniq_sorted(topics), errs))
     }
 
     /// Union of every nsqlookupd's `/channels?topic=`, sorted.
-    pub async fn lookupd_topic_channels(&self, topic: &str, lookupds: &[String]) -> Fetched<Vec<String>> {
+    pub async fn lookupd_topic_channels(
+        &self,
+        topic: &str,
+        lookupds: &[String],
+    ) -> Fetched<Vec<String>> {
         let c = self.client.clone();
         let q = query_escape(topic);
         let r = fan_out(lookupds.to_vec(), move |addr| {
@@ -140,7 +162,10 @@ impl ClusterInfo {
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
-        let channels = ok.into_iter().flat_map(|(_, t)| t.channels.unwrap_or_default()).collect();
+        let channels = ok
+            .into_iter()
+            .flat_map(|(_, t)| t.channels.unwrap_or_default())
+            .collect();
         Ok((uniq_sorted(channels), errs))
     }
 
@@ -151,7 +176,10 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<LookupdProducers>(&format!("http://{addr}/nodes")).await }
+            async move {
+                c.get_v1::<LookupdProducers>(&format!("http://{addr}/nodes"))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
@@ -160,7 +188,10 @@ impl ClusterInfo {
             for lp in resp.producers.unwrap_or_default() {
                 let mut p = Producer::from_lookupd(lp);
                 let seen = format!("{lookupd}/{}", p.address());
-                match producers.iter_mut().find(|q| q.tcp_address() == p.tcp_address()) {
+                match producers
+                    .iter_mut()
+                    .find(|q| q.tcp_address() == p.tcp_address())
+                {
                     Some(q) => q.remote_addresses.get_or_insert_with(Vec::new).push(seen),
                     None => {
                         if let Some(t) = p.topics.as_mut() {
@@ -183,7 +214,11 @@ impl ClusterInfo {
 
     /// The producers of `topic` according to the nsqlookupds (`/lookup`),
     /// de-duplicated by HTTP address.
-    pub async fn lookupd_topic_producers(&self, topic: &str, lookupds: &[String]) -> Fetched<Vec<Producer>> {
+    pub async fn lookupd_topic_producers(
+        &self,
+        topic: &str,
+        lookupds: &[String],
+    ) -> Fetched<Vec<Producer>> {
         let c = self.client.clone();
         let q = query_escape(topic);
         let r = fan_out(lookupds.to_vec(), move |addr| {
@@ -197,7 +232,10 @@ impl ClusterInfo {
         for (_, resp) in ok {
             for lp in resp.producers.unwrap_or_default() {
                 let p = Producer::from_lookupd(lp);
-                if !producers.iter().any(|q| q.http_address() == p.http_address()) {
+                if !producers
+                    .iter()
+                    .any(|q| q.http_address() == p.http_address())
+                {
                     producers.push(p);
                 }
             }
@@ -210,11 +248,18 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(nsqds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<NsqdStats>(&format!("http://{addr}/stats?format=json")).await }
+            async move {
+                c.get_v1::<NsqdStats>(&format!("http://{addr}/stats?format=json"))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Nsqds)?;
-        let topics = ok.into_iter().flat_map(|(_, s)| s.topics.unwrap_or_default()).map(|t| t.topic_name).collect();
+        let topics = ok
+            .into_iter()
+            .flat_map(|(_, s)| s.topics.unwrap_or_default())
+            .map(|t| t.topic_name)
+            .collect();
         Ok((uniq_sorted(topics), errs))
     }
 
@@ -225,8 +270,17 @@ impl ClusterInfo {
             let c = c.clone();
             async move {
                 let info: NsqdInfo = c.get_v1(&format!("http://{addr}/info")).await?;
-                let stats: NsqdStats = c.get_v1(&format!("http://{addr}/stats?format=json&include_clients=false")).await?;
-                let topics = stats.topics.unwrap_or_default().into_iter().map(|t| t.topic_name).collect();
+                let stats: NsqdStats = c
+                    .get_v1(&format!(
+                        "http://{addr}/stats?format=json&include_clients=false"
+                    ))
+                    .await?;
+                let topics = stats
+                    .topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| t.topic_name)
+                    .collect();
                 Ok(Producer::from_nsqd(info, topics))
             }
         })
@@ -236,16 +290,28 @@ impl ClusterInfo {
     }
 
     /// The configured nsqds that have `topic` (nsqd mode).
-    pub async fn nsqd_topic_producers(&self, topic: &str, nsqds: &[String]) -> Fetched<Vec<Producer>> {
+    pub async fn nsqd_topic_producers(
+        &self,
+        topic: &str,
+        nsqds: &[String],
+    ) -> Fetched<Vec<Producer>> {
         let c = self.client.clone();
         let topic = topic.to_string();
         let r = fan_out(nsqds.to_vec(), move |addr| {
             let c = c.clone();
             let topic = topic.clone();
             async move {
-                let url = format!("http://{addr}/stats?format=json&topic={}&include_clients=false", query_escape(&topic));
+                let url = format!(
+                    "http://{addr}/stats?format=json&topic={}&include_clients=false",
+                    query_escape(&topic)
+                );
                 let stats: NsqdStats = c.get_v1(&url).await?;
-                let names: Vec<String> = stats.topics.unwrap_or_default().into_iter().map(|t| t.topic_name).collect();
+                let names: Vec<String> = stats
+                    .topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| t.topic_name)
+                    .collect();
                 if !names.contains(&topic) {
                     return Ok(None);
                 }
@@ -253,12 +319,16 @@ impl ClusterInfo {
                 // Old nsqds lack broadcast_address/hostname: fall back to the configured address.
                 if info.broadcast_address.is_empty() {
                     if let Some((h, p)) = addr.rsplit_once(':') {
-                        info.broadcast_address = h.trim_start_matches('[').trim_end_matches(']').to_string();
+                        info.broadcast_address =
+                            h.trim_start_matches('[').trim_end_matches(']').to_string();
                         info.http_port = p.parse().unwrap_or(0);
                     }
                 }
                 if info.hostname.is_empty() {
-                    info.hostname = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).to_string();
+                    info.hostname = addr
+                        .rsplit_once(':')
+                        .map_or(addr.as_str(), |(h, _)| h)
+                        .to_string();
                 }
                 Ok(Some(Producer::from_nsqd(info, names)))
             }
@@ -297,7 +367,14 @@ impl ClusterInfo {
 
     /// `/stats` of each producer (filtered to `topic`/`channel` when given),
     /// per node and aggregated per channel. Zero producers is a total failure.
-    pub async fn nsqd_stats(&self, producers: &[Producer], topic: &str, channel: &str, include_clients: bool, now_secs: i64) -> Fetched<StatsResult> {
+    pub async fn nsqd_stats(
+        &self,
+        producers: &[Producer],
+        topic: &str,
+        channel: &str,
+        include_clients: bool,
+        now_secs: i64,
+    ) -> Fetched<StatsResult> {
         let c = self.client.clone();
         let mut query = String::from("format=json");
         if !topic.is_empty() {
@@ -329,11 +406,22 @@ impl ClusterInfo {
         let mut groups: BTreeMap<String, (String, String, Vec<ChannelStats>)> = BTreeMap::new();
         for t in &topics {
             for ch in t.channels.iter().flatten() {
-                let key = if topic.is_empty() { format!("{}:{}", t.topic_name, ch.channel_name) } else { ch.channel_name.clone() };
-                groups.entry(key).or_insert_with(|| (t.topic_name.clone(), ch.channel_name.clone(), Vec::new())).2.push(ch.clone());
+                let key = if topic.is_empty() {
+                    format!("{}:{}", t.topic_name, ch.channel_name)
+                } else {
+                    ch.channel_name.clone()
+                };
+                groups
+                    .entry(key)
+                    .or_insert_with(|| (t.topic_name.clone(), ch.channel_name.clone(), Vec::new()))
+                    .2
+                    .push(ch.clone());
             }
         }
-        let channels = groups.into_iter().map(|(k, (t, c, nodes))| (k, ChannelStats::aggregate(&t, &c, nodes))).collect();
+        let channels = groups
+            .into_iter()
+            .map(|(k, (t, c, nodes))| (k, ChannelStats::aggregate(&t, &c, nodes)))
+            .collect();
         Ok((StatsResult { topics, channels }, errs))
     }
 
@@ -359,20 +447,53 @@ impl ClusterInfo {
 
     /// Tombstones `node` for `topic` on every lookupd, then deletes the topic
     /// on that nsqd (at the address its `/info` reports).
-    pub async fn tombstone_node_for_topic(&self, topic: &str, node: &str, lookupds: &[String]) -> Result<Vec<String>, ClusterError> {
-        let mut errs = self.post_each(lookupds, "topic/tombstone", &format!("topic={}&node={}", query_escape(topic), query_escape(node))).await;
+    pub async fn tombstone_node_for_topic(
+        &self,
+        topic: &str,
+        node: &str,
+        lookupds: &[String],
+    ) -> Result<Vec<String>, ClusterError> {
+        let mut errs = self
+            .post_each(
+                lookupds,
+                "topic/tombstone",
+                &format!("topic={}&node={}", query_escape(topic), query_escape(node)),
+            )
+            .await;
         let (producers, e) = self.nsqd_producers(&[node.to_string()]).await?;
         errs.extend(e);
-        errs.extend(self.post_producers(&producers, "topic/delete", &format!("topic={}", query_escape(topic))).await);
+        errs.extend(
+            self.post_producers(
+                &producers,
+                "topic/delete",
+                &format!("topic={}", query_escape(topic)),
+            )
+            .await,
+        );
         Ok(errs)
     }
 
     /// Creates the topic (and channel) on every lookupd, and the channel on
     /// the nsqds that already produce the topic.
-    pub async fn create_topic_channel(&self, topic: &str, channel: &str, lookupds: &[String]) -> Result<Vec<String>, ClusterError> {
-        let mut errs = self.post_each(lookupds, "topic/create", &format!("topic={}", query_escape(topic))).await;
+    pub async fn create_topic_channel(
+        &self,
+        topic: &str,
+        channel: &str,
+        lookupds: &[String],
+    ) -> Result<Vec<String>, ClusterError> {
+        let mut errs = self
+            .post_each(
+                lookupds,
+                "topic/create",
+                &format!("topic={}", query_escape(topic)),
+            )
+            .await;
         if !channel.is_empty() {
-            let qs = format!("topic={}&channel={}", query_escape(topic), query_escape(channel));
+            let qs = format!(
+                "topic={}&channel={}",
+                query_escape(topic),
+                query_escape(channel)
+            );
             errs.extend(self.post_each(lookupds, "channel/create", &qs).await);
             let (producers, e) = self.lookupd_topic_producers(topic, lookupds).await?;
             errs.extend(e);
@@ -383,7 +504,11 @@ impl ClusterInfo {
 
     /// Deletes a topic on every lookupd and on every nsqd producing it
     /// (producers are resolved first, before the lookupds forget them).
-    pub async fn delete_topic(&self, topic: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+    pub async fn delete_topic(
+        &self,
+        topic: &str,
+        up: &Upstreams,
+    ) -> Result<Vec<String>, ClusterError> {
         let (producers, mut errs) = self.topic_producers(topic, up).await?;
         let qs = format!("topic={}", query_escape(topic));
         errs.extend(self.post_each(&up.lookupds, "topic/delete", &qs).await);
@@ -392,16 +517,31 @@ impl ClusterInfo {
     }
 
     /// Deletes a channel on every lookupd and on every nsqd producing its topic.
-    pub async fn delete_channel(&self, topic: &str, channel: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+    pub async fn delete_channel(
+        &self,
+        topic: &str,
+        channel: &str,
+        up: &Upstreams,
+    ) -> Result<Vec<String>, ClusterError> {
         let (producers, mut errs) = self.topic_producers(topic, up).await?;
-        let qs = format!("topic={}&channel={}", query_escape(topic), query_escape(channel));
+        let qs = format!(
+            "topic={}&channel={}",
+            query_escape(topic),
+            query_escape(channel)
+        );
         errs.extend(self.post_each(&up.lookupds, "channel/delete", &qs).await);
         errs.extend(self.post_producers(&producers, "channel/delete", &qs).await);
         Ok(errs)
     }
 
     /// Pause/unpause/empty: `POST /<path>?<qs>` on every nsqd producing `topic`.
-    pub async fn producers_action(&self, topic: &str, path: &str, qs: &str, up: &Upstreams) -> Result<Vec<String>, ClusterError> {
+    pub async fn producers_action(
+        &self,
+        topic: &str,
+        path: &str,
+        qs: &str,
+        up: &Upstreams,
+    ) -> Result<Vec<String>, ClusterError> {
         let (producers, mut errs) = self.topic_producers(topic, up).await?;
         errs.extend(self.post_producers(&producers, path, qs).await);
         Ok(errs)
@@ -415,11 +555,23 @@ mod tests {
     #[test]
     fn zero_of_zero_is_total() {
         let r: Vec<(String, Result<(), UpstreamError>)> = vec![];
-        assert_eq!(settle(r, ClusterError::Nsqds).unwrap_err().to_string(), "failed to query any nsqd: ");
-        let r = vec![("a".to_string(), Err(UpstreamError("x".into()))), ("b".to_string(), Ok(1))];
+        assert_eq!(
+            settle(r, ClusterError::Nsqds).unwrap_err().to_string(),
+            "failed to query any nsqd: "
+        );
+        let r = vec![
+            ("a".to_string(), Err(UpstreamError("x".into()))),
+            ("b".to_string(), Ok(1)),
+        ];
         let (ok, errs) = settle(r, ClusterError::Nsqds).unwrap();
         assert_eq!((ok.len(), errs), (1, vec!["x".to_string()]));
-        let r = vec![("a".to_string(), Err::<(), _>(UpstreamError("x".into()))), ("b".to_string(), Err(UpstreamError("y".into())))];
-        assert_eq!(settle(r, ClusterError::Lookupds).unwrap_err().to_string(), "failed to query any nsqlookupd: x\ny");
+        let r = vec![
+            ("a".to_string(), Err::<(), _>(UpstreamError("x".into()))),
+            ("b".to_string(), Err(UpstreamError("y".into()))),
+        ];
+        assert_eq!(
+            settle(r, ClusterError::Lookupds).unwrap_err().to_string(),
+            "failed to query any nsqlookupd: x\ny"
+        );
     }
 }

@@ -50,7 +50,10 @@ impl Producer {
             .unwrap_or_default()
             .into_iter()
             .enumerate()
-            .map(|(i, topic)| ProducerTopic { topic, tombstoned: tombstones.get(i).copied().unwrap_or(false) })
+            .map(|(i, topic)| ProducerTopic {
+                topic,
+                tombstoned: tombstones.get(i).copied().unwrap_or(false),
+            })
             .collect();
         Producer {
             remote_addresses: None,
@@ -70,7 +73,13 @@ impl Producer {
 
     /// From an nsqd's `/info` plus the topic names of its `/stats`.
     pub fn from_nsqd(info: NsqdInfo, topics: Vec<String>) -> Producer {
-        let topics: Vec<ProducerTopic> = topics.into_iter().map(|topic| ProducerTopic { topic, tombstoned: false }).collect();
+        let topics: Vec<ProducerTopic> = topics
+            .into_iter()
+            .map(|topic| ProducerTopic {
+                topic,
+                tombstoned: false,
+            })
+            .collect();
         Producer {
             remote_addresses: None,
             remote_address: String::new(),
@@ -180,7 +189,9 @@ impl ClientStats {
 
     /// 0 = same region and zone as its nsqd, 1 = same region, 2 = elsewhere.
     fn closeness(&self) -> u8 {
-        if self.topology_region == self.node_topology_region && self.topology_zone == self.node_topology_zone {
+        if self.topology_region == self.node_topology_region
+            && self.topology_zone == self.node_topology_zone
+        {
             0
         } else if self.topology_region == self.node_topology_region {
             1
@@ -198,7 +209,8 @@ pub fn sort_clients_by_node_topology(clients: &mut [ClientStats]) {
             let (ca, cb) = (a.closeness(), b.closeness());
             ca.cmp(&cb).then_with(|| {
                 if ca == 2 {
-                    (&a.topology_region, &a.topology_zone).cmp(&(&b.topology_region, &b.topology_zone))
+                    (&a.topology_region, &a.topology_zone)
+                        .cmp(&(&b.topology_region, &b.topology_zone))
                 } else {
                     std::cmp::Ordering::Equal
                 }
@@ -252,15 +264,24 @@ impl ChannelStats {
             requeue_count: c.requeue_count,
             timeout_count: c.timeout_count,
             message_count: c.message_count,
-            delivery_msg_count: c.zone_local_msg_count + c.region_local_msg_count + c.global_msg_count,
+            delivery_msg_count: c.zone_local_msg_count
+                + c.region_local_msg_count
+                + c.global_msg_count,
             zone_local_msg_count: c.zone_local_msg_count,
             region_local_msg_count: c.region_local_msg_count,
             global_msg_count: c.global_msg_count,
             client_count: c.client_count,
             nodes: None,
-            clients: c.clients.map(|cs| cs.into_iter().map(|cl| ClientStats::from_nsqd(cl, node, now_secs)).collect()),
+            clients: c.clients.map(|cs| {
+                cs.into_iter()
+                    .map(|cl| ClientStats::from_nsqd(cl, node, now_secs))
+                    .collect()
+            }),
             paused: c.paused,
-            e2e_processing_latency: c.e2e_processing_latency.as_ref().map(E2eAggregate::from_nsqd),
+            e2e_processing_latency: c
+                .e2e_processing_latency
+                .as_ref()
+                .map(E2eAggregate::from_nsqd),
         }
     }
 
@@ -282,10 +303,16 @@ impl ChannelStats {
         self.client_count += a.client_count;
         self.paused |= a.paused;
         if let Some(e) = &a.e2e_processing_latency {
-            self.e2e_processing_latency.get_or_insert_with(|| E2eAggregate::new_aggregate(&self.topic_name, &self.channel_name)).add(e);
+            self.e2e_processing_latency
+                .get_or_insert_with(|| {
+                    E2eAggregate::new_aggregate(&self.topic_name, &self.channel_name)
+                })
+                .add(e);
         }
         if let Some(cs) = a.clients.as_ref().filter(|c| !c.is_empty()) {
-            self.clients.get_or_insert_with(Vec::new).extend(cs.iter().cloned());
+            self.clients
+                .get_or_insert_with(Vec::new)
+                .extend(cs.iter().cloned());
         }
     }
 
@@ -366,14 +393,23 @@ impl TopicStats {
             memory_depth: t.depth - t.backend_depth,
             backend_depth: t.backend_depth,
             message_count: t.message_count,
-            delivery_msg_count: t.zone_local_msg_count + t.region_local_msg_count + t.global_msg_count,
+            delivery_msg_count: t.zone_local_msg_count
+                + t.region_local_msg_count
+                + t.global_msg_count,
             zone_local_msg_count: t.zone_local_msg_count,
             region_local_msg_count: t.region_local_msg_count,
             global_msg_count: t.global_msg_count,
             nodes: None,
-            channels: t.channels.map(|cs| cs.into_iter().map(|c| ChannelStats::from_nsqd(c, &name, node, now_secs)).collect()),
+            channels: t.channels.map(|cs| {
+                cs.into_iter()
+                    .map(|c| ChannelStats::from_nsqd(c, &name, node, now_secs))
+                    .collect()
+            }),
             paused: t.paused,
-            e2e_processing_latency: t.e2e_processing_latency.as_ref().map(E2eAggregate::from_nsqd),
+            e2e_processing_latency: t
+                .e2e_processing_latency
+                .as_ref()
+                .map(E2eAggregate::from_nsqd),
             topic_name: name,
         }
     }
@@ -414,12 +450,17 @@ impl TopicStats {
             agg.region_local_msg_count += t.region_local_msg_count;
             agg.global_msg_count += t.global_msg_count;
             agg.paused |= t.paused;
-            let e = agg.e2e_processing_latency.get_or_insert_with(|| E2eAggregate::new_aggregate(topic, ""));
+            let e = agg
+                .e2e_processing_latency
+                .get_or_insert_with(|| E2eAggregate::new_aggregate(topic, ""));
             if let Some(te) = &t.e2e_processing_latency {
                 e.add(te);
             }
             for c in t.channels.iter().flatten() {
-                match groups.iter_mut().find(|g| g[0].channel_name == c.channel_name) {
+                match groups
+                    .iter_mut()
+                    .find(|g| g[0].channel_name == c.channel_name)
+                {
                     Some(g) => g.push(c.clone()),
                     None => groups.push(vec![c.clone()]),
                 }
@@ -471,7 +512,11 @@ mod tests {
 
     fn topics(stats_json: &str, p: &Producer, now: i64) -> Vec<TopicStats> {
         let s: NsqdStats = serde_json::from_str(stats_json).unwrap();
-        s.topics.unwrap().into_iter().map(|t| TopicStats::from_nsqd(t, p, now)).collect()
+        s.topics
+            .unwrap()
+            .into_iter()
+            .map(|t| TopicStats::from_nsqd(t, p, now))
+            .collect()
     }
 
     fn ojson(v: &impl Serialize) -> String {
@@ -483,8 +528,18 @@ mod tests {
     #[test]
     fn channel_sample_byte_exact() {
         let p = node(24151, "vm");
-        let ts = topics(include_str!("../../testdata/stats_with_producer.json"), &p, 1796012575);
-        let per_node: Vec<ChannelStats> = ts[0].channels.clone().unwrap().into_iter().filter(|c| c.channel_name == "c1").collect();
+        let ts = topics(
+            include_str!("../../testdata/stats_with_producer.json"),
+            &p,
+            1796012575,
+        );
+        let per_node: Vec<ChannelStats> = ts[0]
+            .channels
+            .clone()
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.channel_name == "c1")
+            .collect();
         let mut agg = ChannelStats::aggregate("sample", "c1", per_node);
         if let Some(c) = agg.clients.as_mut() {
             sort_clients_by_node_topology(c);
@@ -492,14 +547,18 @@ mod tests {
         let mut got = ojson(&agg);
         got.truncate(got.len() - 1);
         got.push_str(r#","message":""}"#);
-        assert_eq!(got, include_str!("../../testdata/nsqadmin_api_channel.json").trim_end());
+        assert_eq!(
+            got,
+            include_str!("../../testdata/nsqadmin_api_channel.json").trim_end()
+        );
     }
 
     /// The real `/api/topics/sample` answer (stats fetched without clients).
     #[test]
     fn topic_sample_byte_exact() {
         let p = node(24151, "vm");
-        let mut stats: serde_json::Value = serde_json::from_str(include_str!("../../testdata/stats_with_producer.json")).unwrap();
+        let mut stats: serde_json::Value =
+            serde_json::from_str(include_str!("../../testdata/stats_with_producer.json")).unwrap();
         for c in stats["topics"][0]["channels"].as_array_mut().unwrap() {
             c["clients"] = serde_json::Value::Null;
         }
@@ -508,7 +567,10 @@ mod tests {
         let mut got = ojson(&agg);
         got.truncate(got.len() - 1);
         got.push_str(r#","message":""}"#);
-        assert_eq!(got, include_str!("../../testdata/nsqadmin_api_topic.json").trim_end());
+        assert_eq!(
+            got,
+            include_str!("../../testdata/nsqadmin_api_topic.json").trim_end()
+        );
     }
 
     #[test]
@@ -520,12 +582,26 @@ mod tests {
         per_node.extend(topics(s, &a, 0));
         sort_by_host(&mut per_node, |t| (&t.hostname, &t.node));
         let agg = TopicStats::aggregate("sample", per_node);
-        assert_eq!((agg.node.as_str(), agg.depth, agg.message_count), ("*", 0, 8));
+        assert_eq!(
+            (agg.node.as_str(), agg.depth, agg.message_count),
+            ("*", 0, 8)
+        );
         let nodes = agg.nodes.as_ref().unwrap();
-        assert_eq!((nodes[0].hostname.as_str(), nodes[1].hostname.as_str()), ("a", "b"));
+        assert_eq!(
+            (nodes[0].hostname.as_str(), nodes[1].hostname.as_str()),
+            ("a", "b")
+        );
         let chans = agg.channels.as_ref().unwrap();
         assert_eq!(chans.len(), 2);
-        assert_eq!((chans[0].node.as_str(), chans[0].depth, chans[0].in_flight_count, chans[0].client_count), ("*", 2, 4, 2));
+        assert_eq!(
+            (
+                chans[0].node.as_str(),
+                chans[0].depth,
+                chans[0].in_flight_count,
+                chans[0].client_count
+            ),
+            ("*", 2, 4, 2)
+        );
         assert_eq!(chans[0].nodes.as_ref().unwrap().len(), 2);
         // per-node entries are left untouched
         assert_eq!(nodes[0].channels.as_ref().unwrap()[0].depth, 1);
@@ -533,9 +609,13 @@ mod tests {
 
     #[test]
     fn lookupd_producer_pairs_topics_with_tombstones() {
-        let p: super::super::input::LookupdProducers = serde_json::from_str(include_str!("../../testdata/nsqlookupd_nodes.json")).unwrap();
+        let p: super::super::input::LookupdProducers =
+            serde_json::from_str(include_str!("../../testdata/nsqlookupd_nodes.json")).unwrap();
         let p = Producer::from_lookupd(p.producers.unwrap().remove(0));
-        assert_eq!((p.http_address().as_str(), p.tcp_address().as_str()), ("127.0.0.1:24151", "127.0.0.1:24150"));
+        assert_eq!(
+            (p.http_address().as_str(), p.tcp_address().as_str()),
+            ("127.0.0.1:24151", "127.0.0.1:24150")
+        );
         assert_eq!(p.topics.as_ref().unwrap().len(), 27);
         let empty = Producer::from_lookupd(Default::default());
         assert_eq!(

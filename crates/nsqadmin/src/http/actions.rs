@@ -28,7 +28,9 @@ fn done(errs: Vec<String>) -> ApiResult {
         tracing::warn!("{msg}");
         vec![msg]
     };
-    Ok(v1_json(&Message { message: warning(&messages) }))
+    Ok(v1_json(&Message {
+        message: warning(&messages),
+    }))
 }
 
 fn upstream(e: ClusterError) -> ApiErr {
@@ -71,7 +73,9 @@ fn json_kind(v: &Value) -> &'static str {
 /// anything after the first value ignored. Errors carry the decoder's wording
 /// where it is stable (`EOF`, `unexpected EOF`, type mismatches).
 pub fn decode_fields(body: &[u8], fields: &[&str]) -> Result<Vec<String>, String> {
-    let first = serde_json::Deserializer::from_slice(body).into_iter::<Value>().next();
+    let first = serde_json::Deserializer::from_slice(body)
+        .into_iter::<Value>()
+        .next();
     let v = match first {
         None => return Err("EOF".into()),
         Some(Err(e)) if e.is_eof() => return Err("unexpected EOF".into()),
@@ -81,15 +85,29 @@ pub fn decode_fields(body: &[u8], fields: &[&str]) -> Result<Vec<String>, String
     let obj = match v {
         Value::Null => return Ok(vec![String::new(); fields.len()]),
         Value::Object(o) => o,
-        other => return Err(format!("json: cannot unmarshal {} into Go value of type struct", json_kind(&other))),
+        other => {
+            return Err(format!(
+                "json: cannot unmarshal {} into Go value of type struct",
+                json_kind(&other)
+            ))
+        }
     };
     let mut out = Vec::with_capacity(fields.len());
     for f in fields {
-        let v = obj.get(*f).or_else(|| obj.iter().find(|(k, _)| k.eq_ignore_ascii_case(f)).map(|(_, v)| v));
+        let v = obj.get(*f).or_else(|| {
+            obj.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(f))
+                .map(|(_, v)| v)
+        });
         match v {
             None | Some(Value::Null) => out.push(String::new()),
             Some(Value::String(s)) => out.push(s.clone()),
-            Some(other) => return Err(format!("json: cannot unmarshal {} into Go struct field .{f} of type string", json_kind(other))),
+            Some(other) => {
+                return Err(format!(
+                    "json: cannot unmarshal {} into Go struct field .{f} of type string",
+                    json_kind(other)
+                ))
+            }
         }
     }
     Ok(out)
@@ -100,7 +118,11 @@ fn notify(s: &Shared, req: &Req, action: &str, topic: &str, channel: &str, node:
     if s.options().notification_http_endpoint.is_empty() {
         return;
     }
-    let scheme = if req.header("x-scheme") == "https" { "https" } else { "http" };
+    let scheme = if req.header("x-scheme") == "https" {
+        "https"
+    } else {
+        "http"
+    };
     let mut url = format!("{scheme}://{}{}", req.header("host"), req.path);
     if !req.query.is_empty() {
         url.push('?');
@@ -122,10 +144,16 @@ fn notify(s: &Shared, req: &Req, action: &str, topic: &str, channel: &str, node:
 
 /// The user name of an `Authorization: Basic …` header (`""` if none).
 fn basic_auth_user(h: &str) -> String {
-    let Some(b64) = h.strip_prefix("Basic ") else { return String::new() };
-    let Some(raw) = crate::upstream::base64_decode(b64) else { return String::new() };
+    let Some(b64) = h.strip_prefix("Basic ") else {
+        return String::new();
+    };
+    let Some(raw) = crate::upstream::base64_decode(b64) else {
+        return String::new();
+    };
     let s = String::from_utf8_lossy(&raw);
-    s.split_once(':').map(|(u, _)| u.to_string()).unwrap_or_default()
+    s.split_once(':')
+        .map(|(u, _)| u.to_string())
+        .unwrap_or_default()
 }
 
 pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
@@ -139,7 +167,10 @@ pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
         return Err(ApiErr::new(400, "INVALID_CHANNEL"));
     }
     let lookupds = s.upstreams().lookupds;
-    let errs = s.ci.create_topic_channel(topic, channel, &lookupds).await.map_err(upstream)?;
+    let errs =
+        s.ci.create_topic_channel(topic, channel, &lookupds)
+            .await
+            .map_err(upstream)?;
     notify(s, req, "create_topic", topic, "", "");
     if !channel.is_empty() {
         notify(s, req, "create_channel", topic, channel, "");
@@ -148,7 +179,12 @@ pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
 }
 
 /// `POST /api/topics/:topic[/:channel]` with `{"action":"pause"|"unpause"|"empty"}`.
-pub async fn topic_channel_action(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -> ApiResult {
+pub async fn topic_channel_action(
+    s: &Arc<Shared>,
+    req: &Req,
+    topic: &str,
+    channel: &str,
+) -> ApiResult {
     require_admin(s, req)?;
     let f = decode_fields(&req.body, &["action"]).map_err(|e| ApiErr::new(400, e))?;
     let action = f[0].as_str();
@@ -158,10 +194,19 @@ pub async fn topic_channel_action(s: &Arc<Shared>, req: &Req, topic: &str, chann
     let (kind, qs) = if channel.is_empty() {
         ("topic", format!("topic={}", query_escape(topic)))
     } else {
-        ("channel", format!("topic={}&channel={}", query_escape(topic), query_escape(channel)))
+        (
+            "channel",
+            format!(
+                "topic={}&channel={}",
+                query_escape(topic),
+                query_escape(channel)
+            ),
+        )
     };
     let up = s.upstreams();
-    let result = s.ci.producers_action(topic, &format!("{kind}/{action}"), &qs, &up).await;
+    let result =
+        s.ci.producers_action(topic, &format!("{kind}/{action}"), &qs, &up)
+            .await;
     // nsqadmin notifies these even when the upstream calls failed.
     notify(s, req, &format!("{action}_{kind}"), topic, channel, "");
     done(result.map_err(upstream)?)
@@ -175,21 +220,30 @@ pub async fn tombstone_node(s: &Arc<Shared>, req: &Req, node: &str) -> ApiResult
         return Err(ApiErr::new(400, "INVALID_TOPIC"));
     }
     let lookupds = s.upstreams().lookupds;
-    let errs = s.ci.tombstone_node_for_topic(topic, node, &lookupds).await.map_err(upstream)?;
+    let errs =
+        s.ci.tombstone_node_for_topic(topic, node, &lookupds)
+            .await
+            .map_err(upstream)?;
     notify(s, req, "tombstone_topic_producer", topic, "", node);
     done(errs)
 }
 
 pub async fn delete_topic(s: &Arc<Shared>, req: &Req, topic: &str) -> ApiResult {
     require_admin(s, req)?;
-    let errs = s.ci.delete_topic(topic, &s.upstreams()).await.map_err(upstream)?;
+    let errs =
+        s.ci.delete_topic(topic, &s.upstreams())
+            .await
+            .map_err(upstream)?;
     notify(s, req, "delete_topic", topic, "", "");
     done(errs)
 }
 
 pub async fn delete_channel(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -> ApiResult {
     require_admin(s, req)?;
-    let errs = s.ci.delete_channel(topic, channel, &s.upstreams()).await.map_err(upstream)?;
+    let errs =
+        s.ci.delete_channel(topic, channel, &s.upstreams())
+            .await
+            .map_err(upstream)?;
     notify(s, req, "delete_channel", topic, channel, "");
     done(errs)
 }
@@ -202,10 +256,18 @@ mod tests {
     fn decodes_like_go() {
         assert_eq!(decode_fields(b"", &["a"]).unwrap_err(), "EOF");
         assert_eq!(decode_fields(b"  \n", &["a"]).unwrap_err(), "EOF");
-        assert_eq!(decode_fields(br#"{"a":"x""#, &["a"]).unwrap_err(), "unexpected EOF");
-        assert_eq!(decode_fields(br#"{"Topic":"t","x":1} trailing"#, &["topic", "channel"]).unwrap(), vec!["t".to_string(), String::new()]);
+        assert_eq!(
+            decode_fields(br#"{"a":"x""#, &["a"]).unwrap_err(),
+            "unexpected EOF"
+        );
+        assert_eq!(
+            decode_fields(br#"{"Topic":"t","x":1} trailing"#, &["topic", "channel"]).unwrap(),
+            vec!["t".to_string(), String::new()]
+        );
         assert_eq!(decode_fields(b"null", &["a"]).unwrap(), vec![String::new()]);
-        assert!(decode_fields(br#"{"action":1}"#, &["action"]).unwrap_err().starts_with("json: cannot unmarshal number"));
+        assert!(decode_fields(br#"{"action":1}"#, &["action"])
+            .unwrap_err()
+            .starts_with("json: cannot unmarshal number"));
     }
 
     #[test]

@@ -8,7 +8,9 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use super::{v1_json, warning, ApiErr, ApiResult, Req};
-use crate::cluster::{types::sort_clients_by_node_topology, ChannelStats, ClusterError, Producer, TopicStats};
+use crate::cluster::{
+    types::sort_clients_by_node_topology, ChannelStats, ClusterError, Producer, TopicStats,
+};
 use crate::history::Series;
 use crate::Shared;
 
@@ -22,7 +24,10 @@ fn upstream_err(e: ClusterError) -> ApiErr {
 }
 
 /// Takes the value of a fetch, noting its partial failures as one warning.
-fn keep<T>(r: Result<(T, Vec<String>), ClusterError>, messages: &mut Vec<String>) -> Result<T, ApiErr> {
+fn keep<T>(
+    r: Result<(T, Vec<String>), ClusterError>,
+    messages: &mut Vec<String>,
+) -> Result<T, ApiErr> {
     let (v, errs) = r.map_err(upstream_err)?;
     if !errs.is_empty() {
         let msg = errs.join("\n");
@@ -64,11 +69,19 @@ pub async fn topics(s: &Arc<Shared>, req: &Req) -> ApiResult {
                 let ci = s.ci.clone();
                 let lookupds = up.lookupds.clone();
                 set.spawn(async move {
-                    let producers = ci.lookupd_topic_producers(&t, &lookupds).await.map(|(p, _)| p).unwrap_or_default();
+                    let producers = ci
+                        .lookupd_topic_producers(&t, &lookupds)
+                        .await
+                        .map(|(p, _)| p)
+                        .unwrap_or_default();
                     if !producers.is_empty() {
                         return None;
                     }
-                    let channels = ci.lookupd_topic_channels(&t, &lookupds).await.map(|(c, _)| c).unwrap_or_default();
+                    let channels = ci
+                        .lookupd_topic_channels(&t, &lookupds)
+                        .await
+                        .map(|(c, _)| c)
+                        .unwrap_or_default();
                     Some((t, (!channels.is_empty()).then_some(channels)))
                 });
             }
@@ -78,31 +91,54 @@ pub async fn topics(s: &Arc<Shared>, req: &Req) -> ApiResult {
                 }
             }
         }
-        return Ok(v1_json(&InactiveTopics { topics: map, message: warning(&messages) }));
+        return Ok(v1_json(&InactiveTopics {
+            topics: map,
+            message: warning(&messages),
+        }));
     }
-    Ok(v1_json(&TopicsList { topics: (!topics.is_empty()).then_some(topics), message: warning(&messages) }))
+    Ok(v1_json(&TopicsList {
+        topics: (!topics.is_empty()).then_some(topics),
+        message: warning(&messages),
+    }))
 }
 
 pub async fn topic(s: &Arc<Shared>, topic: &str) -> ApiResult {
     let up = s.upstreams();
     let mut messages = Vec::new();
     let producers = keep(s.ci.topic_producers(topic, &up).await, &mut messages)?;
-    let stats = keep(s.ci.nsqd_stats(&producers, topic, "", false, now_secs()).await, &mut messages)?;
+    let stats = keep(
+        s.ci.nsqd_stats(&producers, topic, "", false, now_secs())
+            .await,
+        &mut messages,
+    )?;
     let agg = TopicStats::aggregate(topic, stats.topics);
-    Ok(v1_json(&WithMessage { inner: &agg, message: warning(&messages) }))
+    Ok(v1_json(&WithMessage {
+        inner: &agg,
+        message: warning(&messages),
+    }))
 }
 
 pub async fn channel(s: &Arc<Shared>, topic: &str, channel: &str) -> ApiResult {
     let up = s.upstreams();
     let mut messages = Vec::new();
     let producers = keep(s.ci.topic_producers(topic, &up).await, &mut messages)?;
-    let mut stats = keep(s.ci.nsqd_stats(&producers, topic, channel, true, now_secs()).await, &mut messages)?;
+    let mut stats = keep(
+        s.ci.nsqd_stats(&producers, topic, channel, true, now_secs())
+            .await,
+        &mut messages,
+    )?;
     // nsqadmin 1.3.0 dereferences a missing channel and answers 500.
-    let mut ch: ChannelStats = stats.channels.remove(channel).ok_or_else(|| ApiErr::new(500, "INTERNAL_ERROR"))?;
+    let mut ch: ChannelStats = stats
+        .channels
+        .remove(channel)
+        .ok_or_else(|| ApiErr::new(500, "INTERNAL_ERROR"))?;
     if let Some(c) = ch.clients.as_mut() {
         sort_clients_by_node_topology(c);
     }
-    Ok(v1_json(&WithMessage { inner: &ch, message: warning(&messages) }))
+    Ok(v1_json(&WithMessage {
+        inner: &ch,
+        message: warning(&messages),
+    }))
 }
 
 #[derive(Serialize)]
@@ -114,7 +150,10 @@ struct NodesList {
 pub async fn nodes(s: &Arc<Shared>) -> ApiResult {
     let mut messages = Vec::new();
     let producers = keep(s.ci.producers(&s.upstreams()).await, &mut messages)?;
-    Ok(v1_json(&NodesList { nodes: (!producers.is_empty()).then_some(producers), message: warning(&messages) }))
+    Ok(v1_json(&NodesList {
+        nodes: (!producers.is_empty()).then_some(producers),
+        message: warning(&messages),
+    }))
 }
 
 #[derive(Serialize)]
@@ -129,15 +168,32 @@ struct NodeDetail {
 pub async fn node(s: &Arc<Shared>, node: &str) -> ApiResult {
     let mut messages = Vec::new();
     let producers = keep(s.ci.producers(&s.upstreams()).await, &mut messages)?;
-    let producer = producers.into_iter().find(|p| p.http_address() == node).ok_or_else(|| ApiErr::new(404, "NODE_NOT_FOUND"))?;
-    let (stats, errs) = s.ci.nsqd_stats(&[producer], "", "", true, now_secs()).await.map_err(upstream_err)?;
+    let producer = producers
+        .into_iter()
+        .find(|p| p.http_address() == node)
+        .ok_or_else(|| ApiErr::new(404, "NODE_NOT_FOUND"))?;
+    let (stats, errs) =
+        s.ci.nsqd_stats(&[producer], "", "", true, now_secs())
+            .await
+            .map_err(upstream_err)?;
     if let Some(e) = errs.first() {
         return Err(ApiErr::new(502, format!("UPSTREAM_ERROR: {e}")));
     }
     let total_messages = stats.topics.iter().map(|t| t.message_count).sum();
-    let total_clients = stats.topics.iter().flat_map(|t| t.channels.iter().flatten()).map(|c| c.clients.as_ref().map_or(0, |v| v.len() as i64)).sum();
+    let total_clients = stats
+        .topics
+        .iter()
+        .flat_map(|t| t.channels.iter().flatten())
+        .map(|c| c.clients.as_ref().map_or(0, |v| v.len() as i64))
+        .sum();
     let topics = (!stats.topics.is_empty()).then_some(stats.topics);
-    Ok(v1_json(&NodeDetail { node: node.to_string(), topics, total_messages, total_clients, message: warning(&messages) }))
+    Ok(v1_json(&NodeDetail {
+        node: node.to_string(),
+        topics,
+        total_messages,
+        total_clients,
+        message: warning(&messages),
+    }))
 }
 
 #[derive(Serialize)]
@@ -157,7 +213,10 @@ struct Counter {
 pub async fn counter(s: &Arc<Shared>) -> ApiResult {
     let mut messages = Vec::new();
     let producers = keep(s.ci.producers(&s.upstreams()).await, &mut messages)?;
-    let stats = keep(s.ci.nsqd_stats(&producers, "", "", false, now_secs()).await, &mut messages)?;
+    let stats = keep(
+        s.ci.nsqd_stats(&producers, "", "", false, now_secs()).await,
+        &mut messages,
+    )?;
     let mut out: BTreeMap<String, CounterEntry> = BTreeMap::new();
     for ch in stats.channels.values() {
         for n in ch.nodes.iter().flatten() {
@@ -172,7 +231,10 @@ pub async fn counter(s: &Arc<Shared>) -> ApiResult {
                 .message_count += n.message_count;
         }
     }
-    Ok(v1_json(&Counter { stats: out, message: warning(&messages) }))
+    Ok(v1_json(&Counter {
+        stats: out,
+        message: warning(&messages),
+    }))
 }
 
 #[derive(Serialize)]
@@ -184,7 +246,9 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
     if req.param("metric").as_deref() != Some("rate") {
         return Err(ApiErr::new(400, "INVALID_ARG_METRIC"));
     }
-    let target = req.param("target").ok_or_else(|| ApiErr::new(400, "INVALID_ARG_TARGET"))?;
+    let target = req
+        .param("target")
+        .ok_or_else(|| ApiErr::new(400, "INVALID_ARG_TARGET"))?;
     let opts = s.options();
     let interval = opts.statsd_interval.as_secs() as i64;
     let query: String = form_urlencoded::Serializer::new(String::new())
@@ -199,7 +263,11 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
         tracing::error!("graphite request failed - {e}");
         ApiErr::new(500, "INTERNAL_ERROR")
     };
-    let resp: serde_json::Value = s.ci.client().get_v1(&url).await.map_err(|e| internal(e.0))?;
+    let resp: serde_json::Value =
+        s.ci.client()
+            .get_v1(&url)
+            .await
+            .map_err(|e| internal(e.0))?;
     let v = resp
         .get(0)
         .and_then(|t| t.get("datapoints"))
@@ -207,7 +275,11 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
         .and_then(|p| p.get(0))
         .and_then(|v| v.as_f64())
         .ok_or_else(|| internal("no datapoint".into()))?;
-    let rate = if v < 0.0 { "N/A".to_string() } else { format!("{:.2}", v / interval.max(1) as f64) };
+    let rate = if v < 0.0 {
+        "N/A".to_string()
+    } else {
+        format!("{:.2}", v / interval.max(1) as f64)
+    };
     Ok(v1_json(&Rate { rate }))
 }
 
@@ -215,7 +287,9 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
 
 /// `?points=N` caps each series at N samples (0 or absent = everything kept).
 fn points(req: &Req) -> usize {
-    req.param("points").and_then(|p| p.parse().ok()).unwrap_or(0)
+    req.param("points")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
 }
 
 #[derive(Serialize)]
@@ -235,7 +309,11 @@ pub fn history(s: &Arc<Shared>, req: &Req) -> ApiResult {
         window_ms: h.window_ms,
         updated_ms: h.updated_ms,
         cluster: h.cluster.series(n),
-        topics: h.topics.iter().map(|(k, t)| (k.clone(), t.total.series(n))).collect(),
+        topics: h
+            .topics
+            .iter()
+            .map(|(k, t)| (k.clone(), t.total.series(n)))
+            .collect(),
         message: h.message.clone(),
     });
     Ok(v1_json(&out))
@@ -263,8 +341,22 @@ pub fn history_topic(s: &Arc<Shared>, req: &Req, topic: &str) -> ApiResult {
             window_ms: h.window_ms,
             updated_ms: h.updated_ms,
             total: t.map(|t| t.total.series(n)).unwrap_or_default(),
-            nodes: t.map(|t| t.nodes.iter().map(|(k, r)| (k.clone(), r.series(n))).collect()).unwrap_or_default(),
-            channels: t.map(|t| t.channels.iter().map(|(k, c)| (k.clone(), c.total.series(n))).collect()).unwrap_or_default(),
+            nodes: t
+                .map(|t| {
+                    t.nodes
+                        .iter()
+                        .map(|(k, r)| (k.clone(), r.series(n)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            channels: t
+                .map(|t| {
+                    t.channels
+                        .iter()
+                        .map(|(k, c)| (k.clone(), c.total.series(n)))
+                        .collect()
+                })
+                .unwrap_or_default(),
             message: h.message.clone(),
         }
     });
@@ -294,7 +386,14 @@ pub fn history_channel(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -
             window_ms: h.window_ms,
             updated_ms: h.updated_ms,
             total: c.map(|c| c.total.series(n)).unwrap_or_default(),
-            nodes: c.map(|c| c.nodes.iter().map(|(k, r)| (k.clone(), r.series(n))).collect()).unwrap_or_default(),
+            nodes: c
+                .map(|c| {
+                    c.nodes
+                        .iter()
+                        .map(|(k, r)| (k.clone(), r.series(n)))
+                        .collect()
+                })
+                .unwrap_or_default(),
             message: h.message.clone(),
         }
     });

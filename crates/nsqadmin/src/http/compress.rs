@@ -34,12 +34,18 @@ pub fn negotiate(accept_encoding: &str) -> Option<Encoding> {
 pub fn compress(enc: Encoding, body: &[u8]) -> std::io::Result<Vec<u8>> {
     match enc {
         Encoding::Gzip => {
-            let mut e = GzEncoder::new(Vec::with_capacity(body.len() / 3 + 32), Compression::default());
+            let mut e = GzEncoder::new(
+                Vec::with_capacity(body.len() / 3 + 32),
+                Compression::default(),
+            );
             e.write_all(body)?;
             e.finish()
         }
         Encoding::Deflate => {
-            let mut e = DeflateEncoder::new(Vec::with_capacity(body.len() / 3 + 32), Compression::default());
+            let mut e = DeflateEncoder::new(
+                Vec::with_capacity(body.len() / 3 + 32),
+                Compression::default(),
+            );
             e.write_all(body)?;
             e.finish()
         }
@@ -63,11 +69,15 @@ mod tests {
     fn roundtrip() {
         let z = compress(Encoding::Gzip, b"hello hello hello").unwrap();
         let mut s = String::new();
-        flate2::read::GzDecoder::new(&z[..]).read_to_string(&mut s).unwrap();
+        flate2::read::GzDecoder::new(&z[..])
+            .read_to_string(&mut s)
+            .unwrap();
         assert_eq!(s, "hello hello hello");
         let z = compress(Encoding::Deflate, b"abc").unwrap();
         let mut s = String::new();
-        flate2::read::DeflateDecoder::new(&z[..]).read_to_string(&mut s).unwrap();
+        flate2::read::DeflateDecoder::new(&z[..])
+            .read_to_string(&mut s)
+            .unwrap();
         assert_eq!(s, "abc");
     }
 }

@@ -25,12 +25,14 @@ pub fn handle(s: &Arc<Shared>, req: &Req, opt: &str) -> ApiResult {
         }
         match opt {
             "nsqlookupd_http_addresses" => {
-                let addrs: Option<Vec<String>> = serde_json::from_slice(&req.body).map_err(|_| ApiErr::new(400, "INVALID_VALUE"))?;
+                let addrs: Option<Vec<String>> = serde_json::from_slice(&req.body)
+                    .map_err(|_| ApiErr::new(400, "INVALID_VALUE"))?;
                 s.update_options(|o| o.nsqlookupd_http_addresses = addrs.unwrap_or_default());
             }
             "log_level" => {
                 let text = String::from_utf8_lossy(&req.body).into_owned();
-                let level = parse_log_level(&text).ok_or_else(|| ApiErr::new(400, "INVALID_VALUE"))?;
+                let level =
+                    parse_log_level(&text).ok_or_else(|| ApiErr::new(400, "INVALID_VALUE"))?;
                 s.set_log_level(&text);
                 s.update_options(|o| o.log_level = level);
             }

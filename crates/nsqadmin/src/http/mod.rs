@@ -22,7 +22,9 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::header::{HeaderMap, HeaderValue, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, VARY};
+use hyper::header::{
+    HeaderMap, HeaderValue, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, VARY,
+};
 use hyper::{Method, StatusCode};
 use serde::Serialize;
 use tokio::net::TcpListener;
@@ -54,12 +56,17 @@ pub struct Req {
 
 impl Req {
     pub fn header(&self, name: &str) -> &str {
-        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     /// First value of a query parameter.
     pub fn param(&self, name: &str) -> Option<String> {
-        form_urlencoded::parse(self.query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
+        form_urlencoded::parse(self.query.as_bytes())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.into_owned())
     }
 }
 
@@ -72,7 +79,10 @@ pub struct ApiErr {
 
 impl ApiErr {
     pub fn new(code: u16, text: impl Into<String>) -> ApiErr {
-        ApiErr { code, text: text.into() }
+        ApiErr {
+            code,
+            text: text.into(),
+        }
     }
 }
 
@@ -91,7 +101,11 @@ fn with_headers(status: u16, headers: &[(&'static str, &str)], body: Bytes) -> R
 
 /// 200 with a JSON body, V1 headers.
 pub fn v1_json<T: Serialize + ?Sized>(v: &T) -> Response {
-    with_headers(200, &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)], Bytes::from(crate::gofmt::to_json(v)))
+    with_headers(
+        200,
+        &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],
+        Bytes::from(crate::gofmt::to_json(v)),
+    )
 }
 
 /// 200 with a raw string body (how nsq answers string-valued results).
@@ -105,7 +119,11 @@ pub fn v1_text(s: &str) -> Response {
 
 pub fn v1_error(code: u16, text: &str) -> Response {
     let body = crate::gofmt::to_json(&serde_json::json!({ "message": text }));
-    with_headers(code, &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)], Bytes::from(body))
+    with_headers(
+        code,
+        &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],
+        Bytes::from(body),
+    )
 }
 
 /// A body without nsq's headers (`/ping`, static assets).
@@ -123,15 +141,26 @@ pub fn warning(msgs: &[String]) -> String {
 }
 
 /// Serves until `shutdown` is cancelled.
-pub async fn serve(shared: Arc<Shared>, listener: TcpListener, shutdown: CancellationToken) -> std::io::Result<()> {
+pub async fn serve(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let opts = shared.options();
     let router = Arc::new(Router::new(&opts.base_path, opts.proxy_graphite));
-    let app = axum::Router::new().fallback(move |ConnectInfo(remote): ConnectInfo<SocketAddr>, req: Request| {
-        let shared = shared.clone();
-        let router = router.clone();
-        async move { handle(shared, router, remote, req).await }
-    });
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    let app = axum::Router::new().fallback(
+        move |ConnectInfo(remote): ConnectInfo<SocketAddr>, req: Request| {
+            let shared = shared.clone();
+            let router = router.clone();
+            async move { handle(shared, router, remote, req).await }
+        },
+    );
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.cancelled_owned())
+    .await
 }
 
 async fn read_body(body: Body) -> Result<Bytes, String> {
@@ -150,7 +179,12 @@ async fn read_body(body: Body) -> Result<Bytes, String> {
     Ok(buf.freeze())
 }
 
-async fn handle(shared: Arc<Shared>, router: Arc<Router>, remote: SocketAddr, req: Request) -> Response {
+async fn handle(
+    shared: Arc<Shared>,
+    router: Arc<Router>,
+    remote: SocketAddr,
+    req: Request,
+) -> Response {
     let start = Instant::now();
     let (parts, body) = req.into_parts();
     let uri = parts.uri.to_string();
@@ -167,7 +201,14 @@ async fn handle(shared: Arc<Shared>, router: Arc<Router>, remote: SocketAddr, re
         Ok(b) => dispatch(&shared, &router, Req { body: b, ..req }).await,
         Err(e) => v1_error(500, &format!("failed to read request body - {e}")),
     };
-    tracing::info!("{} {} {} ({}) {:?}", resp.status().as_u16(), parts.method, uri, remote, start.elapsed());
+    tracing::info!(
+        "{} {} {} ({}) {:?}",
+        resp.status().as_u16(),
+        parts.method,
+        uri,
+        remote,
+        start.elapsed()
+    );
     match compress::negotiate(&accept_encoding) {
         Some(enc) => compress_response(resp, enc).await,
         None => resp,
@@ -186,11 +227,17 @@ async fn compress_response(resp: Response, enc: compress::Encoding) -> Response 
     match compress::compress(enc, &bytes) {
         Ok(z) => {
             if !bytes.is_empty() && !parts.headers.contains_key(CONTENT_TYPE) {
-                parts.headers.insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_CT));
+                parts
+                    .headers
+                    .insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_CT));
             }
             parts.headers.remove(CONTENT_LENGTH);
-            parts.headers.insert(CONTENT_ENCODING, HeaderValue::from_static(enc.name()));
-            parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+            parts
+                .headers
+                .insert(CONTENT_ENCODING, HeaderValue::from_static(enc.name()));
+            parts
+                .headers
+                .append(VARY, HeaderValue::from_static("Accept-Encoding"));
             Response::from_parts(parts, Body::from(z))
         }
         Err(e) => {
@@ -205,8 +252,16 @@ async fn dispatch(s: &Arc<Shared>, router: &Router, req: Req) -> Response {
     let route = match decision {
         Decision::Found(r) => r,
         Decision::Redirect(to) => {
-            let to = if req.query.is_empty() { to } else { format!("{to}?{}", req.query) };
-            let code = if req.method == Method::GET || req.method == Method::HEAD { 301 } else { 307 };
+            let to = if req.query.is_empty() {
+                to
+            } else {
+                format!("{to}?{}", req.query)
+            };
+            let code = if req.method == Method::GET || req.method == Method::HEAD {
+                301
+            } else {
+                307
+            };
             let mut r = plain(code, "text/html; charset=utf-8", Bytes::new());
             if let Ok(v) = HeaderValue::from_str(&to) {
                 r.headers_mut().insert(LOCATION, v);

@@ -91,7 +91,11 @@ const TABLE: &[(&str, &str, Kind)] = &[
     ("PUT", "/config/:opt", Kind::ConfigPut),
     ("GET", "/api/history", Kind::History),
     ("GET", "/api/history/topics/:topic", Kind::HistoryTopic),
-    ("GET", "/api/history/topics/:topic/:channel", Kind::HistoryChannel),
+    (
+        "GET",
+        "/api/history/topics/:topic/:channel",
+        Kind::HistoryChannel,
+    ),
 ];
 
 /// The router's decision.
@@ -129,7 +133,16 @@ impl Router {
         let routes = TABLE
             .iter()
             .filter(|(_, _, k)| proxy_graphite || *k != Kind::Render)
-            .map(|(m, p, k)| (*m, segments(&join_path(base_path, p)).into_iter().map(str::to_string).collect(), *k))
+            .map(|(m, p, k)| {
+                (
+                    *m,
+                    segments(&join_path(base_path, p))
+                        .into_iter()
+                        .map(str::to_string)
+                        .collect(),
+                    *k,
+                )
+            })
             .collect();
         Router { routes }
     }
@@ -154,14 +167,22 @@ impl Router {
 
     fn lookup(&self, method: &str, path: &str) -> Option<Route> {
         let segs = segments(path);
-        self.routes.iter().filter(|(m, _, _)| *m == method).find_map(|(_, p, k)| Self::matches(p, &segs).map(|params| build(*k, params)))
+        self.routes
+            .iter()
+            .filter(|(m, _, _)| *m == method)
+            .find_map(|(_, p, k)| Self::matches(p, &segs).map(|params| build(*k, params)))
     }
 
     fn allowed(&self, path: &str, except: &str) -> String {
         let segs = segments(path);
         let mut allow: Vec<&str> = Vec::new();
         for m in ["GET", "POST", "PUT", "DELETE"] {
-            if m != except && self.routes.iter().any(|(rm, p, _)| *rm == m && Self::matches(p, &segs).is_some()) {
+            if m != except
+                && self
+                    .routes
+                    .iter()
+                    .any(|(rm, p, _)| *rm == m && Self::matches(p, &segs).is_some())
+            {
                 allow.push(m);
             }
         }
@@ -205,7 +226,13 @@ impl Router {
 }
 
 fn build(k: Kind, mut p: Vec<String>) -> Route {
-    let mut next = || if p.is_empty() { String::new() } else { p.remove(0) };
+    let mut next = || {
+        if p.is_empty() {
+            String::new()
+        } else {
+            p.remove(0)
+        }
+    };
     match k {
         Kind::Index => Route::Index,
         Kind::Ping => Route::Ping,
@@ -240,21 +267,48 @@ mod tests {
     fn routes_and_params() {
         let r = Router::new("/", false);
         assert_eq!(r.resolve("GET", "/"), Decision::Found(Route::Index));
-        assert_eq!(r.resolve("GET", "/topics/a/b"), Decision::Found(Route::Index));
-        assert_eq!(r.resolve("GET", "/api/topics/a/b"), Decision::Found(Route::Channel("a".into(), "b".into())));
-        assert_eq!(r.resolve("DELETE", "/api/nodes/127.0.0.1%3A4151"), Decision::Found(Route::TombstoneNode("127.0.0.1:4151".into())));
+        assert_eq!(
+            r.resolve("GET", "/topics/a/b"),
+            Decision::Found(Route::Index)
+        );
+        assert_eq!(
+            r.resolve("GET", "/api/topics/a/b"),
+            Decision::Found(Route::Channel("a".into(), "b".into()))
+        );
+        assert_eq!(
+            r.resolve("DELETE", "/api/nodes/127.0.0.1%3A4151"),
+            Decision::Found(Route::TombstoneNode("127.0.0.1:4151".into()))
+        );
         assert_eq!(r.resolve("GET", "/render"), Decision::NotFound);
-        assert_eq!(Router::new("/", true).resolve("GET", "/render"), Decision::Found(Route::Render));
+        assert_eq!(
+            Router::new("/", true).resolve("GET", "/render"),
+            Decision::Found(Route::Render)
+        );
     }
 
     #[test]
     fn router_rules() {
         let r = Router::new("/", false);
-        assert_eq!(r.resolve("GET", "/topics/"), Decision::Redirect("/topics".into()));
-        assert_eq!(r.resolve("POST", "/api/topics/"), Decision::Redirect("/api/topics".into()));
-        assert_eq!(r.resolve("GET", "//api//nodes"), Decision::Redirect("/api/nodes".into()));
-        assert_eq!(r.resolve("PUT", "/api/topics"), Decision::MethodNotAllowed("GET, POST, OPTIONS".into()));
-        assert_eq!(r.resolve("OPTIONS", "/api/topics/t"), Decision::Options("GET, POST, DELETE, OPTIONS".into()));
+        assert_eq!(
+            r.resolve("GET", "/topics/"),
+            Decision::Redirect("/topics".into())
+        );
+        assert_eq!(
+            r.resolve("POST", "/api/topics/"),
+            Decision::Redirect("/api/topics".into())
+        );
+        assert_eq!(
+            r.resolve("GET", "//api//nodes"),
+            Decision::Redirect("/api/nodes".into())
+        );
+        assert_eq!(
+            r.resolve("PUT", "/api/topics"),
+            Decision::MethodNotAllowed("GET, POST, OPTIONS".into())
+        );
+        assert_eq!(
+            r.resolve("OPTIONS", "/api/topics/t"),
+            Decision::Options("GET, POST, DELETE, OPTIONS".into())
+        );
         assert_eq!(r.resolve("GET", "/nope"), Decision::NotFound);
         assert_eq!(r.resolve("HEAD", "/ping"), Decision::Found(Route::Ping));
     }
@@ -263,8 +317,14 @@ mod tests {
     fn base_path() {
         let r = Router::new("/admin", false);
         assert_eq!(r.resolve("GET", "/admin"), Decision::Found(Route::Index));
-        assert_eq!(r.resolve("GET", "/admin/"), Decision::Redirect("/admin".into()));
-        assert_eq!(r.resolve("GET", "/admin/api/topics"), Decision::Found(Route::Topics));
+        assert_eq!(
+            r.resolve("GET", "/admin/"),
+            Decision::Redirect("/admin".into())
+        );
+        assert_eq!(
+            r.resolve("GET", "/admin/api/topics"),
+            Decision::Found(Route::Topics)
+        );
         assert_eq!(r.resolve("GET", "/api/topics"), Decision::NotFound);
     }
 }

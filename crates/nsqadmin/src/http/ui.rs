@@ -21,9 +21,21 @@ const INDEX_HTML: &str = include_str!("../../static/index.html");
 
 /// Embedded assets: name → (content type, bytes).
 const ASSETS: &[(&str, &str, &[u8])] = &[
-    ("main.js", "text/javascript; charset=utf-8", include_bytes!("../../static/main.js")),
-    ("base.css", "text/css; charset=utf-8", include_bytes!("../../static/base.css")),
-    ("favicon.svg", "image/svg+xml", include_bytes!("../../static/favicon.svg")),
+    (
+        "main.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../static/main.js"),
+    ),
+    (
+        "base.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../static/base.css"),
+    ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_bytes!("../../static/favicon.svg"),
+    ),
 ];
 
 #[derive(Serialize)]
@@ -49,7 +61,11 @@ pub fn index(s: &Arc<Shared>, req: &Req) -> Response {
     let g = Globals {
         USER_AGENT: crate::USER_AGENT,
         VERSION: crate::VERSION,
-        GRAPHITE_URL: if o.proxy_graphite { "" } else { &o.graphite_url },
+        GRAPHITE_URL: if o.proxy_graphite {
+            ""
+        } else {
+            &o.graphite_url
+        },
         GRAPH_ENABLED: !o.graphite_url.is_empty(),
         STATSD_COUNTER_FORMAT: &o.statsd_counter_format,
         STATSD_GAUGE_FORMAT: &o.statsd_gauge_format,
@@ -63,7 +79,10 @@ pub fn index(s: &Arc<Shared>, req: &Req) -> Response {
     // Go's JSON escaping of <, > and & keeps this safe inside <script>.
     let globals = String::from_utf8_lossy(&crate::gofmt::to_json(&g)).into_owned();
     let static_base = join_path(&o.base_path, "/static");
-    let html = INDEX_HTML.replace("{{GLOBALS}}", &globals).replace("{{STATIC}}", &static_base).replace("{{VERSION}}", crate::VERSION);
+    let html = INDEX_HTML
+        .replace("{{GLOBALS}}", &globals)
+        .replace("{{STATIC}}", &static_base)
+        .replace("{{VERSION}}", crate::VERSION);
     plain(200, "text/html", html)
 }
 
@@ -116,7 +135,12 @@ pub async fn render_proxy(s: &Arc<Shared>, req: &Req) -> Response {
     }
     match s.ci.client().request(Method::GET, &url, &[], None).await {
         Ok(r) => {
-            let ct = r.headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/octet-stream").to_string();
+            let ct = r
+                .headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/octet-stream")
+                .to_string();
             let mut resp = plain(r.status.as_u16(), &ct, r.body);
             if let Some(v) = r.headers.get("cache-control") {
                 resp.headers_mut().insert("cache-control", v.clone());

@@ -188,17 +188,39 @@ fn metrics(db: &RegistrationDb, now: Instant) -> Reply {
             let _ = writeln!(out, "{name}{labels} {v}");
         }
     };
-    let label = |t: &str| format!("{{topic=\"{}\"}}", t.replace('\\', "\\\\").replace('"', "\\\""));
-    gauge("nsqlookupd_up", "Always 1 while nsqlookupd answers.", &[(String::new(), 1)]);
-    gauge("nsqlookupd_producers", "Active nsqd producers (as /nodes lists them).", &[(String::new(), nodes.len())]);
-    gauge("nsqlookupd_topics", "Topics known (as /topics lists them).", &[(String::new(), topics.len())]);
+    let label = |t: &str| {
+        format!(
+            "{{topic=\"{}\"}}",
+            t.replace('\\', "\\\\").replace('"', "\\\"")
+        )
+    };
+    gauge(
+        "nsqlookupd_up",
+        "Always 1 while nsqlookupd answers.",
+        &[(String::new(), 1)],
+    );
+    gauge(
+        "nsqlookupd_producers",
+        "Active nsqd producers (as /nodes lists them).",
+        &[(String::new(), nodes.len())],
+    );
+    gauge(
+        "nsqlookupd_topics",
+        "Topics known (as /topics lists them).",
+        &[(String::new(), topics.len())],
+    );
     let per_topic: Vec<(String, usize, usize, usize)> = topics
         .iter()
         .map(|t| {
             let producers = db.lookup(t, now).map_or(0, |l| l.producers.len());
             let tombstoned = nodes
                 .iter()
-                .filter(|n| n.topics.iter().zip(&n.tombstones).any(|(nt, tomb)| nt == t && *tomb))
+                .filter(|n| {
+                    n.topics
+                        .iter()
+                        .zip(&n.tombstones)
+                        .any(|(nt, tomb)| nt == t && *tomb)
+                })
                 .count();
             (label(t), producers, db.channels(t).len(), tombstoned)
         })
@@ -206,19 +228,32 @@ fn metrics(db: &RegistrationDb, now: Instant) -> Reply {
     gauge(
         "nsqlookupd_topic_producers",
         "Active, non-tombstoned producers of a topic (as /lookup returns them).",
-        &per_topic.iter().map(|r| (r.0.clone(), r.1)).collect::<Vec<_>>(),
+        &per_topic
+            .iter()
+            .map(|r| (r.0.clone(), r.1))
+            .collect::<Vec<_>>(),
     );
     gauge(
         "nsqlookupd_topic_channels",
         "Channels registered for a topic.",
-        &per_topic.iter().map(|r| (r.0.clone(), r.2)).collect::<Vec<_>>(),
+        &per_topic
+            .iter()
+            .map(|r| (r.0.clone(), r.2))
+            .collect::<Vec<_>>(),
     );
     gauge(
         "nsqlookupd_topic_tombstoned_producers",
         "Producers of a topic currently tombstoned.",
-        &per_topic.iter().map(|r| (r.0.clone(), r.3)).collect::<Vec<_>>(),
+        &per_topic
+            .iter()
+            .map(|r| (r.0.clone(), r.3))
+            .collect::<Vec<_>>(),
     );
-    Reply::Raw { status: 200, content_type: "text/plain; version=0.0.4; charset=utf-8", body: out.into_bytes() }
+    Reply::Raw {
+        status: 200,
+        content_type: "text/plain; version=0.0.4; charset=utf-8",
+        body: out.into_bytes(),
+    }
 }
 
 fn debug(db: &RegistrationDb, clock: &WallClock) -> Reply {

@@ -1,7 +1,8 @@
 //! nsqd's side of discovery: one connection per `--lookupd-tcp-address`
 //! that identifies, registers every topic and channel, sends REGISTER and
 //! UNREGISTER as they come and go, PINGs every 15 s, and reconnects (with a
-//! full re-registration) whenever a command finds it down. The same loop
+//! full re-registration) as soon as a command finds it down, retrying that
+//! command on the new connection. The same loop
 //! persists `nsqd.dat` after topics or channels change, as nsqd's does.
 
 use std::sync::Arc;
@@ -153,7 +154,15 @@ impl Peer {
     }
 
     async fn run(&mut self, nsqd: &NsqdInner, cmd: &[u8]) {
-        if let Err(e) = self.command(nsqd, cmd).await {
+        let was_connected = self.conn.is_some();
+        let mut result = self.command(nsqd, cmd).await;
+        if result.is_err() && was_connected {
+            // A connection that went stale (the lookupd restarted) is only
+            // noticed when used: reconnect and re-register now, not at the
+            // next PING 15 s later (where Go nsqd would).
+            result = self.command(nsqd, cmd).await;
+        }
+        if let Err(e) = result {
             self.conn = None;
             tracing::warn!(lookupd = %self.addr, cmd = %String::from_utf8_lossy(cmd).trim_end(), error = %e, "LOOKUPD command failed");
         }

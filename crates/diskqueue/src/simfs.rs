@@ -40,6 +40,12 @@
 //! later one fail with an I/O error and change nothing, until
 //! [`SimFs::power_cut`]. That puts a power cut between any two system calls
 //! of the queue, e.g. between a metadata rename and the directory fsync.
+//!
+//! **Failing fsyncs.** [`SimFs::fail_fsyncs`] makes the next file fsyncs
+//! fail with an I/O error while the machine lives on, as Linux does after
+//! a writeback error: the pages stay readable, but they are marked clean,
+//! so what that fsync should have written never reaches the disk — a later
+//! fsync that succeeds does not write it either, and a power cut loses it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -147,6 +153,8 @@ struct State {
     /// `Some(n)`: n more mutating operations succeed, then the machine dies.
     budget: Option<u64>,
     dead: bool,
+    /// File fsyncs left to fail (see [`SimFs::fail_fsyncs`]).
+    failing_fsyncs: u32,
     stats: Stats,
 }
 
@@ -236,6 +244,7 @@ impl SimFs {
                 pending: Vec::new(),
                 budget: None,
                 dead: false,
+                failing_fsyncs: 0,
                 stats: Stats::default(),
             })),
         }
@@ -251,6 +260,12 @@ impl SimFs {
         if !st.dead {
             st.budget = Some(n);
         }
+    }
+
+    /// The next `n` file fsyncs fail with an I/O error; what each should
+    /// have written is never written (see the crash model).
+    pub(crate) fn fail_fsyncs(&self, n: u32) {
+        self.lock().failing_fsyncs = n;
     }
 
     pub(crate) fn disarm(&self) {
@@ -590,9 +605,20 @@ impl FsFile for SimFile {
         if !st.tick() {
             return Err(dead());
         }
+        if st.failing_fsyncs > 0 {
+            st.failing_fsyncs -= 1;
+            // Linux marks the pages clean after a writeback error: they
+            // stay readable but are never written, not even by a later
+            // fsync, and a power cut loses them.
+            st.inode(self.ino).unsynced.clear();
+            return Err(io::Error::other("simulated writeback error (EIO)"));
+        }
         let inode = st.inode(self.ino);
-        inode.durable = inode.data.clone();
-        inode.unsynced.clear();
+        // The unsynced operations, not the live data: bytes a failed fsync
+        // dropped must not reach the disk through a later one.
+        for op in std::mem::take(&mut inode.unsynced) {
+            apply(&mut inode.durable, &op);
+        }
         st.stats.file_fsyncs += 1;
         if st.model == NsModel::Journaled {
             st.commit_ns();

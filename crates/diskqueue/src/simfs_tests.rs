@@ -66,6 +66,7 @@ fn opts(sync_every: i64, max_bytes: i64, defer_sync: bool) -> Options {
         sync_every,
         sync_timeout: Duration::from_secs(2),
         defer_sync,
+        durable_reads: false,
     }
 }
 
@@ -375,9 +376,9 @@ impl Runner {
             .collect();
         let refs: Vec<&[u8]> = recs.iter().map(|r| &r[..]).collect();
         let res = if refs.len() == 1 {
-            self.dq().put(refs[0])
+            self.dq().put(refs[0]).map(drop)
         } else {
-            self.dq().put_batch(&refs)
+            self.dq().put_batch(&refs).map(drop)
         };
         let dur = match res {
             Ok(()) => Dur::Acked,
@@ -432,8 +433,8 @@ impl Runner {
         match self.dq().sync() {
             // The directory fsync is best effort, so `Ok` from a machine that
             // died at it proves nothing; the crash handling takes over.
-            Ok(()) if self.fs.is_dead() => {}
-            Ok(()) => {
+            Ok(_) if self.fs.is_dead() => {}
+            Ok(_) => {
                 let after = self.fs.stats();
                 prop_assert!(
                     after.meta_durable > before.meta_renamed,

@@ -13,6 +13,7 @@ fn opts(min: i32, max: i32, max_bytes: i64) -> Options {
         sync_every: 2500,
         sync_timeout: Duration::from_secs(2),
         defer_sync: false,
+        durable_reads: false,
     }
 }
 

@@ -6,7 +6,8 @@
 # 1. checks formatting (cargo fmt --check, the workspace and fuzz/) and lints
 #    (cargo clippy --workspace --all-targets -- -D warnings),
 # 2. builds every binary (debug),
-# 3. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
+# 3. runs every Rust test of the workspace (unit tests + black-box suites in tests/;
+#    installs Debian's strace first when missing, for tests/tests/durable_acks.rs),
 # 4. creates .venv (if missing), installs the pinned Python test deps quietly,
 # 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
 # 6. runs nsqadmin in a real browser,
@@ -32,6 +33,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 echo "==> cargo build --workspace --bins"
 cargo build --workspace --bins
+
+# tests/tests/durable_acks.rs replays a trace of nsqd's system calls
+if ! command -v strace >/dev/null; then
+    echo "==> installing Debian's strace (needed by tests/tests/durable_acks.rs)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+fi
 
 echo "==> cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast

@@ -51,6 +51,10 @@ pub struct ChannelConfig {
     pub durable: bool,
     /// The backend held unread records at open (a restart).
     pub backend_unread: bool,
+    /// Past `mem_queue_size`, a message still goes to memory when a consumer
+    /// can take it at once (nsqd's unbuffered hand-off). Off when every
+    /// message must be on disk before anyone sees it (`--sync-every=1`).
+    pub hand_off: bool,
     /// `--e2e-processing-latency-percentile` and `-window-time`.
     pub e2e: Option<(Vec<f64>, Duration)>,
     /// Seeds sampling and the E2E reservoir.
@@ -116,6 +120,7 @@ pub struct Channel {
     ring: VecDeque<ClientId>,
     paused: bool,
     exiting: bool,
+    hand_off: bool,
     message_count: u64,
     requeue_count: u64,
     timeout_count: u64,
@@ -140,6 +145,7 @@ impl Channel {
             ring: VecDeque::new(),
             paused: false,
             exiting: false,
+            hand_off: cfg.hand_off,
             message_count: 0,
             requeue_count: 0,
             timeout_count: 0,
@@ -217,7 +223,9 @@ impl Channel {
     /// empty and a consumer can take it this instant (nsqd's unbuffered
     /// hand-off with `--mem-queue-size=0`). True if it went to memory.
     fn enqueue(&mut self, msg: Message) -> bool {
-        if self.queue.has_room() || (self.queue.is_empty() && self.has_ready_client()) {
+        if self.queue.has_room()
+            || (self.hand_off && self.queue.is_empty() && self.has_ready_client())
+        {
             self.queue.push_memory(msg);
             return true;
         }
@@ -519,6 +527,13 @@ impl Channel {
     /// An append from [`DiskWork`] is done (worked or not).
     pub fn appended(&mut self, now: Instant) {
         self.queue.appended();
+        self.pump(now);
+    }
+
+    /// Records became readable in the backend without this channel writing
+    /// them (a sync made them durable, with durable acknowledgements).
+    pub fn backend_grew(&mut self, now: Instant) {
+        self.queue.grew();
         self.pump(now);
     }
 

@@ -23,6 +23,7 @@ fn cfg(mem: usize) -> ChannelConfig {
         mem_queue_size: mem,
         durable: true,
         backend_unread: false,
+        hand_off: true,
         e2e: None,
         seed: 7,
     }
@@ -35,6 +36,8 @@ struct Harness {
     got: HashMap<ClientId, Vec<Message>>,
     appends: usize,
     refills: usize,
+    /// Records on the fake disk are not readable yet (not durable).
+    gated: bool,
     now: Instant,
 }
 
@@ -47,6 +50,7 @@ impl Harness {
             got: HashMap::new(),
             appends: 0,
             refills: 0,
+            gated: false,
             now,
         }
     }
@@ -69,9 +73,14 @@ impl Harness {
             }
             if let Some(r) = work.refill {
                 self.refills += 1;
-                let n = r.max.min(self.disk.len());
+                let n = if self.gated {
+                    0
+                } else {
+                    r.max.min(self.disk.len())
+                };
                 let recs: Vec<Message> = self.disk.drain(..n).collect();
-                self.ch.refilled(r, recs, !self.disk.is_empty(), self.now);
+                let more = !self.gated && !self.disk.is_empty();
+                self.ch.refilled(r, recs, more, self.now);
             }
         }
     }
@@ -506,4 +515,40 @@ fn the_deadline_heap_stays_bounded_under_fin_churn() {
         assert!(h.fin(1, &[m.id]).is_empty());
     }
     assert!(h.ch.in_flight.heap_len() < 2048);
+}
+
+#[test]
+fn without_hand_off_a_ready_consumer_still_gets_messages_only_through_the_disk() {
+    let mut h = Harness::new(ChannelConfig {
+        hand_off: false,
+        ..cfg(0)
+    });
+    h.sub(1, 5);
+    h.put([1, 2]);
+    assert_eq!(h.appends, 1, "both went to the disk queue first");
+    assert_eq!(
+        nums(&h.take(1)),
+        vec![1, 2],
+        "and came back through a refill"
+    );
+    assert!(h.refills >= 1);
+}
+
+#[test]
+fn records_that_become_readable_later_are_fetched_when_the_backend_grows() {
+    // durable acknowledgements: the disk queue shows records only once a
+    // sync covered them
+    let mut h = Harness::new(ChannelConfig {
+        hand_off: false,
+        ..cfg(0)
+    });
+    h.sub(1, 5);
+    h.gated = true;
+    h.put([1, 2, 3]);
+    assert!(h.take(1).is_empty(), "nothing readable before the sync");
+    assert_eq!(h.disk.len(), 3);
+    h.gated = false;
+    h.ch.backend_grew(h.now);
+    h.settle();
+    assert_eq!(nums(&h.take(1)), vec![1, 2, 3]);
 }

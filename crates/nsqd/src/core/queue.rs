@@ -110,6 +110,15 @@ impl<T> Queue<T> {
         self.confirmed = self.confirmed.wrapping_add(1);
     }
 
+    /// The backend has records to read that no append of ours announced
+    /// (they became readable when a sync covered them).
+    pub fn grew(&mut self) {
+        if self.durable {
+            self.unread = true;
+            self.confirmed = self.confirmed.wrapping_add(1);
+        }
+    }
+
     /// The next item in memory, and whether it came from the backend.
     pub fn pop(&mut self) -> Option<(T, bool)> {
         let item = self.memory.pop_front()?;

@@ -207,6 +207,13 @@ impl<C> Topic<C> {
         out
     }
 
+    /// Records became readable in the backend (a sync covered them, with
+    /// durable acknowledgements). True: pump.
+    pub fn backend_grew(&mut self) -> bool {
+        self.backlog.grew();
+        self.should_pump()
+    }
+
     /// A [`Pump::refill`]'s records (decoded) and whether the backend has more.
     pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool) {
         let records = msgs

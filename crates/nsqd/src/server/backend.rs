@@ -6,19 +6,26 @@
 //! Records are nsqd's message encoding (`nsq_protocol::Message::encode`), so
 //! a data directory is interchangeable with Go nsqd's.
 //!
-//! The queue is opened with `defer_sync`: appends and reads never wait for
-//! an fsync. When the sync policy calls for one, it runs on a blocking
-//! thread; appends arriving meanwhile are covered by the next one (one sync
-//! in flight per queue). Appends and reads themselves run through
-//! [`blocking`], which lets the calling async worker hand its other tasks
-//! to a peer first; no core lock is held while they run.
+//! Appends and reads run through [`blocking`], which lets the calling async
+//! worker hand its other tasks to a peer first; no core lock is held while
+//! they run. Syncs never run on the caller: the queue's [`Syncer`] runs
+//! them one at a time on a blocking thread, when the sync policy asks
+//! (`--sync-every`, a segment change) and when a writer waits for its
+//! records ([`Ticket::durable`]). That is group commit: one fsync covers
+//! every append made before it started, so with `--sync-every=1` (where
+//! nsqd answers a publish only once its records are durable) the number of
+//! fsyncs follows the disk's speed, not the number of publishes.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use nsq_diskqueue::{DiskQueue, Durability, Seq};
 use nsq_protocol::Message;
 use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::watch;
+
+use super::health::Health;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
@@ -27,15 +34,14 @@ pub enum BackendError {
     /// The disk queue could not be opened when the topic or channel was created.
     #[error("disk queue unavailable: {0}")]
     Unavailable(String),
+    /// The fsync that was to cover these records failed; they were discarded.
+    #[error("fsync failed; the records were discarded")]
+    NotDurable,
 }
 
-/// Most messages written in one disk queue call.
+/// Most messages written in one disk queue call, except with durable
+/// acknowledgements, where a batch must stay whole (see `DiskQueue`).
 const APPEND_BATCH: usize = 1024;
-
-pub struct DiskBackend {
-    queue: Arc<nsq_diskqueue::DiskQueue>,
-    syncing: Arc<AtomicBool>,
-}
 
 fn disk(e: nsq_diskqueue::Error) -> BackendError {
     BackendError::Disk(e.to_string())
@@ -54,76 +60,98 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// A topic's or channel's backend, as its server-side owner sees it.
-pub struct Backend {
-    disk: Result<Option<DiskBackend>, BackendError>,
-    io: Mutex<()>,
+/// Runs a queue's syncs, one at a time, off the callers' threads. Asked
+/// while one runs, it runs another right after: that one covers every
+/// append made meanwhile.
+struct Syncer {
+    state: Mutex<SyncState>,
+    /// Bumped after every sync, worked or not: writers waiting for their
+    /// records look again, and with durable reads the queue's owner
+    /// refills (what the sync covered has become readable).
+    done: watch::Sender<u64>,
+    health: Arc<Health>,
 }
 
-impl Backend {
-    /// `Ok(None)`: `#ephemeral`, nothing kept. `Err`: the disk queue would
-    /// not open.
-    pub fn new(disk: Result<Option<DiskBackend>, BackendError>) -> Backend {
-        Backend {
-            disk,
-            io: Mutex::new(()),
-        }
-    }
+#[derive(Default)]
+struct SyncState {
+    running: bool,
+    again: bool,
+}
 
-    /// Held while disk work is done and its result reported back to the
-    /// core, and by shutdown: records a refill took off the disk are back in
-    /// the core before the core is closed, never lost between the two.
-    pub fn lock_io(&self) -> MutexGuard<'_, ()> {
-        self.io.lock()
-    }
-
-    fn disk(&self) -> Option<&DiskBackend> {
-        self.disk.as_ref().ok().and_then(|d| d.as_ref())
-    }
-
-    /// Whether a read may return a record (see [`DiskBackend::has_unread`]).
-    pub fn has_unread(&self) -> bool {
-        self.disk().is_some_and(|d| d.has_unread())
-    }
-
-    pub fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
-        match &self.disk {
-            Ok(Some(d)) => d.append(msgs),
-            Ok(None) => Ok(()),
-            Err(e) => Err(e.clone()),
-        }
-    }
-
-    pub fn read(&self, max: usize) -> (Vec<Message>, bool) {
-        self.disk()
-            .map_or_else(|| (Vec::new(), false), |d| d.read(max))
-    }
-
-    pub fn depth(&self) -> i64 {
-        self.disk().map_or(0, |d| d.depth())
-    }
-
-    pub fn empty(&self) -> Result<(), BackendError> {
-        self.disk().map_or(Ok(()), |d| d.empty())
-    }
-
-    /// Clean shutdown: `msgs` (what memory held) written, then closed.
-    pub fn close_with(&self, msgs: &[Message]) -> Result<(), BackendError> {
-        match self.disk() {
-            Some(d) => {
-                d.append(msgs)?;
-                d.close()
+impl Syncer {
+    fn request(self: &Arc<Self>, queue: &Arc<DiskQueue>) {
+        {
+            let mut st = self.state.lock();
+            if st.running {
+                st.again = true;
+                return;
             }
-            None => Ok(()),
+            st.running = true;
+        }
+        let (syncer, queue) = (self.clone(), queue.clone());
+        let job = move || loop {
+            if let Err(e) = queue.sync() {
+                if !matches!(e, nsq_diskqueue::Error::Closed) {
+                    tracing::error!(error = %e, "disk queue sync failed");
+                    syncer.health.set(Some(e.to_string()));
+                }
+            }
+            syncer.done.send_modify(|n| *n += 1);
+            let mut st = syncer.state.lock();
+            if !std::mem::take(&mut st.again) {
+                st.running = false;
+                return;
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => {
+                h.spawn_blocking(job);
+            }
+            Err(_) => job(),
+        }
+    }
+}
+
+/// A topic's or channel's disk queue.
+#[derive(Clone)]
+pub struct DiskBackend {
+    queue: Arc<DiskQueue>,
+    syncer: Arc<Syncer>,
+    /// Whole batches, and `Ticket`s worth waiting for (`--sync-every=1`).
+    durable_acks: bool,
+}
+
+/// Records appended to a disk queue, to wait for until they are durable.
+pub struct Ticket {
+    disk: DiskBackend,
+    range: RangeInclusive<Seq>,
+}
+
+impl Ticket {
+    /// Starts the sync that will cover these records, if none is running
+    /// (the one running may not): ask for every ticket of a publish before
+    /// waiting for any, so the queues' fsyncs overlap.
+    pub fn request(&self) {
+        if self.disk.queue.durability(&self.range) == Durability::Pending {
+            self.disk.syncer.request(&self.disk.queue);
         }
     }
 
-    pub fn delete(&self) -> Result<(), BackendError> {
-        self.disk().map_or(Ok(()), |d| d.delete())
-    }
-
-    pub fn sync_if_needed(&self) -> Result<(), BackendError> {
-        self.disk().map_or(Ok(()), |d| d.sync_if_needed())
+    /// Waits until a completed sync covered the records; `NotDurable` if
+    /// the sync that should have failed (they were discarded and will never
+    /// be delivered). Cancel-safe: waiting again starts over.
+    pub async fn durable(&self) -> Result<(), BackendError> {
+        let mut done = self.disk.syncer.done.subscribe();
+        loop {
+            match self.disk.queue.durability(&self.range) {
+                Durability::Durable => return Ok(()),
+                Durability::Lost => return Err(BackendError::NotDurable),
+                Durability::Pending => self.disk.syncer.request(&self.disk.queue),
+            }
+            if done.changed().await.is_err() {
+                return Err(BackendError::Disk("disk queue closed".into()));
+            }
+        }
     }
 }
 
@@ -133,21 +161,38 @@ impl DiskBackend {
         name: &str,
         data_path: &std::path::Path,
         opts: nsq_diskqueue::Options,
+        health: Arc<Health>,
     ) -> Result<DiskBackend, BackendError> {
-        let queue = nsq_diskqueue::DiskQueue::open(name, data_path, opts).map_err(disk)?;
+        let durable_acks = opts.durable_reads;
+        let queue = DiskQueue::open(name, data_path, opts).map_err(disk)?;
+        let syncer = Syncer {
+            state: Mutex::new(SyncState::default()),
+            done: watch::Sender::new(0),
+            health,
+        };
         Ok(DiskBackend {
             queue: Arc::new(queue),
-            syncing: Arc::new(AtomicBool::new(false)),
+            syncer: Arc::new(syncer),
+            durable_acks,
         })
     }
 
-    /// Appends messages in order, in batches (each encoded into one buffer
-    /// and written at once). Batches are bounded so that writing a large
-    /// channel out at shutdown does not copy all of it at once.
-    pub fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
+    /// Appends messages in order, in batches each encoded into one buffer
+    /// and written at once; batches are bounded so that writing a large
+    /// channel out at shutdown does not copy all of it at once. With durable
+    /// acknowledgements the messages stay one batch and the ticket covers
+    /// them all.
+    pub fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
+        let batch_len = if self.durable_acks {
+            msgs.len().max(1)
+        } else {
+            APPEND_BATCH
+        };
         let mut buf = BytesMut::new();
         let mut ends = Vec::new();
-        for batch in msgs.chunks(APPEND_BATCH) {
+        let mut first = None;
+        let mut last = 0;
+        for batch in msgs.chunks(batch_len) {
             buf.clear();
             buf.reserve(batch.iter().map(Message::encoded_len).sum());
             ends.clear();
@@ -166,9 +211,14 @@ impl DiskBackend {
                 .collect();
             let r = blocking(|| self.queue.put_batch(&records)).map_err(disk);
             self.kick_sync();
-            r?;
+            let range = r?;
+            first.get_or_insert(*range.start());
+            last = *range.end();
         }
-        Ok(())
+        Ok(first.map(|first| Ticket {
+            disk: self.clone(),
+            range: first..=last,
+        }))
     }
 
     /// Up to `max` messages, oldest first, and whether more are unread. A
@@ -211,6 +261,12 @@ impl DiskBackend {
         self.queue.has_unread()
     }
 
+    /// Changes after every sync; with durable acknowledgements, records
+    /// become readable only then.
+    pub fn syncs(&self) -> watch::Receiver<u64> {
+        self.syncer.done.subscribe()
+    }
+
     pub fn empty(&self) -> Result<(), BackendError> {
         blocking(|| self.queue.empty()).map_err(disk)
     }
@@ -226,37 +282,98 @@ impl DiskBackend {
     }
 
     /// fsyncs if anything changed since the last sync (`--sync-timeout`).
-    pub fn sync_if_needed(&self) -> Result<(), BackendError> {
+    pub fn sync_if_needed(&self) {
         if self.queue.needs_sync() {
-            blocking(|| self.queue.sync()).map_err(disk)
-        } else {
-            Ok(())
+            self.syncer.request(&self.queue);
         }
     }
 
-    /// Starts a sync on a blocking thread if one is due and none is running.
+    /// Starts a sync if the sync policy calls for one.
     fn kick_sync(&self) {
-        if !self.queue.sync_due() || self.syncing.swap(true, Ordering::AcqRel) {
-            return;
+        if self.queue.sync_due() {
+            self.syncer.request(&self.queue);
         }
-        let (queue, syncing) = (self.queue.clone(), self.syncing.clone());
-        let job = move || loop {
-            if let Err(e) = queue.sync() {
-                if !matches!(e, nsq_diskqueue::Error::Closed) {
-                    tracing::error!(error = %e, "disk queue sync failed");
-                }
+    }
+}
+
+/// A topic's or channel's backend, as its server-side owner sees it.
+pub struct Backend {
+    disk: Result<Option<DiskBackend>, BackendError>,
+    io: Mutex<()>,
+}
+
+impl Backend {
+    /// `Ok(None)`: `#ephemeral`, nothing kept. `Err`: the disk queue would
+    /// not open.
+    pub fn new(disk: Result<Option<DiskBackend>, BackendError>) -> Backend {
+        Backend {
+            disk,
+            io: Mutex::new(()),
+        }
+    }
+
+    /// Held while disk work is done and its result reported back to the
+    /// core, and by shutdown: records a refill took off the disk are back in
+    /// the core before the core is closed, never lost between the two.
+    pub fn lock_io(&self) -> MutexGuard<'_, ()> {
+        self.io.lock()
+    }
+
+    fn disk(&self) -> Option<&DiskBackend> {
+        self.disk.as_ref().ok().and_then(|d| d.as_ref())
+    }
+
+    /// Whether a read may return a record (see [`DiskBackend::has_unread`]).
+    pub fn has_unread(&self) -> bool {
+        self.disk().is_some_and(|d| d.has_unread())
+    }
+
+    /// The records' ticket (`None` where nothing is kept).
+    pub fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
+        match &self.disk {
+            Ok(Some(d)) => d.append(msgs),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    pub fn read(&self, max: usize) -> (Vec<Message>, bool) {
+        self.disk()
+            .map_or_else(|| (Vec::new(), false), |d| d.read(max))
+    }
+
+    pub fn depth(&self) -> i64 {
+        self.disk().map_or(0, |d| d.depth())
+    }
+
+    /// With durable acknowledgements: a receiver that changes after every
+    /// sync (records become readable only then).
+    pub fn syncs(&self) -> Option<watch::Receiver<u64>> {
+        self.disk().filter(|d| d.durable_acks).map(|d| d.syncs())
+    }
+
+    pub fn empty(&self) -> Result<(), BackendError> {
+        self.disk().map_or(Ok(()), |d| d.empty())
+    }
+
+    /// Clean shutdown: `msgs` (what memory held) written, then closed.
+    pub fn close_with(&self, msgs: &[Message]) -> Result<(), BackendError> {
+        match self.disk() {
+            Some(d) => {
+                d.append(msgs)?;
+                d.close()
             }
-            syncing.store(false, Ordering::Release);
-            // an append may have found the flag still set just before we cleared it
-            if !queue.sync_due() || syncing.swap(true, Ordering::AcqRel) {
-                return;
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                h.spawn_blocking(job);
-            }
-            Err(_) => job(),
+            None => Ok(()),
+        }
+    }
+
+    pub fn delete(&self) -> Result<(), BackendError> {
+        self.disk().map_or(Ok(()), |d| d.delete())
+    }
+
+    pub fn sync_if_needed(&self) {
+        if let Some(d) = self.disk() {
+            d.sync_if_needed();
         }
     }
 }

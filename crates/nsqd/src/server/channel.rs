@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError};
+use super::backend::{Backend, BackendError, Ticket};
 use super::client::Client;
 use super::context::{now, Context};
 use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, SubError};
@@ -97,20 +97,30 @@ impl Channel {
     /// Does the disk work, unlocked, and reports each part back to the core
     /// (which may deliver more or ask for more). The first failed append is
     /// returned: its messages are lost for this channel, and whoever
-    /// published them must hear so.
-    pub fn carry_out(&self, mut work: DiskWork) -> Result<(), BackendError> {
+    /// published them must hear so. Appends leave their tickets in
+    /// `tickets`, for a publisher that answers only once they are durable.
+    pub fn carry_out(
+        &self,
+        mut work: DiskWork,
+        tickets: &mut Vec<Ticket>,
+    ) -> Result<(), BackendError> {
         let mut result = Ok(());
         while !work.is_empty() {
             let _io = self.backend.lock_io();
             let appended = (!work.append.is_empty()).then(|| self.append(&work.append));
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
-            if let Some(Err(e)) = &appended {
-                tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "channel disk write failed");
-                result = result.and(Err(e.clone()));
+            let did_append = appended.is_some();
+            match appended {
+                Some(Err(e)) => {
+                    tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "channel disk write failed");
+                    result = result.and(Err(e));
+                }
+                Some(Ok(ticket)) => tickets.extend(ticket),
+                None => {}
             }
             ((), work) = self.enter(|st| {
                 let now = now();
-                if appended.is_some() {
+                if did_append {
                     st.core.appended(now);
                 }
                 if let Some((r, (msgs, more))) = refilled {
@@ -121,7 +131,7 @@ impl Channel {
         result
     }
 
-    fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
+    fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
         let r = self.backend.append(msgs);
         // a disk write that worked means the disk is healthy (again), as
         // nsqd's channel.put reports on /ping
@@ -132,7 +142,8 @@ impl Channel {
     fn run<R>(&self, f: impl FnOnce(&mut Locked) -> R) -> R {
         let (r, work) = self.enter(f);
         if !work.is_empty() {
-            let _ = self.carry_out(work);
+            // a requeue or a timeout: nobody waits for its records
+            let _ = self.carry_out(work, &mut Vec::new());
         }
         r
     }
@@ -217,8 +228,11 @@ impl Channel {
 
     // ---- the timer ----
 
-    /// Sleeps until the next deadline, or until poked; runs the core's timers.
+    /// Sleeps until the next deadline, or until poked; runs the core's
+    /// timers. With durable acknowledgements it also wakes after each sync
+    /// of the disk queue: the records it covered have become readable.
     pub async fn run_timer(self: Arc<Self>) {
+        let mut syncs = self.backend.syncs();
         loop {
             let next = self.run(|st| st.core.process_timers(now()));
             let sleep = async {
@@ -227,9 +241,16 @@ impl Channel {
                     None => std::future::pending().await,
                 }
             };
+            let synced = async {
+                match syncs.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = sleep => {}
                 _ = self.timer.notified() => {}
+                true = synced => self.run(|st| st.core.backend_grew(now())),
                 _ = self.cancel.cancelled() => return,
             }
         }
@@ -291,7 +312,7 @@ impl Channel {
         self.backend.close_with(&msgs)
     }
 
-    pub fn sync_backend(&self) -> Result<(), BackendError> {
+    pub fn sync_backend(&self) {
         self.backend.sync_if_needed()
     }
 

@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use nsq_protocol::names::is_ephemeral;
-use parking_lot::Mutex;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::backend::{Backend, BackendError, DiskBackend};
+use super::health::Health;
 use crate::core::{ChannelConfig, TopicConfig};
 use crate::options::Options;
 
@@ -32,7 +33,7 @@ pub enum Event {
 pub struct Context {
     pub opts: Options,
     pub data_dir: PathBuf,
-    health: Mutex<Option<String>>,
+    health: Arc<Health>,
     events: mpsc::UnboundedSender<Event>,
     pub tasks: TaskTracker,
     pub cancel: CancellationToken,
@@ -43,7 +44,7 @@ impl Context {
         Context {
             opts,
             data_dir,
-            health: Mutex::new(None),
+            health: Arc::default(),
             events,
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
@@ -53,22 +54,16 @@ impl Context {
     /// A disk error (Some) or a write that worked again (None), as `/ping`
     /// reports it.
     pub fn set_health(&self, err: Option<String>) {
-        let mut h = self.health.lock();
-        if *h != err {
-            *h = err;
-        }
+        self.health.set(err)
     }
 
     /// `OK` or `NOK - <error>`.
     pub fn health(&self) -> String {
-        match &*self.health.lock() {
-            None => "OK".into(),
-            Some(e) => format!("NOK - {e}"),
-        }
+        self.health.text()
     }
 
     pub fn is_healthy(&self) -> bool {
-        self.health.lock().is_none()
+        self.health.is_ok()
     }
 
     pub fn emit(&self, e: Event) {
@@ -94,15 +89,18 @@ impl Context {
             sync_timeout: o.sync_timeout,
             // DiskBackend runs the syncs on a blocking thread.
             defer_sync: true,
+            durable_reads: self.durable_acks(),
         };
-        Backend::new(match DiskBackend::open(name, &self.data_dir, opts) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) => {
-                tracing::error!(name, error = %e, "failed to open disk queue");
-                self.set_health(Some(e.to_string()));
-                Err(BackendError::Unavailable(e.to_string()))
-            }
-        })
+        Backend::new(
+            match DiskBackend::open(name, &self.data_dir, opts, self.health.clone()) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) => {
+                    tracing::error!(name, error = %e, "failed to open disk queue");
+                    self.set_health(Some(e.to_string()));
+                    Err(BackendError::Unavailable(e.to_string()))
+                }
+            },
+        )
     }
 
     pub fn mem_queue_size(&self) -> usize {
@@ -125,6 +123,9 @@ impl Context {
             mem_queue_size: self.mem_queue_size(),
             durable: !is_ephemeral(name),
             backend_unread: backend.has_unread(),
+            // with durable acknowledgements a message reaches a consumer
+            // only through the disk, never handed over from memory
+            hand_off: !self.durable_acks(),
             e2e: (!o.e2e_processing_latency_percentiles.is_empty()).then(|| {
                 (
                     o.e2e_processing_latency_percentiles.clone(),
@@ -133,6 +134,13 @@ impl Context {
             }),
             seed: rand::random(),
         }
+    }
+
+    /// `--sync-every=1`: a publish is answered only once every copy of its
+    /// messages written to a disk queue is durable, and consumers see only
+    /// durable records (see `docs/reliability.md`).
+    pub fn durable_acks(&self) -> bool {
+        self.opts.sync_every == 1
     }
 
     /// Whether FIN needs the wall clock (E2E percentiles configured).

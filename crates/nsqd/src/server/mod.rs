@@ -21,6 +21,7 @@ pub mod backend;
 pub mod channel;
 pub mod client;
 pub mod context;
+pub mod health;
 pub mod http;
 pub mod lookup;
 pub mod metadata;

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError};
+use super::backend::{Backend, BackendError, Ticket};
 use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
 use crate::core::e2e::quantiles;
@@ -73,10 +73,10 @@ fn fan_out(
 /// The first channel write that failed: a publisher must not get OK for a
 /// message a channel could not keep (nsqd, writing its topic's queue first,
 /// answers E_PUB_FAILED there too).
-fn carry_out(pending: Pending) -> Result<(), BackendError> {
+fn carry_out(pending: Pending, tickets: &mut Vec<Ticket>) -> Result<(), BackendError> {
     let mut result = Ok(());
     for (ch, work) in pending {
-        result = result.and(ch.carry_out(work));
+        result = result.and(ch.carry_out(work, tickets));
     }
     result
 }
@@ -98,7 +98,15 @@ impl Topic {
     }
 
     /// Publishes bodies as new messages (all or none on an exiting topic).
-    pub fn publish(&self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Result<(), PutError> {
+    /// Returns the tickets of every copy written to a disk queue: with
+    /// durable acknowledgements (`--sync-every=1`) the publisher answers
+    /// only once they are all durable; otherwise none are returned.
+    pub fn publish(
+        &self,
+        bodies: Vec<Bytes>,
+        defer: Option<Duration>,
+    ) -> Result<Vec<Ticket>, PutError> {
+        let mut tickets = Vec::new();
         let (now, unix_ns) = (now(), now_unix_ns());
         let mut pending = Pending::new();
         let count = bodies.len() as u64;
@@ -116,7 +124,7 @@ impl Topic {
             );
             (p, direct)
         };
-        let mut result = carry_out(pending).map_err(PutError::from);
+        let mut result = carry_out(pending, &mut tickets).map_err(PutError::from);
         if result.is_err() && direct {
             self.state.lock().unpublish(count, bytes);
         }
@@ -136,8 +144,9 @@ impl Topic {
             if pump {
                 self.pump.notify_one();
             }
-            if let Err(e) = r {
-                result = result.and(Err(e.into()));
+            match r {
+                Ok(ticket) => tickets.extend(ticket),
+                Err(e) => result = result.and(Err(e.into())),
             }
         }
         if result.is_ok() && !self.ephemeral && !direct {
@@ -146,10 +155,13 @@ impl Topic {
         if p.pump {
             self.pump.notify_one();
         }
-        result
+        if !self.ctx.durable_acks() {
+            tickets.clear();
+        }
+        result.map(|()| tickets)
     }
 
-    fn append(&self, msgs: &[Message]) -> Result<(), BackendError> {
+    fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
         let r = self.backend.append(msgs);
         if let Err(e) = &r {
             tracing::error!(topic = %self.name, error = %e, "topic disk write failed");
@@ -158,11 +170,25 @@ impl Topic {
         r
     }
 
-    /// Moves the backlog to the channels whenever it can flow.
+    /// Moves the backlog to the channels whenever it can flow. With durable
+    /// acknowledgements it also wakes after each sync of the topic's disk
+    /// queue: the records it covered have become readable.
     pub async fn run_pump(self: Arc<Self>) {
+        let mut syncs = self.backend.syncs();
         loop {
+            let synced = async {
+                match syncs.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = self.pump.notified() => {}
+                true = synced => {
+                    if !self.state.lock().backend_grew() {
+                        continue;
+                    }
+                }
                 _ = self.cancel.cancelled() => return,
             }
             loop {
@@ -185,7 +211,7 @@ impl Topic {
                 };
                 // the backlog pump's path: a failed channel write loses the
                 // message for that channel (logged, /ping unhealthy), as in nsqd
-                let _ = carry_out(pending);
+                let _ = carry_out(pending, &mut Vec::new());
                 if let Some(r) = p.refill {
                     let _io = self.backend.lock_io();
                     let (msgs, more) = self.backend.read(r.max);
@@ -319,13 +345,9 @@ impl Topic {
 
     /// fsyncs the disk queues with unsynced writes (`--sync-timeout`).
     pub fn sync_backends(&self) {
-        if let Err(e) = self.backend.sync_if_needed() {
-            tracing::error!(topic = %self.name, error = %e, "sync failed");
-        }
+        self.backend.sync_if_needed();
         for ch in self.channels() {
-            if let Err(e) = ch.sync_backend() {
-                tracing::error!(topic = %self.name, channel = %ch.name, error = %e, "sync failed");
-            }
+            ch.sync_backend();
         }
     }
 

@@ -12,6 +12,7 @@ use nsq_protocol::mpub_text::split_mpub_text;
 use nsq_protocol::names::is_valid_topic_name;
 
 use super::{err, ok_text, read_limited, Query};
+use crate::server::backend::Ticket;
 use crate::server::nsqd::NsqdInner;
 
 fn content_length(h: &HeaderMap) -> Option<i64> {
@@ -66,7 +67,7 @@ pub(super) async fn publish(
         },
     };
     match topic.publish(vec![body], defer) {
-        Ok(()) => ok_text("OK"),
+        Ok(tickets) => durable_ok(tickets).await,
         Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
     }
 }
@@ -111,7 +112,23 @@ pub(super) async fn mpublish(
         return ok_text("OK");
     }
     match topic.publish(bodies, None) {
-        Ok(()) => ok_text("OK"),
+        Ok(tickets) => durable_ok(tickets).await,
         Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
     }
+}
+
+/// `OK`, once every copy written to a disk queue is durable (the tickets
+/// come only with `--sync-every=1`); a 500 if the fsync failed (the
+/// messages were discarded and will never be delivered).
+async fn durable_ok(tickets: Vec<Ticket>) -> Response {
+    for t in &tickets {
+        t.request();
+    }
+    for t in &tickets {
+        if let Err(e) = t.durable().await {
+            tracing::error!(error = %e, "publish not durable");
+            return err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR");
+        }
+    }
+    ok_text("OK")
 }

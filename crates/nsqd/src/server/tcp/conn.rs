@@ -3,7 +3,7 @@
 //! topics it publishes to, and the reading side of the socket. The command
 //! files take it; the reader owns it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,6 +14,7 @@ use nsq_protocol::{MessageId, ProtocolError};
 use tokio::io::AsyncReadExt;
 
 use super::session::Session;
+use crate::server::backend::Ticket;
 use crate::server::channel::Channel;
 use crate::server::client::Client;
 use crate::server::nsqd::NsqdInner;
@@ -38,16 +39,102 @@ pub struct Conn {
     pub now: Instant,
     /// FINs decoded from the current read, not yet carried out.
     pub pending_fins: Vec<MessageId>,
+    /// Answers waiting for publishes to become durable.
+    pub replies: Replies,
 }
 
 impl Conn {
-    pub fn send_error(&self, e: &ProtocolError) {
+    pub fn send_error(&mut self, e: &ProtocolError) {
         tracing::debug!(addr = %self.client.remote_addr, error = %e.payload_lossy(), fatal = e.fatal, "client error");
-        self.client.send_error(&e.payload());
+        if self.replies.queue.is_empty() {
+            self.client.send_error(&e.payload());
+        } else {
+            self.replies.queue.push_back(Reply::Error(e.payload()));
+        }
     }
 
-    pub fn respond(&self, data: &[u8]) {
-        self.client.send_response(data);
+    pub fn respond(&mut self, data: &[u8]) {
+        if self.replies.queue.is_empty() {
+            self.client.send_response(data);
+        } else {
+            self.replies.queue.push_back(Reply::Response(data.to_vec()));
+        }
+    }
+
+    /// Answers a publish once `tickets` are durable (`--sync-every=1`), in
+    /// its turn among the other answers; `failed` if they are not.
+    pub fn respond_when_durable(&mut self, tickets: Vec<Ticket>, failed: ProtocolError) {
+        // every queue's fsync starts now, before any is waited for
+        for t in &tickets {
+            t.request();
+        }
+        self.replies
+            .queue
+            .push_back(Reply::Publish { tickets, failed });
+    }
+
+    /// Waits for every answer still held back, sending each in its turn; a
+    /// publish that did not become durable ends it with its fatal error.
+    /// Gives up if the client is being disconnected.
+    pub async fn flush_replies(&mut self) {
+        while !self.replies.queue.is_empty() {
+            tokio::select! {
+                r = self.replies.settle(&self.client) => if let Err(e) = r {
+                    self.client.send_error(&e.payload());
+                    return;
+                },
+                _ = self.client.closer.cancelled() => return,
+            }
+        }
+    }
+}
+
+/// Answers held back behind a publish that waits for its records to become
+/// durable, so that answers keep the order of the commands.
+#[derive(Default)]
+pub struct Replies {
+    queue: VecDeque<Reply>,
+}
+
+enum Reply {
+    Publish {
+        tickets: Vec<Ticket>,
+        failed: ProtocolError,
+    },
+    Response(Vec<u8>),
+    Error(Vec<u8>),
+}
+
+impl Replies {
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Waits for the publish at the head to become durable, answers it and
+    /// every answer behind it up to the next publish. A publish that did not
+    /// become durable is its fatal error (the caller sends it and closes).
+    /// Cancel-safe: nothing is taken off the queue before its tickets are
+    /// durable.
+    pub async fn settle(&mut self, client: &Client) -> Result<(), ProtocolError> {
+        if let Some(Reply::Publish { tickets, failed }) = self.queue.front() {
+            for t in tickets {
+                if let Err(e) = t.durable().await {
+                    tracing::error!(addr = %client.remote_addr, error = %e, "publish not durable");
+                    return Err(failed.clone());
+                }
+            }
+            client.send_response(nsq_protocol::frame::OK);
+            self.queue.pop_front();
+        }
+        while let Some(reply) = self.queue.front() {
+            match reply {
+                Reply::Publish { .. } => break,
+                Reply::Response(data) => client.send_response(data),
+                Reply::Error(data) => client.send_error(data),
+            };
+            self.queue.pop_front();
+        }
+        Ok(())
     }
 }
 

@@ -111,6 +111,7 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         topics: HashMap::new(),
         now: Instant::now(),
         pending_fins: Vec::new(),
+        replies: Default::default(),
     };
     let mut inbound = Inbound::new(rd);
     reader::run(&mut conn, &mut inbound).await;

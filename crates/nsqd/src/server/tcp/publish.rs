@@ -1,5 +1,8 @@
 //! PUB, MPUB and DPUB: new messages for a topic, created if needed. The OK
-//! goes out once every channel (and the topic's own queue) has them.
+//! goes out once every channel (and the topic's own queue) has them — with
+//! `--sync-every=1`, once every copy written to a disk queue is durable.
+//! The reader does not wait for that: it goes on reading (pipelined
+//! publishes share the next fsync), and the OK goes out in its turn.
 
 use std::time::Duration;
 
@@ -8,6 +11,7 @@ use nsq_protocol::frame::OK;
 use nsq_protocol::ProtocolError;
 
 use super::conn::Conn;
+use crate::server::backend::BackendError;
 use crate::server::topic::PutError;
 
 pub fn publish(
@@ -36,14 +40,20 @@ pub fn publish(
             t
         }
     };
-    match topic.publish(bodies, defer) {
-        Ok(()) => {}
+    let tickets = match topic.publish(bodies, defer) {
+        Ok(t) => t,
         Err(PutError::Exiting) => return Err(exiting()),
         Err(PutError::Backend(e)) => {
             return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}")))
         }
-    }
+    };
     conn.client.record_pub(topic_name, n);
-    conn.respond(OK);
+    if tickets.is_empty() {
+        conn.respond(OK);
+    } else {
+        let not_durable =
+            ProtocolError::fatal(code, format!("{cmd} failed {}", BackendError::NotDurable));
+        conn.respond_when_durable(tickets, not_durable);
+    }
     Ok(())
 }

@@ -61,6 +61,7 @@ pub async fn run(conn: &mut Conn, inbound: &mut Inbound) {
                     if let Err(e) = result {
                         conn.send_error(&e);
                         if e.fatal {
+                            conn.flush_replies().await;
                             return;
                         }
                     }
@@ -72,6 +73,7 @@ pub async fn run(conn: &mut Conn, inbound: &mut Inbound) {
                 }
                 Err(DecodeError::Protocol(e)) => {
                     conn.send_error(&e);
+                    conn.flush_replies().await;
                     return;
                 }
             }
@@ -83,6 +85,13 @@ pub async fn run(conn: &mut Conn, inbound: &mut Inbound) {
             }
         };
         tokio::select! {
+            // publishes waiting for their fsyncs are answered as they land
+            r = conn.replies.settle(&conn.client), if !conn.replies.is_empty() => {
+                if let Err(e) = r {
+                    conn.client.send_error(&e.payload());
+                    return;
+                }
+            }
             r = inbound.fill(&conn.nsqd.limits) => match r {
                 Ok(true) => conn.now = Instant::now(),
                 Ok(false) => return,

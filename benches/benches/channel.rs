@@ -36,6 +36,7 @@ impl Fixture {
             mem_queue_size: mem_cap,
             durable: false,
             backend_unread: false,
+            max_attempts: 0,
             hand_off: true,
             e2e: None,
             seed: 1,

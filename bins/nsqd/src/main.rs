@@ -178,6 +178,12 @@ struct Cli {
     max_channel_consumers: i64,
     #[arg(
         long,
+        default_value_t = 0,
+        help = "nsq-rs: deliveries a message gets at most per channel before it goes to the channel's dead-letter topic (0: unlimited, as NSQ; per channel: /channel/config)"
+    )]
+    max_attempts: u16,
+    #[arg(
+        long,
         default_value = "",
         help = "UDP <addr>:<port> of a statsd daemon for pushing stats"
     )]
@@ -318,6 +324,7 @@ fn options(cli: Cli) -> Result<nsqd::Options, String> {
     o.min_output_buffer_timeout = cli.min_output_buffer_timeout;
     o.output_buffer_timeout = cli.output_buffer_timeout;
     o.max_channel_consumers = cli.max_channel_consumers;
+    o.max_attempts = cli.max_attempts;
     o.statsd_address = cli.statsd_address;
     o.statsd_interval = cli.statsd_interval;
     o.statsd_mem_stats = cli.statsd_mem_stats;

@@ -40,6 +40,8 @@ pub struct Options {
     pub min_output_buffer_timeout: Duration,
     pub output_buffer_timeout: Duration,
     pub max_channel_consumers: i64,
+    /// nsq-rs: the default `max_attempts` of new channels (0: unlimited).
+    pub max_attempts: u16,
     pub statsd_address: String,
     pub statsd_interval: Duration,
     pub statsd_mem_stats: bool,
@@ -110,6 +112,7 @@ impl Default for Options {
             min_output_buffer_timeout: Duration::from_millis(25),
             output_buffer_timeout: Duration::from_millis(250),
             max_channel_consumers: 0,
+            max_attempts: 0,
             statsd_address: String::new(),
             statsd_interval: Duration::from_secs(60),
             statsd_mem_stats: true,

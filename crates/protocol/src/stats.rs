@@ -50,6 +50,10 @@ pub struct ChannelStats {
     pub global_msg_count: u64,
     pub requeue_count: u64,
     pub timeout_count: u64,
+    /// nsq-rs: messages moved to the dead-letter topic after
+    /// `max_attempts`; absent (as from NSQ) while none was.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub dead_letter_count: u64,
     pub client_count: i64,
     pub clients: Option<Vec<ClientStats>>,
     pub paused: bool,

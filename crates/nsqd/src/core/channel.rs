@@ -51,6 +51,9 @@ pub struct ChannelConfig {
     pub durable: bool,
     /// The backend held unread records at open (a restart).
     pub backend_unread: bool,
+    /// Deliveries a message gets at most; the next would go to the
+    /// dead-letter topic instead. 0: unlimited (NSQ's behaviour).
+    pub max_attempts: u16,
     /// Past `mem_queue_size`, a message still goes to memory when a consumer
     /// can take it at once (nsqd's unbuffered hand-off). Off when every
     /// message must be on disk before anyone sees it (`--sync-every=1`).
@@ -91,6 +94,8 @@ pub struct Effects {
     spare: Vec<BytesMut>,
     /// Messages past the memory bound, to append to the backend in order.
     append: Vec<Message>,
+    /// Messages that used up their attempts.
+    dead_letters: Vec<Message>,
     refill: Option<Refill>,
     /// An earlier deadline than the timer sleeps toward appeared.
     wake: bool,
@@ -102,11 +107,14 @@ pub struct Effects {
 pub struct DiskWork {
     pub append: Vec<Message>,
     pub refill: Option<Refill>,
+    /// Messages past `max_attempts`, to publish to the dead-letter topic
+    /// (then [`Channel::dead_lettered`]).
+    pub dead_letters: Vec<Message>,
 }
 
 impl DiskWork {
     pub fn is_empty(&self) -> bool {
-        self.append.is_empty() && self.refill.is_none()
+        self.append.is_empty() && self.refill.is_none() && self.dead_letters.is_empty()
     }
 }
 
@@ -121,6 +129,8 @@ pub struct Channel {
     paused: bool,
     exiting: bool,
     hand_off: bool,
+    max_attempts: u16,
+    dead_letter_count: u64,
     message_count: u64,
     requeue_count: u64,
     timeout_count: u64,
@@ -146,6 +156,8 @@ impl Channel {
             paused: false,
             exiting: false,
             hand_off: cfg.hand_off,
+            max_attempts: cfg.max_attempts,
+            dead_letter_count: 0,
             message_count: 0,
             requeue_count: 0,
             timeout_count: 0,
@@ -439,6 +451,13 @@ impl Channel {
             let Some((mut msg, refilled)) = self.queue.pop() else {
                 return;
             };
+            if self.max_attempts > 0 && msg.attempts >= self.max_attempts {
+                // a poison message: instead of attempt max + 1 it goes to the
+                // dead-letter topic, and the client keeps its turn
+                self.dead_letter_count += 1;
+                self.effects.dead_letters.push(msg);
+                continue;
+            }
             if !refilled {
                 self.global_msg_count += 1;
             }
@@ -516,7 +535,29 @@ impl Channel {
         DiskWork {
             append: std::mem::take(&mut self.effects.append),
             refill: self.effects.refill.take(),
+            dead_letters: std::mem::take(&mut self.effects.dead_letters),
         }
+    }
+
+    /// Dead letters the server could not publish (nsqd is exiting, the
+    /// dead-letter topic was deleted): back into the queue, never lost.
+    /// No delivery pass follows, or it would hand them straight back: the
+    /// next event (a FIN, a RDY, a put, the timer) tries again.
+    pub fn dead_letters_refused(&mut self, msgs: Vec<Message>) {
+        self.dead_letter_count = self.dead_letter_count.saturating_sub(msgs.len() as u64);
+        for msg in msgs {
+            self.enqueue(msg);
+        }
+    }
+
+    pub fn max_attempts(&self) -> u16 {
+        self.max_attempts
+    }
+
+    /// 0: unlimited. Applies to the next delivery of every message.
+    pub fn set_max_attempts(&mut self, max: u16, now: Instant) {
+        self.max_attempts = max;
+        self.pump(now);
     }
 
     /// Whether the timer must be woken (an earlier deadline appeared).
@@ -609,6 +650,7 @@ impl Channel {
             global_msg_count: self.global_msg_count,
             requeue_count: self.requeue_count,
             timeout_count: self.timeout_count,
+            dead_letter_count: self.dead_letter_count,
             client_count: self.subscribers.len() as i64,
             clients: None,
             paused: self.paused,

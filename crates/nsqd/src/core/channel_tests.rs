@@ -23,6 +23,7 @@ fn cfg(mem: usize) -> ChannelConfig {
         mem_queue_size: mem,
         durable: true,
         backend_unread: false,
+        max_attempts: 0,
         hand_off: true,
         e2e: None,
         seed: 7,
@@ -38,6 +39,10 @@ struct Harness {
     refills: usize,
     /// Records on the fake disk are not readable yet (not durable).
     gated: bool,
+    /// What went to the dead-letter topic.
+    dead: Vec<Message>,
+    /// The dead-letter topic refuses publishes.
+    refuse_dead: bool,
     now: Instant,
 }
 
@@ -51,6 +56,8 @@ impl Harness {
             appends: 0,
             refills: 0,
             gated: false,
+            dead: Vec::new(),
+            refuse_dead: false,
             now,
         }
     }
@@ -65,6 +72,13 @@ impl Harness {
             let work = self.ch.take_disk_work();
             if work.is_empty() {
                 return;
+            }
+            if !work.dead_letters.is_empty() {
+                if self.refuse_dead {
+                    self.ch.dead_letters_refused(work.dead_letters);
+                } else {
+                    self.dead.extend(work.dead_letters);
+                }
             }
             if !work.append.is_empty() {
                 self.appends += 1;
@@ -551,4 +565,74 @@ fn records_that_become_readable_later_are_fetched_when_the_backend_grows() {
     h.ch.backend_grew(h.now);
     h.settle();
     assert_eq!(nums(&h.take(1)), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_message_past_max_attempts_goes_to_the_dead_letter_topic_instead_of_its_next_delivery() {
+    let mut h = Harness::new(ChannelConfig {
+        max_attempts: 2,
+        ..cfg(100)
+    });
+    h.sub(1, 1);
+    h.put([1]);
+    let m = h.take(1).remove(0);
+    assert_eq!((n_of(&m), m.attempts), (1, 1));
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    let m = h.take(1).remove(0);
+    assert_eq!((n_of(&m), m.attempts), (1, 2));
+    h.put([2]);
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    let two = h.take(1);
+    assert_eq!(nums(&two), vec![2]);
+    // the next pass reaches 1: attempt 3 would exceed max_attempts, so it
+    // is dead-lettered, and the client's turn is not used up by it
+    h.put([3]);
+    assert!(h.fin(1, &ids(&two)).is_empty());
+    assert_eq!(nums(&h.take(1)), vec![3], "the client keeps its turn");
+    assert_eq!(nums(&h.dead), vec![1]);
+    assert_eq!(h.dead[0].body, msg(1).body, "body unchanged");
+    let s = h.ch.stats("c", 0, h.now);
+    assert_eq!((s.dead_letter_count, s.depth, s.in_flight_count), (1, 0, 1));
+}
+
+#[test]
+fn dead_letters_the_topic_refuses_stay_in_the_channel() {
+    let mut h = Harness::new(ChannelConfig {
+        max_attempts: 1,
+        ..cfg(100)
+    });
+    h.refuse_dead = true;
+    h.sub(1, 1);
+    h.put([1]);
+    let m = h.take(1).remove(0);
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    assert!(h.dead.is_empty());
+    let s = h.ch.stats("c", 0, h.now);
+    assert_eq!((s.dead_letter_count, s.depth), (0, 1), "kept, not counted");
+    h.refuse_dead = false;
+    h.ch.pump(h.now);
+    h.settle();
+    assert_eq!(nums(&h.dead), vec![1], "moved once the topic takes it");
+}
+
+#[test]
+fn max_attempts_zero_is_unlimited_and_can_be_changed_at_run_time() {
+    let mut h = Harness::new(cfg(100));
+    h.sub(1, 1);
+    h.put([1]);
+    for _ in 0..5 {
+        let m = h.take(1).remove(0);
+        h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+        h.settle();
+    }
+    assert!(h.dead.is_empty());
+    let m = h.take(1).remove(0);
+    assert_eq!(m.attempts, 6);
+    h.ch.set_max_attempts(3, h.now);
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    assert_eq!(nums(&h.dead), vec![1]);
 }

@@ -26,6 +26,7 @@ fn channel() -> Channel {
         mem_queue_size: 1000,
         durable: true,
         backend_unread: false,
+        max_attempts: 0,
         hand_off: true,
         e2e: None,
         seed: 1,

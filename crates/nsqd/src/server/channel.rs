@@ -28,6 +28,22 @@ struct Locked {
     core: core::Channel,
     /// The subscribed clients, whose outboxes the core's frames go to.
     clients: IdMap<ClientId, Arc<Client>>,
+    /// Where messages past `max_attempts` go; None: the default name.
+    dead_letter_topic: Option<String>,
+}
+
+/// The dead-letter topic a channel uses unless told otherwise:
+/// `<topic>.<channel>.dead`, `#ephemeral` dropped (a topic name cannot
+/// carry it in the middle), cut to NSQ's 64 characters with a hash of the
+/// full name kept, so the name is valid and different channels' differ.
+pub fn default_dead_letter_topic(topic: &str, channel: &str) -> String {
+    let strip = |n: &str| n.strip_suffix("#ephemeral").unwrap_or(n).to_string();
+    let name = format!("{}.{}.dead", strip(topic), strip(channel));
+    if name.len() <= 64 {
+        return name;
+    }
+    let hash = crc32fast::hash(name.as_bytes());
+    format!("{}.{hash:08x}.dead", &name[..64 - 14])
 }
 
 pub struct Channel {
@@ -66,6 +82,7 @@ impl Channel {
             state: Mutex::new(Locked {
                 core: core::Channel::new(cfg, now()),
                 clients: IdMap::default(),
+                dead_letter_topic: None,
             }),
             backend,
             timer: Notify::new(),
@@ -80,7 +97,7 @@ impl Channel {
         let (r, work, wake) = {
             let mut st = self.state.lock();
             let r = f(&mut st);
-            let Locked { core, clients } = &mut *st;
+            let Locked { core, clients, .. } = &mut *st;
             core.flush_deliveries(|id, frames| {
                 if let Some(c) = clients.get(&id) {
                     c.send_frames(frames);
@@ -106,6 +123,11 @@ impl Channel {
     ) -> Result<(), BackendError> {
         let mut result = Ok(());
         while !work.is_empty() {
+            // published before anything of this channel is locked: the
+            // dead-letter topic may fan out to channels of its own
+            let refused = (!work.dead_letters.is_empty())
+                .then(|| self.dead_letter(std::mem::take(&mut work.dead_letters)))
+                .flatten();
             let _io = self.backend.lock_io();
             let appended = (!work.append.is_empty()).then(|| self.append(&work.append));
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
@@ -126,9 +148,59 @@ impl Channel {
                 if let Some((r, (msgs, more))) = refilled {
                     st.core.refilled(r, msgs, more, now);
                 }
+                if let Some(msgs) = refused {
+                    st.core.dead_letters_refused(msgs);
+                }
             });
         }
         result
+    }
+
+    /// Publishes messages that used up their attempts to the dead-letter
+    /// topic, bodies unchanged; the ones it refused come back.
+    fn dead_letter(&self, msgs: Vec<Message>) -> Option<Vec<Message>> {
+        let topic = self.dead_letter_topic();
+        let bodies = msgs.iter().map(|m| m.body.clone()).collect();
+        match self.ctx.publish(&topic, bodies) {
+            Ok(()) => {
+                tracing::info!(topic = %self.topic_name, channel = %self.name, dead_letter_topic = %topic, count = msgs.len(), "messages past max_attempts moved to the dead-letter topic");
+                None
+            }
+            Err(e) => {
+                tracing::error!(topic = %self.topic_name, channel = %self.name, dead_letter_topic = %topic, error = %e, "dead-letter publish failed; messages kept");
+                Some(msgs)
+            }
+        }
+    }
+
+    /// Where this channel's messages past `max_attempts` go.
+    pub fn dead_letter_topic(&self) -> String {
+        self.state
+            .lock()
+            .dead_letter_topic
+            .clone()
+            .unwrap_or_else(|| default_dead_letter_topic(&self.topic_name, &self.name))
+    }
+
+    pub fn max_attempts(&self) -> u16 {
+        self.state.lock().core.max_attempts()
+    }
+
+    /// `max_attempts` (0: unlimited) and the dead-letter topic (None: the
+    /// default name), as `/channel/config` sets them and `nsqd.dat` keeps
+    /// them.
+    pub fn configure(&self, max_attempts: u16, dead_letter_topic: Option<String>) {
+        self.run(|st| {
+            st.dead_letter_topic = dead_letter_topic;
+            st.core.set_max_attempts(max_attempts, now());
+        })
+    }
+
+    /// Only what differs from the defaults, for `nsqd.dat`.
+    pub fn settings(&self) -> (Option<u16>, Option<String>) {
+        let st = self.state.lock();
+        let max = st.core.max_attempts();
+        ((max > 0).then_some(max), st.dead_letter_topic.clone())
     }
 
     fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {

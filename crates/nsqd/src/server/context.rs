@@ -30,8 +30,14 @@ pub enum Event {
     ChannelDeleted(String, String),
 }
 
+/// Publishes bodies to a topic (created if needed): how a channel hands its
+/// dead letters on without reaching up to the registry that holds topics.
+pub type Publisher = Box<dyn Fn(&str, Vec<bytes::Bytes>) -> Result<(), String> + Send + Sync>;
+
 pub struct Context {
     pub opts: Options,
+    /// Set once by the registry (`NsqdInner::new`).
+    publisher: std::sync::OnceLock<Publisher>,
     pub data_dir: PathBuf,
     health: Arc<Health>,
     events: mpsc::UnboundedSender<Event>,
@@ -42,12 +48,25 @@ pub struct Context {
 impl Context {
     pub fn new(opts: Options, data_dir: PathBuf, events: mpsc::UnboundedSender<Event>) -> Context {
         Context {
+            publisher: std::sync::OnceLock::new(),
             opts,
             data_dir,
             health: Arc::default(),
             events,
             tasks: TaskTracker::new(),
             cancel: CancellationToken::new(),
+        }
+    }
+
+    pub fn set_publisher(&self, p: Publisher) {
+        let _ = self.publisher.set(p);
+    }
+
+    /// Publishes to `topic` (see [`Publisher`]).
+    pub fn publish(&self, topic: &str, bodies: Vec<bytes::Bytes>) -> Result<(), String> {
+        match self.publisher.get() {
+            Some(p) => p(topic, bodies),
+            None => Err("no publisher".into()),
         }
     }
 
@@ -126,6 +145,7 @@ impl Context {
             // with durable acknowledgements a message reaches a consumer
             // only through the disk, never handed over from memory
             hand_off: !self.durable_acks(),
+            max_attempts: self.opts.max_attempts,
             e2e: (!o.e2e_processing_latency_percentiles.is_empty()).then(|| {
                 (
                     o.e2e_processing_latency_percentiles.clone(),

@@ -20,11 +20,16 @@ pub struct TopicMeta {
     pub channels: Option<Vec<ChannelMeta>>,
 }
 
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ChannelMeta {
     pub name: String,
     #[serde(default)]
     pub paused: bool,
+    /// nsq-rs settings, present only when set (Go nsqd ignores them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_topic: Option<String>,
 }
 
 /// The file's contents; `Ok(None)` when there is none yet. Errors are

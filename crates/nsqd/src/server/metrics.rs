@@ -144,6 +144,11 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "counter",
         "In-flight messages that timed out.",
     );
+    let mut c_dead = Family::new(
+        "nsqd_channel_dead_letters_total",
+        "counter",
+        "Messages moved to the channel's dead-letter topic after max_attempts.",
+    );
     let mut c_clients = Family::new(
         "nsqd_channel_clients",
         "gauge",
@@ -188,6 +193,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
             c_msgs.add(cl.clone(), c.message_count);
             c_requeue.add(cl.clone(), c.requeue_count);
             c_timeout.add(cl.clone(), c.timeout_count);
+            c_dead.add(cl.clone(), c.dead_letter_count);
             c_clients.add(cl.clone(), c.client_count);
             c_paused.add(cl.clone(), c.paused as u8);
             if let Some(ps) = &c.e2e_processing_latency.percentiles {
@@ -212,8 +218,8 @@ pub fn render(s: &Stats, clients: usize) -> String {
 
     let families = [
         up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e,
-        c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout, c_clients,
-        c_paused, c_e2e, c_e2e_n,
+        c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout, c_dead,
+        c_clients, c_paused, c_e2e, c_e2e_n,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -255,6 +261,7 @@ mod tests {
                     global_msg_count: 0,
                     requeue_count: 3,
                     timeout_count: 1,
+                    dead_letter_count: 0,
                     client_count: 1,
                     clients: None,
                     paused: true,

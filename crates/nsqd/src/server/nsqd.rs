@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::auth_server::AuthConfig;
 use super::client::Client;
 use super::context::{now_unix_ns, Context, Event};
-use super::metadata::{self, ChannelMeta, Metadata, TopicMeta};
+use super::metadata::{self, Metadata, TopicMeta};
 use super::topic::Topic;
 use crate::core::ClientId;
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
@@ -127,7 +127,7 @@ impl NsqdInner {
             version: nsq_protocol::VERSION.to_string(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        Ok(Arc::new(NsqdInner {
+        let inner = Arc::new(NsqdInner {
             ctx: Arc::new(Context::new(opts.clone(), data_dir(&opts), tx)),
             limits: opts.limits(),
             features,
@@ -149,7 +149,19 @@ impl NsqdInner {
             loading: AtomicBool::new(false),
             metadata_lock: Mutex::new(()),
             _data_lock: Some(data_lock),
-        }))
+        });
+        // Channels publish their dead letters through this; weak, or the
+        // registry would own itself through its topics.
+        let weak = Arc::downgrade(&inner);
+        inner.ctx.set_publisher(Box::new(move |topic, bodies| {
+            let nsqd = weak.upgrade().ok_or("exiting")?;
+            if !is_valid_topic_name(topic) {
+                return Err(format!("invalid topic name {topic:?}"));
+            }
+            let t = nsqd.get_or_create_topic(topic).ok_or("exiting")?;
+            t.publish(bodies, None).map(drop).map_err(|e| e.to_string())
+        }));
+        Ok(inner)
     }
 
     pub fn opts(&self) -> &Options {
@@ -305,6 +317,9 @@ impl NsqdInner {
                     if c.paused {
                         ch.set_paused(true);
                     }
+                    if c.max_attempts.is_some() || c.dead_letter_topic.is_some() {
+                        ch.configure(c.max_attempts.unwrap_or(0), c.dead_letter_topic);
+                    }
                 }
             }
         }
@@ -324,12 +339,7 @@ impl NsqdInner {
             .filter(|t| !t.ephemeral)
             .map(|t| {
                 let (paused, chans) = t.metadata();
-                let channels = (!chans.is_empty()).then(|| {
-                    chans
-                        .into_iter()
-                        .map(|(name, paused)| ChannelMeta { name, paused })
-                        .collect()
-                });
+                let channels = (!chans.is_empty()).then_some(chans);
                 TopicMeta {
                     name: t.name.clone(),
                     paused,

@@ -91,6 +91,14 @@ pub fn lines(
             gauge(&mut out, format!("{base}.deferred_count"), c.deferred_count);
             counter(&mut out, format!("{base}.requeue_count"), c.requeue_count);
             counter(&mut out, format!("{base}.timeout_count"), c.timeout_count);
+            // nsq-rs: only once a channel has dead-lettered (NSQ's lines otherwise)
+            if c.dead_letter_count > 0 || prev.contains_key(&format!("{base}.dead_letter_count")) {
+                counter(
+                    &mut out,
+                    format!("{base}.dead_letter_count"),
+                    c.dead_letter_count,
+                );
+            }
             gauge(&mut out, format!("{base}.clients"), c.client_count);
             for p in c.e2e_processing_latency.percentiles.iter().flatten() {
                 gauge(
@@ -248,6 +256,7 @@ mod tests {
             global_msg_count: 0,
             requeue_count: 0,
             timeout_count: 0,
+            dead_letter_count: 0,
             client_count: 1,
             clients: None,
             paused: false,

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::backend::{Backend, BackendError, Ticket};
 use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
+use super::metadata::ChannelMeta;
 use crate::core::e2e::quantiles;
 use crate::core::topic::{copies, PUMP_BATCH};
 use crate::core::{self, DiskWork, Exiting};
@@ -388,13 +389,21 @@ impl Topic {
         stats
     }
 
-    /// Paused, and (name, paused) of every non-ephemeral channel, for nsqd.dat.
-    pub fn metadata(&self) -> (bool, Vec<(String, bool)>) {
+    /// Paused, and every non-ephemeral channel's entry, for nsqd.dat.
+    pub fn metadata(&self) -> (bool, Vec<ChannelMeta>) {
         let st = self.state.lock();
         let chans = st
             .channels()
             .filter(|(_, c)| !c.ephemeral)
-            .map(|(n, c)| (n.clone(), c.is_paused()))
+            .map(|(n, c)| {
+                let (max_attempts, dead_letter_topic) = c.settings();
+                ChannelMeta {
+                    name: n.clone(),
+                    paused: c.is_paused(),
+                    max_attempts,
+                    dead_letter_topic,
+                }
+            })
             .collect();
         (st.is_paused(), chans)
     }

@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 
-use super::{err, ok_text, Query};
+use super::{err, json_response, ok_text, Query};
 use crate::server::nsqd::NsqdInner;
 
 fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
@@ -106,4 +106,57 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Re
             }
         }
     }
+}
+
+/// `/channel/config` (nsq-rs): `GET` shows a channel's `max_attempts` and
+/// dead-letter topic; `POST` with `max_attempts=N` (0: unlimited) and/or
+/// `dead_letter_topic=T` (empty: back to the default name) sets them and
+/// persists them in `nsqd.dat`.
+pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
+    let Some(tname) = q.get("topic") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
+    };
+    if !is_valid_topic_name(tname) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_ARG_TOPIC");
+    }
+    let Some(cname) = q.get("channel") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_CHANNEL");
+    };
+    if !is_valid_channel_name(cname) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_ARG_CHANNEL");
+    }
+    let Some(topic) = nsqd.get_topic(tname) else {
+        return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
+    };
+    let Some(ch) = topic.get_channel(cname) else {
+        return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
+    };
+    if set {
+        let max_attempts = match q.get("max_attempts") {
+            None => ch.max_attempts(),
+            Some(v) => match v.parse::<u16>() {
+                Ok(n) => n,
+                Err(_) => return err(StatusCode::BAD_REQUEST, "INVALID_ARG_MAX_ATTEMPTS"),
+            },
+        };
+        let dead_letter_topic = match q.get("dead_letter_topic") {
+            None => ch.settings().1,
+            Some("") => None,
+            // its own topic would feed the poison messages back to the
+            // channel that gave up on them
+            Some(t) if !is_valid_topic_name(t) || t == tname => {
+                return err(StatusCode::BAD_REQUEST, "INVALID_ARG_DEAD_LETTER_TOPIC")
+            }
+            Some(t) => Some(t.to_string()),
+        };
+        ch.configure(max_attempts, dead_letter_topic);
+        if let Err(r) = persist(nsqd) {
+            return r;
+        }
+    }
+    let body = serde_json::json!({
+        "max_attempts": ch.max_attempts(),
+        "dead_letter_topic": ch.dead_letter_topic(),
+    });
+    json_response(StatusCode::OK, body.to_string().into_bytes())
 }

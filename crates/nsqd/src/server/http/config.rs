@@ -70,6 +70,7 @@ fn config_value(nsqd: &NsqdInner, opt: &str) -> Option<ConfigValue> {
         "min_output_buffer_timeout" => ns(o.min_output_buffer_timeout),
         "output_buffer_timeout" => ns(o.output_buffer_timeout),
         "max_channel_consumers" => Json(json!(o.max_channel_consumers)),
+        "max_attempts" => Json(json!(o.max_attempts)),
         "statsd_address" => Raw(o.statsd_address.clone()),
         "statsd_prefix" => Raw(nsqd.statsd_prefix.lock().clone()),
         "statsd_interval" => ns(o.statsd_interval),

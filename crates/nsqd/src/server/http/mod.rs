@@ -54,6 +54,8 @@ const ROUTES: &[(&str, &[&str])] = &[
     ("/channel/empty", &["POST"]),
     ("/channel/pause", &["POST"]),
     ("/channel/unpause", &["POST"]),
+    // nsq-rs addition: per-channel max_attempts and dead-letter topic
+    ("/channel/config", &["GET", "POST"]),
     // nsq-rs addition: Prometheus text format (Go nsqd: 404)
     ("/metrics", &["GET"]),
 ];
@@ -317,6 +319,7 @@ async fn dispatch(nsqd: Arc<NsqdInner>, req: Request<Body>, path: &str) -> Respo
         "/topic/create" | "/topic/delete" | "/topic/empty" | "/topic/pause" | "/topic/unpause" => {
             admin::topic_action(&nsqd, path, &query)
         }
+        "/channel/config" => admin::channel_config(&nsqd, &query, method == "POST"),
         p if p.starts_with("/channel/") => admin::channel_action(&nsqd, p, &query),
         p => {
             let opt = &p["/config/".len()..];

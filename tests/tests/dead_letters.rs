@@ -1,0 +1,190 @@
+//! Server-side max attempts and dead letters (nsq-rs, beyond NSQ): off by
+//! default (NSQ's behaviour, NSQ's `/stats`), on with `--max-attempts` or
+//! per channel with `/channel/config`; a message that would be delivered
+//! for attempt `max_attempts + 1` goes, body unchanged, to the channel's
+//! dead-letter topic; settings survive a restart; bad settings change
+//! nothing.
+
+use std::time::Duration;
+
+use nsq_tests::*;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
+    assert_eq!(
+        n.post(&format!("/topic/create?topic={topic}"), b"").status,
+        200
+    );
+    assert_eq!(
+        n.post(
+            &format!("/channel/create?topic={topic}&channel={channel}"),
+            b""
+        )
+        .status,
+        200
+    );
+}
+
+/// A consumer that requeues every delivery; returns the attempts it saw.
+fn requeue_all(n: &Nsqd, topic: &str, channel: &str, deliveries: usize) -> Vec<u16> {
+    let mut c = n.connect();
+    c.sub(topic, channel);
+    c.rdy(1);
+    let mut seen = Vec::new();
+    for _ in 0..deliveries {
+        let m = recv_msgs(&mut c, 1, secs(10), false).remove(0);
+        seen.push(m.attempts);
+        c.req(&m.id, 0);
+    }
+    seen
+}
+
+fn config(n: &Nsqd, query: &str) -> Value {
+    let r = n.get(&format!("/channel/config?{query}"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()
+}
+
+#[test]
+fn off_by_default_messages_are_retried_forever_and_stats_are_nsqs() {
+    let n = Nsqd::start(&[]);
+    create_channel(&n, "t", "c");
+    n.http_pub("t", b"poison");
+    assert_eq!(requeue_all(&n, "t", "c", 6), vec![1, 2, 3, 4, 5, 6]);
+    let stats = n.get("/stats?format=json").text();
+    assert!(
+        !stats.contains("dead_letter"),
+        "NSQ's /stats, no new key: {stats}"
+    );
+    let cfg = config(&n, "topic=t&channel=c");
+    assert_eq!(cfg["max_attempts"], 0);
+    assert_eq!(cfg["dead_letter_topic"], "t.c.dead");
+    assert!(n.stats("").get("topics").is_some());
+    assert!(
+        n.topic_stats("t.c.dead").is_none(),
+        "no dead-letter topic until one is needed"
+    );
+}
+
+#[test]
+fn the_flag_sends_a_message_past_max_attempts_to_the_dead_letter_topic_body_unchanged() {
+    let n = Nsqd::start(&["--max-attempts=2"]);
+    create_channel(&n, "orders", "billing");
+    n.http_pub("orders", b"poison \x00\xff body");
+    assert_eq!(requeue_all(&n, "orders", "billing", 2), vec![1, 2]);
+    let dead = wait_for(secs(10), "the dead-letter topic gets the message", || {
+        n.topic_stats("orders.billing.dead")
+            .filter(|t| int(t, "message_count") == 1)
+    });
+    assert_eq!(
+        int(&dead, "depth"),
+        1,
+        "kept with no channel, like any topic"
+    );
+    let ch = n.channel_stats("orders", "billing").unwrap();
+    assert_eq!(
+        (
+            int(&ch, "dead_letter_count"),
+            int(&ch, "depth"),
+            int(&ch, "in_flight_count")
+        ),
+        (1, 0, 0)
+    );
+    let metrics = n.get("/metrics").text();
+    assert!(
+        metrics.contains("nsqd_channel_dead_letters_total{topic=\"orders\",channel=\"billing\"} 1"),
+        "{metrics}"
+    );
+    // a consumer of the dead-letter topic gets the body byte for byte
+    let mut c = n.connect();
+    c.sub("orders.billing.dead", "inspect");
+    c.rdy(1);
+    let m = recv_msgs(&mut c, 1, secs(10), true).remove(0);
+    assert_eq!(m.body, b"poison \x00\xff body");
+    assert_eq!(m.attempts, 1);
+}
+
+#[test]
+fn per_channel_settings_are_checked_applied_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = Nsqd::start_in(dir.path(), &[]);
+    create_channel(&n, "t", "c");
+    create_channel(&n, "t", "other");
+    for (q, want) in [
+        (
+            "topic=t&channel=c&max_attempts=x",
+            "INVALID_ARG_MAX_ATTEMPTS",
+        ),
+        (
+            "topic=t&channel=c&max_attempts=-1",
+            "INVALID_ARG_MAX_ATTEMPTS",
+        ),
+        (
+            "topic=t&channel=c&dead_letter_topic=t",
+            "INVALID_ARG_DEAD_LETTER_TOPIC",
+        ),
+        (
+            "topic=t&channel=c&dead_letter_topic=bad!name",
+            "INVALID_ARG_DEAD_LETTER_TOPIC",
+        ),
+    ] {
+        n.post(&format!("/channel/config?{q}"), b"")
+            .assert_error(400, want);
+    }
+    n.post("/channel/config?topic=t&channel=nope&max_attempts=1", b"")
+        .assert_error(404, "CHANNEL_NOT_FOUND");
+    n.post("/channel/config?topic=nope&channel=c&max_attempts=1", b"")
+        .assert_error(404, "TOPIC_NOT_FOUND");
+    assert_eq!(
+        config(&n, "topic=t&channel=c")["max_attempts"],
+        0,
+        "bad settings changed nothing"
+    );
+
+    let r = n.post(
+        "/channel/config?topic=t&channel=c&max_attempts=1&dead_letter_topic=poison",
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["max_attempts"], 1);
+    assert_eq!(r.json()["dead_letter_topic"], "poison");
+    assert_eq!(
+        config(&n, "topic=t&channel=other")["max_attempts"],
+        0,
+        "per channel"
+    );
+    let meta = n.read_metadata().unwrap();
+    assert!(
+        meta.contains("\"max_attempts\":1") && meta.contains("\"dead_letter_topic\":\"poison\""),
+        "{meta}"
+    );
+
+    n.sigterm_and_wait(secs(15));
+    let n = Nsqd::start_in(dir.path(), &[]);
+    let cfg = config(&n, "topic=t&channel=c");
+    assert_eq!(
+        (
+            cfg["max_attempts"].as_i64(),
+            cfg["dead_letter_topic"].as_str()
+        ),
+        (Some(1), Some("poison"))
+    );
+    n.http_pub("t", b"m");
+    assert_eq!(requeue_all(&n, "t", "c", 1), vec![1]);
+    wait_for(secs(10), "dead-lettered to the configured topic", || {
+        n.topic_stats("poison")
+            .filter(|t| int(t, "message_count") == 1)
+    });
+    // `other` still has its copy, retried as NSQ does
+    assert_eq!(requeue_all(&n, "t", "other", 3), vec![1, 2, 3]);
+    // back to the defaults
+    let r = n.post(
+        "/channel/config?topic=t&channel=c&max_attempts=0&dead_letter_topic=",
+        b"",
+    );
+    assert_eq!(r.json()["dead_letter_topic"], "t.c.dead");
+    assert!(!n.read_metadata().unwrap().contains("max_attempts"));
+}

@@ -49,7 +49,7 @@ def http_get(addr, path, timeout=5):
 
 
 class Nsqd:
-    def __init__(self):
+    def __init__(self, extra_args=()):
         self.data = tempfile.mkdtemp(prefix="pynsq-nsqd-")
         self.logdir = tempfile.mkdtemp(prefix="pynsq-nsqd-log-")
         self.log_path = os.path.join(self.logdir, "nsqd.log")
@@ -64,6 +64,7 @@ class Nsqd:
                 "--http-address=" + self.http,
                 "--https-address=127.0.0.1:%d" % free_port(),
                 "--data-path=" + self.data,
+                *extra_args,
             ]
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
             deadline = time.time() + 20
@@ -257,3 +258,65 @@ def test_requeue_once_then_finish(nsqd):
     ch = nsqd.channel(topic, channel)
     assert ch["depth"] == 0
     assert ch["timeout_count"] == 0
+
+
+def test_max_attempts_dead_letters_to_a_pynsq_reader():
+    """Beyond NSQ, opt-in: with --max-attempts=3 a message a pynsq Reader
+    requeues on every delivery is delivered three times, then lands on
+    <topic>.<channel>.dead with its body unchanged, where a second pynsq
+    Reader takes it."""
+    N = 20
+    topic, channel = "pynsq_poison", "work"
+    dead_topic = "%s.%s.dead" % (topic, channel)
+    expected = {b"poison-%02d" % i for i in range(N)}
+    n = Nsqd(["--max-attempts=3"])
+    try:
+
+        async def main():
+            attempts = collections.defaultdict(list)
+            dead = {}
+
+            def poison(msg):
+                attempts[msg.body].append(msg.attempts)
+                msg.requeue(backoff=False, delay=0)
+
+            def dead_letter(msg):
+                dead[msg.body] = msg.attempts
+                return True
+
+            # max_tries=0: the client never gives up itself; nsqd must.
+            r = nsq.Reader(
+                topic=topic,
+                channel=channel,
+                message_handler=poison,
+                nsqd_tcp_addresses=[n.tcp],
+                max_in_flight=10,
+                max_tries=0,
+            )
+            d = nsq.Reader(
+                topic=dead_topic,
+                channel="inspect",
+                message_handler=dead_letter,
+                nsqd_tcp_addresses=[n.tcp],
+                max_in_flight=10,
+            )
+            w = await connected_writer(n.tcp)
+            results = []
+            w.mpub(topic, sorted(expected), callback=lambda c, data: results.append(data))
+            try:
+                await wait_until(lambda: results == [b"OK"], 30, "MPUB answered OK")
+                await wait_until(lambda: len(dead) == N, 60, "every message dead-lettered")
+            finally:
+                close_all(r, w)
+                close_all(d)
+            return attempts, dead
+
+        attempts, dead = asyncio.run(main())
+        assert set(dead) == expected
+        for body, seen in attempts.items():
+            assert seen == [1, 2, 3], (body, seen)
+        ch = n.channel(topic, channel)
+        assert ch["dead_letter_count"] == N
+        assert ch["depth"] == 0 and ch["in_flight_count"] == 0 and ch["deferred_count"] == 0
+    finally:
+        n.close()

@@ -46,8 +46,11 @@ fn parse_trace(text: &str) -> Vec<Call> {
     let mut open: HashMap<String, (f64, String, String)> = HashMap::new();
     let mut calls = Vec::new();
     for line in text.lines() {
-        let mut parts = line.splitn(3, ' ');
-        let (Some(pid), Some(ts), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+        // strace pads the pid to a width: split on any run of spaces
+        let Some((pid, line)) = line.trim_start().split_once(' ') else {
+            continue;
+        };
+        let Some((ts, rest)) = line.trim_start().split_once(' ') else {
             continue;
         };
         let Ok(ts) = ts.parse::<f64>() else { continue };

@@ -1370,15 +1370,12 @@ fn sigkill_with_sync_every_1_loses_no_acknowledged_message() {
 
 /// At-least-once across a crash, for messages already handed out: a
 /// message a consumer REQueued, or still holds unfinished, when nsqd is
-/// SIGKILLed must be delivered again after the restart — it was
-/// acknowledged to its publisher and no consumer finished it. With
-/// `--mem-queue-size=0 --sync-every=1` both are lost today: the disk
-/// queue's read position is durable, and deferred and in-flight messages
-/// live only in memory (as in Go's nsqd; docs/reliability.md §3). The
-/// cluster test (issue 18) cannot see this — its consumers finish every
-/// message — so this is its minimal form.
+/// SIGKILLed is delivered again after the restart — it was acknowledged to
+/// its publisher and no consumer finished it. With `--sync-every=1` a
+/// channel's disk queue keeps every record it handed out until its message
+/// is finished (Go's nsqd 1.3.0 loses both: its read position moves on at
+/// the read, and deferred and in-flight messages live only in memory).
 #[test]
-#[ignore = "bug: a REQueued (deferred) or unfinished in-flight message is lost when nsqd is SIGKILLed, even with --mem-queue-size=0 --sync-every=1"]
 fn sigkill_redelivers_requeued_and_unfinished_messages() {
     let dir = data_dir();
     let args = ["--mem-queue-size=0", "--sync-every=1", "--msg-timeout=5s"];

@@ -106,6 +106,15 @@
 //!   tests (`simfs_tests.rs`) check this on a simulated filesystem that
 //!   drops whatever was not fsynced.
 //!
+//! * With [`Options::acked_reads`], reading a record no longer consumes
+//!   it: the metadata's read position is the start of the oldest record
+//!   read and not yet acknowledged ([`DiskQueue::ack`]), and its depth
+//!   counts every record from there. A killed process, or a power cut,
+//!   therefore brings back every record that was read but not
+//!   acknowledged (and, after it, the acknowledged ones the oldest
+//!   unacknowledged one held back: at-least-once), and a segment is
+//!   deleted only once that position has left it.
+//!
 //! All file operations go through the [`Fs`] trait; [`DiskQueue`] uses the
 //! real filesystem ([`OsFs`]) unless a test gives it another.
 //!
@@ -191,6 +200,7 @@ mod simfs_tests;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
@@ -243,6 +253,13 @@ pub struct Options {
     /// [`DiskQueue::durability`]). For owners that answer a write only once
     /// it is durable (nsqd with `--sync-every=1`).
     pub durable_reads: bool,
+    /// A read record stays on disk until the owner acknowledges it
+    /// ([`DiskQueue::ack`]): what a crash interrupts between the read and
+    /// the acknowledgement is read again after it. For owners that hand
+    /// records out and must not lose them before they are done with them
+    /// (nsqd's channels with `--sync-every=1`, whose messages stay on disk
+    /// until a consumer finishes them).
+    pub acked_reads: bool,
 }
 
 impl Default for Options {
@@ -257,6 +274,7 @@ impl Default for Options {
             sync_timeout: Duration::from_secs(2),
             defer_sync: false,
             durable_reads: false,
+            acked_reads: false,
         }
     }
 }
@@ -297,6 +315,12 @@ pub enum Durability {
 /// Sequence numbers of records put since the queue was opened: the first
 /// record put is 1. [`DiskQueue::put_batch`] returns the range it wrote.
 pub type Seq = u64;
+
+/// Numbers of records read since the queue was opened: the first record
+/// read is 1. [`DiskQueue::read_batch`] returns the first one it read; the
+/// others follow in order. With [`Options::acked_reads`] the owner
+/// acknowledges records by these numbers ([`DiskQueue::ack`]).
+pub type ReadSeq = u64;
 
 impl Error {
     fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
@@ -379,6 +403,10 @@ impl<F: Fs> DiskQueue<F> {
             durable: 0,
             durable_end: (0, 0),
             lost: Vec::new(),
+            reads: 0,
+            unacked: VecDeque::new(),
+            unacked_base: 1,
+            held_segments: Vec::new(),
         };
         inner.recover();
         // Everything found at open is on disk: recovery fsynced what a
@@ -431,14 +459,17 @@ impl<F: Fs> DiskQueue<F> {
     /// `buffered_only`, only the records the reader already holds in its
     /// read-ahead buffer: no I/O at all, so an async task may call it
     /// directly and save the blocking path for when the buffer runs dry.
+    /// Returns the [`ReadSeq`] of the first record appended (the others
+    /// follow it in order).
     pub fn read_batch(
         &self,
         max: usize,
         out: &mut Vec<Bytes>,
         buffered_only: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<ReadSeq, Error> {
         let mut q = self.lock();
         q.check_open()?;
+        let first = q.reads + 1;
         for _ in 0..max {
             let rec = if buffered_only {
                 q.read_buffered()
@@ -453,7 +484,36 @@ impl<F: Fs> DiskQueue<F> {
         if !q.opts.defer_sync {
             q.sync_if_due();
         }
-        Ok(())
+        Ok(first)
+    }
+
+    /// With [`Options::acked_reads`]: the owner is done with these records
+    /// (by the numbers [`DiskQueue::read_batch`] gave them), in any order.
+    /// Once every record up to one is acknowledged, the next sync persists
+    /// the read position past it. Unknown or repeated numbers are ignored;
+    /// without `acked_reads` this does nothing.
+    pub fn ack(&self, reads: &[ReadSeq]) {
+        let mut q = self.lock();
+        q.ack(reads);
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
+    }
+
+    /// Acknowledges every record read so far (a clean shutdown, once the
+    /// owner has written back what it still held).
+    pub fn ack_all(&self) {
+        let mut q = self.lock();
+        q.ack_all();
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
+    }
+
+    /// Records read and not yet acknowledged, from the oldest such one (so
+    /// acknowledged ones after it count too); 0 without `acked_reads`.
+    pub fn unacked(&self) -> usize {
+        self.lock().unacked.len()
     }
 
     /// Records written but not yet read. Still answers after close.
@@ -667,6 +727,26 @@ struct Inner<F: Fs> {
     durable_end: (i64, i64),
     /// Ranges of records a failed sync discarded (`durable_reads` only).
     lost: Vec<(Seq, Seq)>,
+
+    /// Records read since open (the last one's [`ReadSeq`]).
+    reads: ReadSeq,
+    /// `acked_reads`: every record read from the oldest unacknowledged one
+    /// on, with where it starts and whether it was acknowledged since. The
+    /// first one's start is the read position the metadata records.
+    unacked: VecDeque<Unacked>,
+    /// [`ReadSeq`] of `unacked[0]`.
+    unacked_base: ReadSeq,
+    /// Segments the reader has left that the acknowledged position has not:
+    /// they join `left_segments` once it has. Without `acked_reads` they
+    /// join at once.
+    held_segments: Vec<(i64, Leftover)>,
+}
+
+/// A record read and not yet known to be done with; see `Inner::unacked`.
+#[derive(Debug, Clone, Copy)]
+struct Unacked {
+    start: (i64, i64),
+    acked: bool,
 }
 
 /// What becomes of a segment the reader has left; see `left_segments`.
@@ -809,11 +889,20 @@ impl<F: Fs> Inner<F> {
         }
     }
 
+    /// The read position a restart must begin at: the oldest record read
+    /// and not acknowledged, or the reader's position.
+    fn floor(&self) -> (i64, i64) {
+        self.unacked
+            .front()
+            .map_or((self.read_file_num, self.read_pos), |u| u.start)
+    }
+
     fn meta(&self) -> Meta {
+        let (read_file_num, read_pos) = self.floor();
         Meta {
-            depth: self.depth,
-            read_file_num: self.read_file_num,
-            read_pos: self.read_pos,
+            depth: self.depth + self.unacked.len() as i64,
+            read_file_num,
+            read_pos,
             write_file_num: self.write_file_num,
             write_pos: self.write_pos,
         }
@@ -1325,11 +1414,23 @@ impl<F: Fs> Inner<F> {
 
     fn move_forward(&mut self, next_file_num: i64, next_pos: i64) {
         let old_file_num = self.read_file_num;
+        self.reads += 1;
+        if self.opts.acked_reads {
+            // the persisted position waits for the acknowledgement
+            if self.unacked.is_empty() {
+                self.unacked_base = self.reads;
+            }
+            self.unacked.push_back(Unacked {
+                start: (self.read_file_num, self.read_pos),
+                acked: false,
+            });
+        } else {
+            self.ops_since_sync += 1;
+            self.mark_changed();
+        }
         self.read_file_num = next_file_num;
         self.read_pos = next_pos;
         self.depth = (self.depth - 1).max(0);
-        self.ops_since_sync += 1;
-        self.mark_changed();
         if old_file_num != next_file_num {
             self.remove_consumed_file(old_file_num);
         }
@@ -1349,8 +1450,63 @@ impl<F: Fs> Inner<F> {
     /// The segment is deleted by the sync this schedules, after the
     /// metadata saying it was consumed; see `left_segments`.
     fn remove_consumed_file(&mut self, num: i64) {
-        self.left_segments.push((num, Leftover::Consumed));
-        self.schedule_sync();
+        self.held_segments.push((num, Leftover::Consumed));
+        self.release_held();
+    }
+
+    /// Segments below the acknowledged position go to `left_segments`, for
+    /// the next sync (which this schedules) to dispose of.
+    fn release_held(&mut self) {
+        let floor_file = self.floor().0;
+        let before = self.held_segments.len();
+        let left = &mut self.left_segments;
+        self.held_segments.retain(|&(num, what)| {
+            let release = num < floor_file;
+            if release {
+                left.push((num, what));
+            }
+            !release
+        });
+        if self.held_segments.len() < before {
+            self.schedule_sync();
+        }
+    }
+
+    fn ack(&mut self, reads: &[ReadSeq]) {
+        if !self.opts.acked_reads || self.closed {
+            return;
+        }
+        for &r in reads {
+            if let Some(u) = r
+                .checked_sub(self.unacked_base)
+                .and_then(|i| usize::try_from(i).ok())
+                .and_then(|i| self.unacked.get_mut(i))
+            {
+                u.acked = true;
+            }
+        }
+        let mut done = 0;
+        while self.unacked.front().is_some_and(|u| u.acked) {
+            self.unacked.pop_front();
+            done += 1;
+        }
+        self.unacked_base += done;
+        if done > 0 {
+            self.ops_since_sync += done as i64;
+            self.mark_changed();
+            self.release_held();
+        }
+    }
+
+    fn ack_all(&mut self) {
+        if self.unacked.is_empty() || self.closed {
+            return;
+        }
+        self.ops_since_sync += self.unacked.len() as i64;
+        self.unacked.clear();
+        self.unacked_base = self.reads + 1;
+        self.mark_changed();
+        self.release_held();
     }
 
     fn handle_read_error(&mut self, failure: ReadFailure) {
@@ -1379,11 +1535,13 @@ impl<F: Fs> Inner<F> {
                 "DISKQUEUE({}) jump to next file and saving bad file as {}.bad",
                 self.name, bad.display()
             );
-            // renamed by the sync scheduled below; see `left_segments`
-            self.left_segments.push((self.read_file_num, Leftover::Bad));
+            // renamed by a sync once the acknowledged position has left it;
+            // see `left_segments`
+            self.held_segments.push((self.read_file_num, Leftover::Bad));
             self.read_file_num += 1;
         }
         self.read_pos = 0;
+        self.release_held();
         self.schedule_sync();
         self.check_tail();
     }
@@ -1445,8 +1603,13 @@ impl<F: Fs> Inner<F> {
             self.data_files_in(self.read_file_num, self.write_file_num)
         };
         // Everything is being discarded, so the segments left behind need
-        // not wait for a sync (`delete` does not sync at all).
-        for (num, what) in std::mem::take(&mut self.left_segments) {
+        // not wait for a sync (`delete` does not sync at all), and nothing
+        // read is waiting for an acknowledgement any more.
+        self.unacked.clear();
+        self.unacked_base = self.reads + 1;
+        let mut leftovers = std::mem::take(&mut self.left_segments);
+        leftovers.append(&mut self.held_segments);
+        for (num, what) in leftovers {
             let path = self.file_path(num);
             if let Err(e) = dispose(&self.fs, &path, what) {
                 error!(queue = %self.name, "DISKQUEUE({}) failed to set aside {} ({what:?}) - {e}", self.name, path.display());

@@ -67,6 +67,7 @@ fn opts(sync_every: i64, max_bytes: i64, defer_sync: bool) -> Options {
         sync_timeout: Duration::from_secs(2),
         defer_sync,
         durable_reads: false,
+        acked_reads: false,
     }
 }
 

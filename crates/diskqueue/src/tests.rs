@@ -14,6 +14,7 @@ fn opts(min: i32, max: i32, max_bytes: i64) -> Options {
         sync_timeout: Duration::from_secs(2),
         defer_sync: false,
         durable_reads: false,
+        acked_reads: false,
     }
 }
 

@@ -15,8 +15,13 @@
 //! What the server must carry out collects in [`Effects`]: frames per
 //! client, records to append to the backend, a refill to read, and whether
 //! the channel's timer must wake earlier than planned.
+//!
+//! With durable acknowledgements the backend keeps each record it hands out
+//! until the channel acknowledges it (its read number comes with the
+//! refill): when the message is finished, written back to the backend, or
+//! published as a dead letter. A crash in between delivers it again.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -32,6 +37,10 @@ use super::rng::Rng;
 
 /// Most backend records a channel moves into memory at once.
 pub const REFILL_MAX: usize = 256;
+
+/// How long a dead letter the dead-letter topic refused waits before the
+/// next try.
+pub const DEAD_LETTER_RETRY: Duration = Duration::from_secs(1);
 
 /// Why SUB was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +105,10 @@ pub struct Effects {
     append: Vec<Message>,
     /// Messages that used up their attempts.
     dead_letters: Vec<Message>,
+    /// Backend records this channel is done with.
+    acks: Vec<u64>,
+    /// Backend records of `dead_letters`, done with once they are published.
+    dead_letter_acks: Vec<(MessageId, u64)>,
     refill: Option<Refill>,
     /// An earlier deadline than the timer sleeps toward appeared.
     wake: bool,
@@ -108,13 +121,22 @@ pub struct DiskWork {
     pub append: Vec<Message>,
     pub refill: Option<Refill>,
     /// Messages past `max_attempts`, to publish to the dead-letter topic
-    /// (then [`Channel::dead_lettered`]).
+    /// (those refused go back with [`Channel::dead_letters_refused`]).
     pub dead_letters: Vec<Message>,
+    /// Backend records (by read number) to acknowledge once `append` is
+    /// written.
+    pub acks: Vec<u64>,
+    /// Backend records of `dead_letters`, to acknowledge once they are
+    /// published.
+    pub dead_letter_acks: Vec<(MessageId, u64)>,
 }
 
 impl DiskWork {
     pub fn is_empty(&self) -> bool {
-        self.append.is_empty() && self.refill.is_none() && self.dead_letters.is_empty()
+        self.append.is_empty()
+            && self.refill.is_none()
+            && self.dead_letters.is_empty()
+            && self.acks.is_empty()
     }
 }
 
@@ -139,6 +161,9 @@ pub struct Channel {
     /// not carry the stream's size for nothing.
     e2e: Option<Box<QuantileStream>>,
     rng: Rng,
+    /// Messages whose backend record waits for this channel's
+    /// acknowledgement (durable acknowledgements only), by read number.
+    unacked: HashMap<MessageId, u64>,
     effects: Effects,
     /// When the timer will next wake, so we know when an earlier deadline
     /// must wake it.
@@ -166,6 +191,7 @@ impl Channel {
                 .e2e
                 .map(|(p, window)| Box::new(QuantileStream::new(p, window, now, cfg.seed ^ 0xe2e))),
             rng: Rng::new(cfg.seed),
+            unacked: HashMap::new(),
             effects: Effects::default(),
             scheduled_wake: None,
         }
@@ -246,6 +272,10 @@ impl Channel {
             // this call see the backend as pending and cannot overtake it
             if self.effects.append.is_empty() {
                 self.queue.append_started();
+            }
+            if let Some(read) = self.unacked.remove(&msg.id) {
+                // its new record replaces the old one once written
+                self.effects.acks.push(read);
             }
             self.effects.append.push(msg);
         }
@@ -342,6 +372,9 @@ impl Channel {
                     if let Some(s) = self.subscribers.get_mut(&client) {
                         s.in_flight -= 1;
                         s.finish_count += 1;
+                    }
+                    if let Some(read) = self.unacked.remove(id) {
+                        self.effects.acks.push(read);
                     }
                     if let Some(e2e) = self.e2e.as_mut() {
                         e2e.insert((now_unix_ns - d.msg.timestamp) as f64, now);
@@ -455,6 +488,9 @@ impl Channel {
                 // a poison message: instead of attempt max + 1 it goes to the
                 // dead-letter topic, and the client keeps its turn
                 self.dead_letter_count += 1;
+                if let Some(read) = self.unacked.remove(&msg.id) {
+                    self.effects.dead_letter_acks.push((msg.id, read));
+                }
                 self.effects.dead_letters.push(msg);
                 continue;
             }
@@ -536,17 +572,26 @@ impl Channel {
             append: std::mem::take(&mut self.effects.append),
             refill: self.effects.refill.take(),
             dead_letters: std::mem::take(&mut self.effects.dead_letters),
+            acks: std::mem::take(&mut self.effects.acks),
+            dead_letter_acks: std::mem::take(&mut self.effects.dead_letter_acks),
         }
     }
 
     /// Dead letters the server could not publish (nsqd is exiting, the
-    /// dead-letter topic was deleted): back into the queue, never lost.
-    /// No delivery pass follows, or it would hand them straight back: the
-    /// next event (a FIN, a RDY, a put, the timer) tries again.
-    pub fn dead_letters_refused(&mut self, msgs: Vec<Message>) {
+    /// dead-letter topic was deleted): deferred for [`DEAD_LETTER_RETRY`],
+    /// never lost, and tried again when due. Not queued at once: with
+    /// nothing else to deliver they would come straight back (through the
+    /// backend, with `--mem-queue-size=0`) in a busy loop.
+    pub fn dead_letters_refused(
+        &mut self,
+        msgs: Vec<Message>,
+        acks: Vec<(MessageId, u64)>,
+        now: Instant,
+    ) {
         self.dead_letter_count = self.dead_letter_count.saturating_sub(msgs.len() as u64);
+        self.unacked.extend(acks);
         for msg in msgs {
-            self.enqueue(msg);
+            self.defer(msg, now + DEAD_LETTER_RETRY);
         }
     }
 
@@ -578,9 +623,18 @@ impl Channel {
         self.pump(now);
     }
 
-    /// A refill from [`DiskWork`] is done: its records (decoded) and whether
-    /// the backend has more.
-    pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool, now: Instant) {
+    /// A refill from [`DiskWork`] is done: its records (decoded), their
+    /// read numbers when the backend waits for acknowledgements (else
+    /// empty), and whether the backend has more.
+    pub fn refilled(
+        &mut self,
+        req: Refill,
+        msgs: Vec<Message>,
+        reads: Vec<u64>,
+        more: bool,
+        now: Instant,
+    ) {
+        self.unacked.extend(msgs.iter().map(|m| m.id).zip(reads));
         self.queue.refilled(req, msgs, more);
         self.pump(now);
     }
@@ -597,6 +651,8 @@ impl Channel {
     /// Drops everything queued, in flight and deferred (`/channel/empty`);
     /// the server empties the backend. Clients keep their RDY.
     pub fn empty(&mut self) {
+        // the server empties the backend, which forgets them too
+        self.unacked.clear();
         self.queue.clear();
         self.in_flight.clear();
         self.deferred.clear();
@@ -611,9 +667,11 @@ impl Channel {
 
     /// Clean shutdown: what must be written to the backend before it is
     /// closed — memory, then in flight (oldest delivery first), then
-    /// deferred (soonest first); timers are forgotten, attempts kept.
+    /// deferred (soonest first); timers are forgotten, attempts kept. Once
+    /// they are written, every record the backend handed out is done with.
     pub fn close(&mut self) -> Vec<Message> {
         self.exiting = true;
+        self.unacked.clear();
         let mut msgs: Vec<Message> = self.queue.drain_memory().collect();
         msgs.extend(self.in_flight.drain_by_delivery());
         msgs.extend(self.deferred.drain_in_order());
@@ -623,6 +681,7 @@ impl Channel {
     /// Channel delete: drops everything (the server removes the backend).
     pub fn delete(&mut self) {
         self.exiting = true;
+        self.unacked.clear();
         self.queue.clear();
         self.in_flight.clear();
         self.deferred.clear();

@@ -2,7 +2,7 @@
 //! in-memory backend: every call's effects are carried out (frames decoded
 //! per client, appends and refills against a `VecDeque`) before the next.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -43,6 +43,13 @@ struct Harness {
     dead: Vec<Message>,
     /// The dead-letter topic refuses publishes.
     refuse_dead: bool,
+    /// The backend keeps what it hands out until it is acknowledged (nsqd
+    /// with `--sync-every=1`): read numbers go with refills.
+    acked: bool,
+    reads: u64,
+    /// Records handed out and not acknowledged, by read number: what a
+    /// crash would bring back.
+    outstanding: BTreeMap<u64, MessageId>,
     now: Instant,
 }
 
@@ -58,6 +65,9 @@ impl Harness {
             gated: false,
             dead: Vec::new(),
             refuse_dead: false,
+            acked: false,
+            reads: 0,
+            outstanding: BTreeMap::new(),
             now,
         }
     }
@@ -75,15 +85,25 @@ impl Harness {
             }
             if !work.dead_letters.is_empty() {
                 if self.refuse_dead {
-                    self.ch.dead_letters_refused(work.dead_letters);
+                    self.ch.dead_letters_refused(
+                        work.dead_letters,
+                        work.dead_letter_acks,
+                        self.now,
+                    );
                 } else {
                     self.dead.extend(work.dead_letters);
+                    for (_, read) in work.dead_letter_acks {
+                        self.ack(read);
+                    }
                 }
             }
             if !work.append.is_empty() {
                 self.appends += 1;
                 self.disk.extend(work.append);
                 self.ch.appended(self.now);
+            }
+            for read in work.acks {
+                self.ack(read);
             }
             if let Some(r) = work.refill {
                 self.refills += 1;
@@ -94,9 +114,35 @@ impl Harness {
                 };
                 let recs: Vec<Message> = self.disk.drain(..n).collect();
                 let more = !self.gated && !self.disk.is_empty();
-                self.ch.refilled(r, recs, more, self.now);
+                let mut reads = Vec::new();
+                if self.acked {
+                    for m in &recs {
+                        self.reads += 1;
+                        self.outstanding.insert(self.reads, m.id);
+                        reads.push(self.reads);
+                    }
+                }
+                self.ch.refilled(r, recs, reads, more, self.now);
             }
         }
+    }
+
+    fn ack(&mut self, read: u64) {
+        assert!(
+            self.outstanding.remove(&read).is_some(),
+            "ack of read {read}, not outstanding"
+        );
+    }
+
+    /// Message numbers a crash now would deliver again.
+    fn outstanding(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .outstanding
+            .values()
+            .map(|id| u64::from_str_radix(std::str::from_utf8(&id.0).unwrap(), 16).unwrap())
+            .collect();
+        v.sort();
+        v
     }
 
     fn put(&mut self, ns: impl IntoIterator<Item = u64>) {
@@ -611,10 +657,16 @@ fn dead_letters_the_topic_refuses_stay_in_the_channel() {
     h.settle();
     assert!(h.dead.is_empty());
     let s = h.ch.stats("c", 0, h.now);
-    assert_eq!((s.dead_letter_count, s.depth), (0, 1), "kept, not counted");
-    h.refuse_dead = false;
+    assert_eq!(
+        (s.dead_letter_count, s.deferred_count),
+        (0, 1),
+        "kept, not counted, retried later"
+    );
     h.ch.pump(h.now);
     h.settle();
+    assert!(h.dead.is_empty(), "not before the retry delay");
+    h.refuse_dead = false;
+    h.timers_at(DEAD_LETTER_RETRY);
     assert_eq!(nums(&h.dead), vec![1], "moved once the topic takes it");
 }
 
@@ -635,4 +687,75 @@ fn max_attempts_zero_is_unlimited_and_can_be_changed_at_run_time() {
     h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
     h.settle();
     assert_eq!(nums(&h.dead), vec![1]);
+}
+
+fn durable_acks(max_attempts: u16) -> Harness {
+    let mut h = Harness::new(ChannelConfig {
+        hand_off: false,
+        max_attempts,
+        ..cfg(0)
+    });
+    h.acked = true;
+    h
+}
+
+#[test]
+fn with_durable_acks_a_backend_record_is_released_only_when_its_message_is_done() {
+    let mut h = durable_acks(0);
+    h.sub(1, 4);
+    h.put([1, 2, 3, 4]);
+    let got = h.take(1);
+    assert_eq!(nums(&got), vec![1, 2, 3, 4]);
+    assert_eq!(h.outstanding(), vec![1, 2, 3, 4], "all in flight: all kept");
+    assert!(h.fin(1, &[got[0].id]).is_empty());
+    h.ch.requeue(1, &got[1].id, Duration::from_secs(5), h.now)
+        .unwrap();
+    h.settle();
+    assert_eq!(
+        h.outstanding(),
+        vec![2, 3, 4],
+        "finished 1 released; deferred 2 and in-flight 3, 4 kept"
+    );
+    assert!(h.fin(1, &[got[3].id]).is_empty());
+    // 3 times out and 2 is due: with no memory they are written back to
+    // the disk queue as new records, which replace the old ones
+    h.rdy(1, 0);
+    h.timers_at(T + Duration::from_secs(1));
+    assert!(h.outstanding().is_empty(), "{:?}", h.outstanding());
+    assert_eq!(
+        nums(&h.disk.iter().cloned().collect::<Vec<_>>()),
+        vec![3, 2]
+    );
+    h.rdy(1, 10);
+    let again = h.take(1);
+    assert_eq!(nums(&again), vec![3, 2]);
+    assert_eq!(h.outstanding(), vec![2, 3], "read again: kept again");
+    assert!(h.fin(1, &ids(&again)).is_empty());
+    assert!(h.outstanding().is_empty(), "{:?}", h.outstanding());
+}
+
+#[test]
+fn with_durable_acks_a_message_written_back_or_dead_lettered_releases_its_old_record() {
+    let mut h = durable_acks(2);
+    h.sub(1, 1);
+    h.put([1]);
+    let m = h.take(1).remove(0);
+    assert_eq!(h.outstanding(), vec![1]);
+    // memory is 0: the requeued message goes back to the disk queue as a
+    // new record, and the one it was read from is released after the append
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    let m = h.take(1).remove(0);
+    assert_eq!((n_of(&m), m.attempts), (1, 2));
+    assert_eq!(h.outstanding(), vec![1], "one record: the rewritten one");
+    // a refused dead letter keeps its record; an accepted one releases it
+    h.refuse_dead = true;
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    assert!(h.dead.is_empty());
+    assert_eq!(h.outstanding(), vec![1]);
+    h.refuse_dead = false;
+    h.timers_at(DEAD_LETTER_RETRY);
+    assert_eq!(nums(&h.dead), vec![1]);
+    assert!(h.outstanding().is_empty());
 }

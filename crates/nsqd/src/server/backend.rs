@@ -19,8 +19,8 @@
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use nsq_diskqueue::{DiskQueue, Durability, Seq};
+use bytes::BytesMut;
+use nsq_diskqueue::{DiskQueue, Durability, ReadSeq, Seq};
 use nsq_protocol::Message;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -119,6 +119,20 @@ pub struct DiskBackend {
     syncer: Arc<Syncer>,
     /// Whole batches, and `Ticket`s worth waiting for (`--sync-every=1`).
     durable_acks: bool,
+    /// Records read stay until acknowledged (a channel's queue with
+    /// `--sync-every=1`).
+    acked_reads: bool,
+}
+
+/// What a read took off a disk queue.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub msgs: Vec<Message>,
+    /// The messages' read numbers, to acknowledge them by; empty unless the
+    /// queue keeps what it hands out until then.
+    pub reads: Vec<ReadSeq>,
+    /// More records are unread.
+    pub more: bool,
 }
 
 /// Records appended to a disk queue, to wait for until they are durable.
@@ -164,6 +178,7 @@ impl DiskBackend {
         health: Arc<Health>,
     ) -> Result<DiskBackend, BackendError> {
         let durable_acks = opts.durable_reads;
+        let acked_reads = opts.acked_reads;
         let queue = DiskQueue::open(name, data_path, opts).map_err(disk)?;
         let syncer = Syncer {
             state: Mutex::new(SyncState::default()),
@@ -174,6 +189,7 @@ impl DiskBackend {
             queue: Arc::new(queue),
             syncer: Arc::new(syncer),
             durable_acks,
+            acked_reads,
         })
     }
 
@@ -223,12 +239,16 @@ impl DiskBackend {
 
     /// Up to `max` messages, oldest first, and whether more are unread. A
     /// record that does not decode is logged and skipped, as nsqd does.
-    pub fn read(&self, max: usize) -> (Vec<Message>, bool) {
+    pub fn read(&self, max: usize) -> Read {
         let mut records = Vec::with_capacity(max.min(1024));
+        let mut first = 0;
         if self.queue.has_unread() {
             // What the reader has read ahead costs no syscall; only a refill
             // of its buffer (one per 64 KiB of records) goes to the blocking side.
             let mut res = self.queue.read_batch(max, &mut records, true);
+            if let Ok(f) = res {
+                first = f;
+            }
             if res.is_ok() && records.len() < max && self.queue.has_unread() {
                 let more = max - records.len();
                 res = blocking(|| self.queue.read_batch(more, &mut records, false));
@@ -238,17 +258,40 @@ impl DiskBackend {
             }
             self.kick_sync();
         }
-        let msgs = records
-            .into_iter()
-            .filter_map(|data: Bytes| match Message::decode(data) {
-                Ok(m) => Some(m),
+        let mut read = Read {
+            msgs: Vec::with_capacity(records.len()),
+            reads: Vec::new(),
+            more: self.queue.has_unread(),
+        };
+        let mut skipped = Vec::new();
+        // the records of both calls are numbered in order from `first`
+        for (seq, data) in (first..).zip(records) {
+            match Message::decode(data) {
+                Ok(m) => {
+                    read.msgs.push(m);
+                    if self.acked_reads {
+                        read.reads.push(seq);
+                    }
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "failed to decode message from disk queue, skipped");
-                    None
+                    skipped.push(seq);
                 }
-            })
-            .collect();
-        (msgs, self.queue.has_unread())
+            }
+        }
+        if self.acked_reads && !skipped.is_empty() {
+            self.ack(&skipped);
+        }
+        read
+    }
+
+    /// With acknowledged reads: these records (by read number) are done
+    /// with; the read position a restart begins at may move past them.
+    pub fn ack(&self, reads: &[ReadSeq]) {
+        if self.acked_reads && !reads.is_empty() {
+            self.queue.ack(reads);
+            self.kick_sync();
+        }
     }
 
     pub fn depth(&self) -> i64 {
@@ -337,9 +380,15 @@ impl Backend {
         }
     }
 
-    pub fn read(&self, max: usize) -> (Vec<Message>, bool) {
-        self.disk()
-            .map_or_else(|| (Vec::new(), false), |d| d.read(max))
+    pub fn read(&self, max: usize) -> Read {
+        self.disk().map_or_else(Read::default, |d| d.read(max))
+    }
+
+    /// See [`DiskBackend::ack`].
+    pub fn ack(&self, reads: &[ReadSeq]) {
+        if let Some(d) = self.disk() {
+            d.ack(reads);
+        }
     }
 
     pub fn depth(&self) -> i64 {
@@ -361,6 +410,8 @@ impl Backend {
         match self.disk() {
             Some(d) => {
                 d.append(msgs)?;
+                // what was read and not finished is in `msgs` again
+                d.queue.ack_all();
                 d.close()
             }
             None => Ok(()),

@@ -73,7 +73,7 @@ impl Channel {
         ctx: &Arc<Context>,
         parent: &CancellationToken,
     ) -> Arc<Channel> {
-        let backend = ctx.open_backend(&format!("{topic_name}:{name}"));
+        let backend = ctx.open_backend(&format!("{topic_name}:{name}"), true);
         let cfg = ctx.channel_config(name, &backend);
         Arc::new(Channel {
             topic_name: topic_name.to_string(),
@@ -125,6 +125,7 @@ impl Channel {
         while !work.is_empty() {
             // published before anything of this channel is locked: the
             // dead-letter topic may fan out to channels of its own
+            let dead_letter_acks = std::mem::take(&mut work.dead_letter_acks);
             let refused = (!work.dead_letters.is_empty())
                 .then(|| self.dead_letter(std::mem::take(&mut work.dead_letters)))
                 .flatten();
@@ -137,19 +138,31 @@ impl Channel {
                     tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "channel disk write failed");
                     result = result.and(Err(e));
                 }
-                Some(Ok(ticket)) => tickets.extend(ticket),
-                None => {}
+                Some(Ok(ticket)) => {
+                    tickets.extend(ticket);
+                    // the records written back replace the ones read
+                    self.backend.ack(&work.acks);
+                }
+                None => self.backend.ack(&work.acks),
             }
+            let refused = match refused {
+                Some(msgs) => Some((msgs, dead_letter_acks)),
+                None => {
+                    let reads: Vec<u64> = dead_letter_acks.iter().map(|&(_, r)| r).collect();
+                    self.backend.ack(&reads);
+                    None
+                }
+            };
             ((), work) = self.enter(|st| {
                 let now = now();
                 if did_append {
                     st.core.appended(now);
                 }
-                if let Some((r, (msgs, more))) = refilled {
-                    st.core.refilled(r, msgs, more, now);
+                if let Some((r, read)) = refilled {
+                    st.core.refilled(r, read.msgs, read.reads, read.more, now);
                 }
-                if let Some(msgs) = refused {
-                    st.core.dead_letters_refused(msgs);
+                if let Some((msgs, acks)) = refused {
+                    st.core.dead_letters_refused(msgs, acks, now);
                 }
             });
         }

@@ -93,8 +93,9 @@ impl Context {
     /// `Ok(None)` for `#ephemeral` names, which keep nothing. A queue that
     /// will not open is a disk failure (the data path was locked at start):
     /// nsqd keeps serving from memory, reports unhealthy, and refuses what
-    /// would have to go to disk.
-    pub fn open_backend(&self, name: &str) -> Backend {
+    /// would have to go to disk. A channel's queue (`consumed`) keeps, with
+    /// durable acknowledgements, each record until its message is finished.
+    pub fn open_backend(&self, name: &str, consumed: bool) -> Backend {
         if is_ephemeral(name) {
             return Backend::new(Ok(None));
         }
@@ -109,6 +110,9 @@ impl Context {
             // DiskBackend runs the syncs on a blocking thread.
             defer_sync: true,
             durable_reads: self.durable_acks(),
+            // A crash then delivers again what consumers had not finished.
+            // A topic's reads go straight into its channels' queues.
+            acked_reads: self.durable_acks() && consumed,
         };
         Backend::new(
             match DiskBackend::open(name, &self.data_dir, opts, self.health.clone()) {

@@ -85,7 +85,7 @@ fn carry_out(pending: Pending, tickets: &mut Vec<Ticket>) -> Result<(), BackendE
 impl Topic {
     /// Opens the topic's disk queue; the caller spawns [`Topic::run_pump`].
     pub fn new(name: &str, ctx: &Arc<Context>, started: bool) -> Arc<Topic> {
-        let backend = ctx.open_backend(name);
+        let backend = ctx.open_backend(name, false);
         let cfg = ctx.topic_config(name, &backend, started);
         Arc::new(Topic {
             name: name.to_string(),
@@ -215,8 +215,8 @@ impl Topic {
                 let _ = carry_out(pending, &mut Vec::new());
                 if let Some(r) = p.refill {
                     let _io = self.backend.lock_io();
-                    let (msgs, more) = self.backend.read(r.max);
-                    self.state.lock().refilled(r, msgs, more);
+                    let read = self.backend.read(r.max);
+                    self.state.lock().refilled(r, read.msgs, read.more);
                 } else if !p.more {
                     break;
                 }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Same-run comparison of durable publishing and consuming, nsq-rs against Go
+# nsqd, both with --mem-queue-size=0 --sync-every=1 (docs/reliability.md 3a).
+#
+#   GO_NSQD=/path/to/go/nsqd bash scripts/durable.sh [ROUNDS]
+#
+# GO_NSQD is NSQ's own nsqd (built from its source by you); without it only
+# nsq-rs runs. A (default: this repository's release nsqd) is the nsq-rs
+# binary. Each round, for A then GO_NSQD, each on a fresh data dir and free
+# 127.0.0.1 ports, topic and channel created first:
+#   pub    nsq_bench pub --writers W --pipeline 4 (MPUB 200 x 200 B) for
+#          RUNFOR (default 3s), W = 1 then 4: acknowledged msgs/s (every OK
+#          means "fsynced" on both sides);
+#   sub    the backlog both runs left, all of it, consumed by 1 reader
+#          (RDY 2500) from one channel, then by 4 readers (RDY 625 each: the
+#          same total) from a second channel the same publishes filled:
+#          msgs/s.
+# Output: one line per measurement, `label phase key=value ...`, then the
+# ratios nsq-rs / Go.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROUNDS="${1:-1}"
+RUNFOR="${RUNFOR:-3s}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+PROFILE="${PROFILE:-release}"
+
+if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
+    (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
+fi
+A="${A:-$TARGET_DIR/$PROFILE/nsqd}"
+GO_NSQD="${GO_NSQD:-}"
+NSQ_BENCH="$TARGET_DIR/$PROFILE/nsq_bench"
+WORK="$(mktemp -d -t nsq_durable.XXXXXX)"
+NSQD_PID=""
+cleanup() {
+    if [ -n "$NSQD_PID" ]; then kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# start_nsqd BIN: sets NSQD_PID, TCP, HTTP; retries on a port race.
+start_nsqd() {
+    local bin="$1"
+    for _ in 1 2 3 4 5; do
+        read -r tp hp < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(2)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+        rm -rf "$WORK/data"; mkdir -p "$WORK/data"
+        "$bin" --tcp-address="127.0.0.1:$tp" --http-address="127.0.0.1:$hp" \
+            --data-path="$WORK/data" --mem-queue-size=0 --sync-every=1 >"$WORK/nsqd.log" 2>&1 &
+        NSQD_PID=$!
+        TCP="127.0.0.1:$tp"; HTTP="127.0.0.1:$hp"
+        for _ in $(seq 100); do
+            curl -sf "http://$HTTP/ping" >/dev/null 2>&1 && return 0
+            kill -0 "$NSQD_PID" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true
+    done
+    echo "durable.sh: $bin did not start:" >&2; tail -5 "$WORK/nsqd.log" >&2; exit 1
+}
+stop_nsqd() { kill "$NSQD_PID"; wait "$NSQD_PID" 2>/dev/null || true; NSQD_PID=""; }
+rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
+
+run() { # label bin
+    local label="$1" bin="$2" w n p1 p4 s1 s4
+    start_nsqd "$bin"
+    curl -sf -X POST "http://$HTTP/topic/create?topic=d" >/dev/null
+    curl -sf -X POST "http://$HTTP/channel/create?topic=d&channel=one" >/dev/null
+    curl -sf -X POST "http://$HTTP/channel/create?topic=d&channel=four" >/dev/null
+    for w in 1 4; do
+        "$NSQ_BENCH" pub --nsqd-tcp-address="$TCP" --topic d --runfor "$RUNFOR" --writers "$w" \
+            --batch-size 200 --size 200 --pipeline 4 | rate >"$WORK/p$w"
+    done
+    p1="$(cat "$WORK/p1")"; p4="$(cat "$WORK/p4")"
+    # the whole backlog (both channels hold the same), timed to the last one
+    n="$(curl -sf "http://$HTTP/stats?format=json&topic=d&channel=one" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+d = d.get("data", d)
+print(sum(c["depth"] for t in d["topics"] for c in t["channels"]))')"
+    s1="$("$NSQ_BENCH" sub --nsqd-tcp-address="$TCP" --topic d --channel one --count "$n" \
+        --readers 1 --rdy 2500 --size 200 | rate)"
+    s4="$("$NSQ_BENCH" sub --nsqd-tcp-address="$TCP" --topic d --channel four --count "$n" \
+        --readers 4 --rdy 625 --size 200 | rate)"
+    echo "$label pub writers=1 msgs_per_sec=${p1%.*}"
+    echo "$label pub writers=4 msgs_per_sec=${p4%.*}"
+    echo "$label sub readers=1 msgs_per_sec=${s1%.*}"
+    echo "$label sub readers=4 msgs_per_sec=${s4%.*}"
+    stop_nsqd
+}
+
+for round in $(seq "$ROUNDS"); do
+    run "nsq-rs#$round" "$A" | tee -a "$WORK/results"
+    if [ -n "$GO_NSQD" ]; then
+        run "go#$round" "$GO_NSQD" | tee -a "$WORK/results"
+    fi
+done
+
+if [ -n "$GO_NSQD" ]; then
+    python3 - "$WORK/results" <<'EOF'
+import collections, statistics, sys
+vals = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, phase, who, rate = line.split()
+    vals[(label.split("#")[0], phase, who)].append(float(rate.split("=")[1]))
+for (impl, phase, who), v in sorted(vals.items()):
+    if impl != "nsq-rs":
+        continue
+    go = vals.get(("go", phase, who))
+    if go and statistics.median(go) > 0:
+        print(f"ratio {phase} {who} nsq-rs/go={statistics.median(v) / statistics.median(go):.0f}x")
+EOF
+fi

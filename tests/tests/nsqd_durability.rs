@@ -1415,3 +1415,46 @@ fn sigkill_redelivers_requeued_and_unfinished_messages() {
     let want: BTreeSet<String> = ["requeued", "unfinished"].map(String::from).into();
     assert_eq!(bodies, want, "after SIGKILL and restart");
 }
+
+/// An `#ephemeral` channel has no disk, so with `--mem-queue-size=0` a
+/// message reaches it only by the hand-off to a consumer that is ready that
+/// instant (Go: the channel's unbuffered `memoryMsgChan`, which it makes for
+/// ephemeral channels even at size 0). With `--sync-every=1` nsq-rs turns
+/// the hand-off off for every channel (`ChannelConfig::hand_off`, "consumers
+/// see only durable messages"), and an ephemeral channel then drops every
+/// message, even with a ready consumer waiting. Go's nsqd 1.3.0 delivers all
+/// five here (run with NSQ_BIN_DIR pointing at it). Found by the cluster
+/// test (issue 18): its two consumers of `e#ephemeral` got nothing.
+#[test]
+#[ignore = "bug: with --sync-every=1 --mem-queue-size=0 an #ephemeral channel drops every message although a consumer is ready"]
+fn ephemeral_channel_hands_off_to_a_ready_consumer_with_sync_every_1() {
+    let dir = data_dir();
+    let n = Nsqd::start_in(dir.path(), &["--mem-queue-size=0", "--sync-every=1"]);
+    let mut c = n.connect();
+    c.sub("eph", "e#ephemeral");
+    c.rdy(10);
+    wait_for(secs(5), "the consumer ready on e#ephemeral", || {
+        let ch = n.channel_stats("eph", "e#ephemeral")?;
+        let clients = ch["clients"].as_array()?;
+        clients
+            .iter()
+            .any(|cl| int(cl, "ready_count") == 10)
+            .then_some(())
+    });
+    let mut p = n.connect();
+    let mut got = Vec::new();
+    for i in 0..5 {
+        // one at a time: the consumer is idle and ready at every PUB
+        p.publish("eph", format!("m{i}").as_bytes());
+        if let Some(f) = c.recv_timeout(secs(2)) {
+            let m = f.msg();
+            c.fin(&m.id);
+            got.push(m.body_str());
+        }
+    }
+    assert_eq!(
+        got,
+        ["m0", "m1", "m2", "m3", "m4"],
+        "delivered on e#ephemeral"
+    );
+}

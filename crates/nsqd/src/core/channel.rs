@@ -21,7 +21,7 @@
 //! refill): when the message is finished, written back to the backend, or
 //! published as a dead letter. A crash in between delivers it again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -163,7 +163,7 @@ pub struct Channel {
     rng: Rng,
     /// Messages whose backend record waits for this channel's
     /// acknowledgement (durable acknowledgements only), by read number.
-    unacked: HashMap<MessageId, u64>,
+    unacked: IdMap<MessageId, u64>,
     effects: Effects,
     /// When the timer will next wake, so we know when an earlier deadline
     /// must wake it.
@@ -191,7 +191,7 @@ impl Channel {
                 .e2e
                 .map(|(p, window)| Box::new(QuantileStream::new(p, window, now, cfg.seed ^ 0xe2e))),
             rng: Rng::new(cfg.seed),
-            unacked: HashMap::new(),
+            unacked: IdMap::default(),
             effects: Effects::default(),
             scheduled_wake: None,
         }
@@ -273,7 +273,7 @@ impl Channel {
             if self.effects.append.is_empty() {
                 self.queue.append_started();
             }
-            if let Some(read) = self.unacked.remove(&msg.id) {
+            if let Some(read) = self.take_unacked(&msg.id) {
                 // its new record replaces the old one once written
                 self.effects.acks.push(read);
             }
@@ -281,6 +281,17 @@ impl Channel {
         }
         // else: an #ephemeral channel's overflow is dropped, as nsqd does
         false
+    }
+
+    /// The backend read number of message `id`, if the backend waits for
+    /// its acknowledgement. Without durable acknowledgements the map is
+    /// empty, and the hot path skips hashing the id.
+    fn take_unacked(&mut self, id: &MessageId) -> Option<u64> {
+        if self.unacked.is_empty() {
+            None
+        } else {
+            self.unacked.remove(id)
+        }
     }
 
     fn has_ready_client(&self) -> bool {
@@ -373,7 +384,7 @@ impl Channel {
                         s.in_flight -= 1;
                         s.finish_count += 1;
                     }
-                    if let Some(read) = self.unacked.remove(id) {
+                    if let Some(read) = self.take_unacked(id) {
                         self.effects.acks.push(read);
                     }
                     if let Some(e2e) = self.e2e.as_mut() {
@@ -488,7 +499,7 @@ impl Channel {
                 // a poison message: instead of attempt max + 1 it goes to the
                 // dead-letter topic, and the client keeps its turn
                 self.dead_letter_count += 1;
-                if let Some(read) = self.unacked.remove(&msg.id) {
+                if let Some(read) = self.take_unacked(&msg.id) {
                     self.effects.dead_letter_acks.push((msg.id, read));
                 }
                 self.effects.dead_letters.push(msg);

@@ -147,8 +147,9 @@ impl Context {
             durable: !is_ephemeral(name),
             backend_unread: backend.has_unread(),
             // with durable acknowledgements a message reaches a consumer
-            // only through the disk, never handed over from memory
-            hand_off: !self.durable_acks(),
+            // only through the disk, never handed over from memory; an
+            // #ephemeral channel has no disk, and hands off as in NSQ
+            hand_off: !self.durable_acks() || is_ephemeral(name),
             max_attempts: self.opts.max_attempts,
             e2e: (!o.e2e_processing_latency_percentiles.is_empty()).then(|| {
                 (

@@ -262,6 +262,21 @@ impl Cluster {
     }
 
     /// Waits until nsqlookupd knows channel `channel` of `topic`.
+    /// Until nsqlookupd has `n` producers for the channel (its `/debug`):
+    /// every nsqd's REGISTER has arrived, so none can land after a delete.
+    pub fn wait_channel_producers(&self, topic: &str, channel: &str, n: usize) {
+        let key = format!("channel:{topic}:{channel}");
+        wait_for(
+            Duration::from_secs(15),
+            &format!("{n} producers of channel {topic}/{channel} on nsqlookupd"),
+            || {
+                let r = self.lookupd.get("/debug");
+                (r.status == 200 && r.json()[&key].as_array().is_some_and(|a| a.len() == n))
+                    .then_some(())
+            },
+        );
+    }
+
     pub fn wait_channel(&self, topic: &str, channel: &str) {
         wait_for(
             Duration::from_secs(15),

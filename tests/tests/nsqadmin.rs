@@ -52,7 +52,7 @@ fn seed(c: &Cluster, topic: &str, ch: &str, n: usize) {
         publish(c, i, topic, n);
     }
     c.wait_producers(topic, 2);
-    c.wait_channel(topic, ch);
+    c.wait_channel_producers(topic, ch, 2);
 }
 
 fn nsqd_channel(n: &Nsqd, topic: &str, ch: &str) -> Value {

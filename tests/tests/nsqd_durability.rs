@@ -1413,7 +1413,13 @@ fn sigkill_redelivers_requeued_and_unfinished_messages() {
         bodies.insert(m.body_str());
     }
     let want: BTreeSet<String> = ["requeued", "unfinished"].map(String::from).into();
-    assert_eq!(bodies, want, "after SIGKILL and restart");
+    // "finished" may come back too: its FIN moved the read position past it
+    // in memory, and the kill may beat the sync that persists that
+    // (at-least-once: a duplicate, never a loss)
+    assert!(
+        bodies.is_superset(&want) && bodies.len() <= 3,
+        "after SIGKILL and restart: {bodies:?}"
+    );
 }
 
 /// An `#ephemeral` channel has no disk, so with `--mem-queue-size=0` a

@@ -21,6 +21,7 @@
 //! refill): when the message is finished, written back to the backend, or
 //! published as a dead letter. A crash in between delivers it again.
 
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -505,6 +506,11 @@ impl Channel {
                 self.effects.dead_letters.push(msg);
                 continue;
             }
+            if self.in_flight.contains(&msg.id) {
+                // a second copy of a message already in flight (records a
+                // crash brought back twice): that delivery stands for both
+                continue;
+            }
             if !refilled {
                 self.global_msg_count += 1;
             }
@@ -645,7 +651,24 @@ impl Channel {
         more: bool,
         now: Instant,
     ) {
-        self.unacked.extend(msgs.iter().map(|m| m.id).zip(reads));
+        let msgs = if reads.is_empty() {
+            msgs
+        } else {
+            // A crash can bring back both the record a message was read
+            // from and the one it was written back to (a requeue): the
+            // channel keeps one copy, and the other record is done with.
+            let mut kept = Vec::with_capacity(msgs.len());
+            for (m, read) in msgs.into_iter().zip(reads) {
+                match self.unacked.entry(m.id) {
+                    Entry::Occupied(_) => self.effects.acks.push(read),
+                    Entry::Vacant(e) => {
+                        e.insert(read);
+                        kept.push(m);
+                    }
+                }
+            }
+            kept
+        };
         self.queue.refilled(req, msgs, more);
         self.pump(now);
     }

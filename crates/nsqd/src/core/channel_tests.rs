@@ -759,3 +759,41 @@ fn with_durable_acks_a_message_written_back_or_dead_lettered_releases_its_old_re
     assert_eq!(nums(&h.dead), vec![1]);
     assert!(h.outstanding().is_empty());
 }
+
+#[test]
+fn a_second_copy_of_a_message_is_never_in_flight_twice() {
+    // without durable acks: a crash-replayed record meets its message in flight
+    let mut h = Harness::new(ChannelConfig {
+        hand_off: false,
+        ..cfg(0)
+    });
+    h.sub(1, 5);
+    h.put([1]);
+    let first = h.take(1);
+    assert_eq!(nums(&first), vec![1]);
+    h.disk.push_back(msg(1));
+    h.ch.backend_grew(h.now);
+    h.settle();
+    assert!(h.take(1).is_empty(), "the copy is not delivered");
+    assert!(h.fin(1, &ids(&first)).is_empty());
+    let s = h.ch.subscriber(1).unwrap();
+    assert_eq!(s.in_flight, 0, "no credit leaked");
+}
+
+#[test]
+fn with_durable_acks_a_replayed_second_record_of_a_message_is_acknowledged_and_dropped() {
+    let mut h = durable_acks(0);
+    h.sub(1, 5);
+    h.put([1, 2]);
+    let got = h.take(1);
+    assert_eq!(h.outstanding(), vec![1, 2]);
+    // the crash replay: both records of message 1 (read and written back)
+    h.disk.push_back(msg(1));
+    h.ch.backend_grew(h.now);
+    h.settle();
+    assert!(h.take(1).is_empty());
+    assert_eq!(h.outstanding(), vec![1, 2], "the copy's record is released");
+    assert!(h.fin(1, &ids(&got)).is_empty());
+    assert!(h.outstanding().is_empty());
+    assert_eq!(h.ch.subscriber(1).unwrap().in_flight, 0);
+}

@@ -57,6 +57,10 @@ impl InFlight {
         self.by_id.is_empty()
     }
 
+    pub fn contains(&self, id: &MessageId) -> bool {
+        self.by_id.contains_key(id)
+    }
+
     pub fn insert(&mut self, d: Delivery) {
         self.deadlines.push(Reverse((d.deadline, d.msg.id)));
         self.by_id.insert(d.msg.id, d);

@@ -9,8 +9,9 @@ mod stats;
 
 use std::time::Duration;
 
-use nsq_cli::goflag::{go_quote, Flag, FlagSet, Kind};
+use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::fatal;
+use nsq_protocol::gofmt::quote as go_quote;
 use stats::{ChannelTotals, Cluster};
 
 const VERSION: &str = "1.3.0";

@@ -308,7 +308,7 @@ impl Cluster {
 }
 
 fn go_app_quote(s: &str) -> String {
-    nsq_cli::goflag::go_quote(s)
+    nsq_protocol::gofmt::quote(s)
 }
 
 /// cluster-info's rule: all queries failed (or there were none) → one

@@ -364,7 +364,7 @@ pub fn sprintf_one(template: &str, arg: &str) -> String {
                 Some(p) => arg.chars().take(p).collect(),
                 None => arg.to_string(),
             },
-            'q' => nsq_cli::goflag::go_quote(arg),
+            'q' => nsq_protocol::gofmt::quote(arg),
             'x' => arg.bytes().map(|b| format!("{b:02x}")).collect(),
             'X' => arg.bytes().map(|b| format!("{b:02X}")).collect(),
             other => {

@@ -4,9 +4,9 @@
 //!
 //! Behaviour and output bytes follow the Go tool, which decodes into a
 //! `map[string]interface{}` and re-encodes with `encoding/json`: every number
-//! is a float64 (top-level whitelisted ones that are whole are written as
-//! integers), keys come out sorted, `<`, `>`, `&`, U+2028 and U+2029 are
-//! escaped. Messages are only decoded when an option is set.
+//! is a float64 (so `3.0` comes back as `3`), keys come out sorted, and
+//! strings are escaped as Go escapes them (`nsq_protocol::gofmt`). Messages
+//! are only decoded when an option is set.
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -64,31 +64,16 @@ impl JsonFilter {
         if self.whitelist.is_empty() {
             return Verdict::Pass(body.clone());
         }
-        let mut kept: Vec<(&str, String)> = Vec::new();
+        let mut kept = Map::new();
         for key in &self.whitelist {
-            if kept.iter().any(|(k, _)| k == key) {
-                continue;
-            }
             if let Some(v) = object.get(key) {
-                let encoded = match v {
-                    Value::Number(n) => top_level_number(n.as_f64().unwrap_or(0.0)),
-                    v => encode(v),
-                };
-                kept.push((key, encoded));
+                kept.insert(key.clone(), as_float64(v));
             }
         }
-        kept.sort_by(|a, b| a.0.cmp(b.0));
-        let mut out = String::from("{");
-        for (i, (k, v)) in kept.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&encode_string(k));
-            out.push(':');
-            out.push_str(v);
-        }
-        out.push('}');
-        Verdict::Pass(Bytes::from(out))
+        // serde_json's map is ordered by key, as Go writes a map.
+        Verdict::Pass(Bytes::from(nsq_protocol::gofmt::to_json(&Value::Object(
+            kept,
+        ))))
     }
 
     fn check(&self, object: &Map<String, Value>) -> Verdict {
@@ -118,74 +103,16 @@ impl JsonFilter {
     }
 }
 
-/// A whitelisted top-level number: whole values within int64 as integers.
-fn top_level_number(f: f64) -> String {
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
-    if f.fract() == 0.0 && (-TWO_63..TWO_63).contains(&f) {
-        (f as i64).to_string()
-    } else {
-        encode_float(f)
-    }
-}
-
-/// `encoding/json` for a decoded value (numbers as float64).
-fn encode(v: &Value) -> String {
+/// The value as Go decodes it into an `interface{}`: every number a float64.
+fn as_float64(v: &Value) -> Value {
     match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => encode_float(n.as_f64().unwrap_or(0.0)),
-        Value::String(s) => encode_string(s),
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(encode).collect::<Vec<_>>().join(",")
-        ),
+        Value::Number(n) => Value::from(n.as_f64().unwrap_or(0.0)),
+        Value::Array(items) => Value::Array(items.iter().map(as_float64).collect()),
         Value::Object(m) => {
-            // serde_json's map iterates in key order, which is Go's order.
-            let fields: Vec<String> = m
-                .iter()
-                .map(|(k, v)| format!("{}:{}", encode_string(k), encode(v)))
-                .collect();
-            format!("{{{}}}", fields.join(","))
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), as_float64(v))).collect())
         }
+        v => v.clone(),
     }
-}
-
-/// Go's float64 encoding: shortest digits, exponent form below 1e-6 and from 1e21.
-fn encode_float(f: f64) -> String {
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let s = format!("{f:e}");
-        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
-        let exp: i32 = exp.parse().unwrap_or(0);
-        if exp < 0 {
-            format!("{mantissa}e-{}", -exp)
-        } else {
-            format!("{mantissa}e+{exp:02}")
-        }
-    } else {
-        format!("{f}")
-    }
-}
-
-fn encode_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32))
-            }
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use nsq_protocol::gofmt::quote as go_quote;
+
 /// The Go type behind a flag, which fixes its parser and its `--help` name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -434,31 +436,6 @@ fn is_zero_default(f: &Flag) -> bool {
         Kind::Duration => f.default == "0s" || f.default.is_empty(),
         Kind::Str | Kind::List => f.default.is_empty(),
     }
-}
-
-/// `strconv.Quote` for the text flags carry.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\x07' => out.push_str("\\a"),
-            '\x08' => out.push_str("\\b"),
-            '\x0c' => out.push_str("\\f"),
-            '\x0b' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

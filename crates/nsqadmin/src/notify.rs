@@ -47,7 +47,7 @@ impl Notifier {
                 if endpoint.is_empty() {
                     continue;
                 }
-                let body = Bytes::from(crate::gofmt::to_json(&action));
+                let body = Bytes::from(nsq_protocol::gofmt::to_json(&action));
                 tracing::info!("POSTing notification to {endpoint}");
                 match client
                     .request(
@@ -105,7 +105,7 @@ mod tests {
             via: "adminhost".into(),
         };
         assert_eq!(
-            String::from_utf8(crate::gofmt::to_json(&a)).unwrap(),
+            String::from_utf8(nsq_protocol::gofmt::to_json(&a)).unwrap(),
             r#"{"action":"pause_channel","topic":"beer","channel":"mouth","timestamp":1357683731,"remote_ip":"1.2.3.4:5678","user_agent":"curl/8","url":"http://admin.local/api/topics/beer/mouth","via":"adminhost"}"#
         );
     }

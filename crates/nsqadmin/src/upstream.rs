@@ -168,7 +168,7 @@ impl Client {
         Err(UpstreamError(format!(
             "got response {} {}",
             status_line(r.status),
-            gofmt::quote(&r.body)
+            nsq_protocol::gofmt::quote_bytes(&r.body)
         )))
     }
 
@@ -182,8 +182,9 @@ impl Client {
         body: Option<Bytes>,
     ) -> Result<RawResponse, UpstreamError> {
         let word = method_word(&method);
-        let wrap =
-            |msg: String| UpstreamError(format!("{word} {}: {msg}", gofmt::quote(url.as_bytes())));
+        let wrap = |msg: String| {
+            UpstreamError(format!("{word} {}: {msg}", nsq_protocol::gofmt::quote(url)))
+        };
         let parsed = Url::parse(url).map_err(|e| wrap(e.0))?;
         match tokio::time::timeout(
             self.request_timeout,

@@ -10,7 +10,6 @@
 //! * [`tcp`] — listener and connection shell; [`tcp::v1`] the protocol logic.
 //! * `http` — HTTP server shell; `http::router` (httprouter semantics),
 //!   `http::api` (endpoint logic), `http::query` (Go query parsing).
-//! * `json` — Go-compatible JSON output; `text` — Go string helpers.
 //!
 //! Entry points: [`NsqLookupd::bind`] opens both listeners (so callers can
 //! learn the bound ports, e.g. with port 0), [`NsqLookupd::serve`] runs until
@@ -21,10 +20,8 @@
 #![deny(rust_2018_idioms, unused_must_use)]
 
 mod http;
-mod json;
 pub mod registration;
 pub mod tcp;
-mod text;
 
 use std::io;
 use std::net::SocketAddr;
@@ -35,6 +32,7 @@ use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use nsq_protocol::lookupd::LookupdInfo;
 use registration::RegistrationDb;
 
 /// The NSQ version this implementation answers as (`/info`, IDENTIFY).
@@ -161,12 +159,13 @@ impl NsqLookupd {
                 opts.inactive_producer_timeout,
                 opts.tombstone_lifetime,
             )),
-            identify_response: tcp::v1::identify_response(
-                &opts.broadcast_address,
-                &hostname,
-                local_port(&http),
-                local_port(&tcp),
-            ),
+            identify_response: Bytes::from(nsq_protocol::gofmt::to_json(&LookupdInfo {
+                broadcast_address: opts.broadcast_address.clone(),
+                hostname: hostname.clone(),
+                http_port: local_port(&http),
+                tcp_port: local_port(&tcp),
+                version: VERSION.to_string(),
+            })),
             clock: WallClock::now(),
         };
         Ok(Self {

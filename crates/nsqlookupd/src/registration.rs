@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use nsq_protocol::lookupd;
 use nsq_protocol::names::is_ephemeral;
 
 /// A peer's identity: the remote address (`ip:port`) of its TCP connection.
@@ -123,7 +124,38 @@ pub struct PeerInfo {
     pub topology_region: String,
 }
 
+impl From<lookupd::Producer> for PeerInfo {
+    /// A decoded IDENTIFY; the peer's identity is its connection's address.
+    fn from(p: lookupd::Producer) -> PeerInfo {
+        PeerInfo {
+            id: p.remote_address.clone(),
+            remote_address: p.remote_address,
+            hostname: p.hostname,
+            broadcast_address: p.broadcast_address,
+            tcp_port: p.tcp_port,
+            http_port: p.http_port,
+            version: p.version,
+            topology_zone: p.topology_zone,
+            topology_region: p.topology_region,
+        }
+    }
+}
+
 impl PeerInfo {
+    /// The peer as `/lookup` and `/nodes` list it.
+    pub fn producer(&self) -> lookupd::Producer {
+        lookupd::Producer {
+            remote_address: self.remote_address.clone(),
+            hostname: self.hostname.clone(),
+            broadcast_address: self.broadcast_address.clone(),
+            tcp_port: self.tcp_port,
+            http_port: self.http_port,
+            version: self.version.clone(),
+            topology_zone: self.topology_zone.clone(),
+            topology_region: self.topology_region.clone(),
+        }
+    }
+
     /// The `node` string `/topic/tombstone` matches against.
     fn node(&self) -> String {
         format!("{}:{}", self.broadcast_address, self.http_port)

@@ -77,54 +77,8 @@ pub const E_AUTH_FIRST: &str = "E_AUTH_FIRST";
 pub const E_UNAUTHORIZED: &str = "E_UNAUTHORIZED";
 pub const E_AUTH_ERROR: &str = "E_AUTH_ERROR";
 
-/// Go's `%q` for the strings we quote in errors: double quotes, with
-/// backslash escapes for quotes, backslashes, control bytes and bytes that
-/// are not UTF-8 (`\xff`).
-pub fn go_quote_bytes(b: &[u8]) -> String {
-    let mut out = String::with_capacity(b.len() + 2);
-    let mut rest = b;
-    out.push('"');
-    while !rest.is_empty() {
-        match std::str::from_utf8(rest) {
-            Ok(s) => {
-                quote_into(&mut out, s);
-                break;
-            }
-            Err(e) => {
-                let (good, bad) = rest.split_at(e.valid_up_to());
-                quote_into(&mut out, std::str::from_utf8(good).unwrap_or(""));
-                let n = e.error_len().unwrap_or(bad.len()).max(1);
-                for byte in &bad[..n] {
-                    out.push_str(&format!("\\x{byte:02x}"));
-                }
-                rest = &bad[n..];
-            }
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `%q` of a string.
-pub fn go_quote(s: &str) -> String {
-    go_quote_bytes(s.as_bytes())
-}
-
-fn quote_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-}
+/// Go's `%q`, as the errors quote names ([`crate::gofmt::quote`]).
+pub use crate::gofmt::{quote as go_quote, quote_bytes as go_quote_bytes};
 
 #[cfg(test)]
 mod tests {
@@ -150,12 +104,5 @@ mod tests {
             ProtocolError::fatal(E_BAD_BODY, "x").http_code(),
             "BAD_BODY"
         );
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(go_quote("bad!topic"), "\"bad!topic\"");
-        assert_eq!(go_quote("a\"b\n"), "\"a\\\"b\\n\"");
-        assert_eq!(go_quote_bytes(b"a\xffb"), "\"a\\xffb\"");
     }
 }

@@ -1,6 +1,7 @@
 //! NSQ wire formats shared by every nsq-rs crate: the TCP V2 framing and
-//! commands, the message encoding, topic/channel name rules, and the JSON types
-//! of the HTTP APIs. This crate never opens a socket or reads a clock.
+//! commands, the message encoding, topic/channel name rules, nsqlookupd's V1
+//! protocol, the JSON types of the HTTP APIs, and Go's text forms (`%q`,
+//! `encoding/json`) wherever they are visible. This crate never opens a socket or reads a clock.
 //!
 //! The path of a byte through it: a client's bytes are split into
 //! [`command::Command`]s by [`command::decode`]; nsqd answers with frames
@@ -11,11 +12,14 @@ pub mod compress;
 pub mod duration;
 pub mod error;
 pub mod frame;
+pub mod gofmt;
 pub mod identify;
+pub mod lookupd;
 pub mod message;
 pub mod mpub_text;
 pub mod names;
 pub mod stats;
+pub mod text;
 
 pub use command::{Command, DecodeError, Limits, Precheck};
 pub use error::ProtocolError;

@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn per_node_gains_min_max_average_count() {
         let n = node(4, 100.0);
-        let json = String::from_utf8(crate::gofmt::to_json(&n)).unwrap();
+        let json = String::from_utf8(nsq_protocol::gofmt::to_json(&n)).unwrap();
         assert_eq!(
             json,
             r#"{"count":4,"percentiles":[{"average":100,"count":4,"max":100,"min":100,"quantile":0.99,"value":100}],"topic":"","channel":"","host":""}"#
@@ -143,7 +143,7 @@ mod tests {
             percentiles: None,
         }));
         assert_eq!(
-            String::from_utf8(crate::gofmt::to_json(&a)).unwrap(),
+            String::from_utf8(nsq_protocol::gofmt::to_json(&a)).unwrap(),
             r#"{"count":0,"percentiles":null,"topic":"t","channel":"","host":"*"}"#
         );
     }

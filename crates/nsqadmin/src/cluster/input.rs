@@ -1,4 +1,5 @@
-//! What nsqadmin reads from nsqlookupd and nsqd, deserialized leniently.
+//! What nsqadmin reads from nsqd, deserialized leniently (nsqlookupd's
+//! answers are `nsq_protocol::lookupd`'s shapes, lenient too).
 //!
 //! nsqadmin must work against any NSQ (Go or nsq-rs, old or new), so every
 //! field defaults when missing: nsqd ≤ 1.2 has no `topology_*` keys in its
@@ -9,43 +10,6 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-
-/// `GET /topics` of nsqlookupd.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LookupdTopics {
-    pub topics: Option<Vec<String>>,
-}
-
-/// `GET /channels?topic=` of nsqlookupd.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LookupdChannels {
-    pub channels: Option<Vec<String>>,
-}
-
-/// `GET /lookup?topic=` and `GET /nodes` of nsqlookupd.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LookupdProducers {
-    pub producers: Option<Vec<LookupdProducer>>,
-}
-
-/// One nsqd as nsqlookupd knows it.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct LookupdProducer {
-    pub remote_address: String,
-    pub hostname: String,
-    pub broadcast_address: String,
-    pub tcp_port: i64,
-    pub http_port: i64,
-    pub version: String,
-    pub topology_zone: String,
-    pub topology_region: String,
-    pub topics: Option<Vec<String>>,
-    pub tombstones: Option<Vec<bool>>,
-}
 
 /// `GET /info` of nsqd (only what nsqadmin uses).
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -19,7 +19,8 @@ use tokio::task::JoinSet;
 
 use crate::gofmt::query_escape;
 use crate::upstream::{Client, UpstreamError};
-use input::{LookupdChannels, LookupdProducers, LookupdTopics, NsqdInfo, NsqdStats};
+use input::{NsqdInfo, NsqdStats};
+use nsq_protocol::lookupd::{Channels, Lookup, Node, Nodes, Topics};
 pub use types::{ChannelStats, ClientStats, Producer, ProducerTopic, TopicStats};
 
 /// Every queried upstream failed.
@@ -133,17 +134,11 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move {
-                c.get_v1::<LookupdTopics>(&format!("http://{addr}/topics"))
-                    .await
-            }
+            async move { c.get_v1::<Topics>(&format!("http://{addr}/topics")).await }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
-        let topics = ok
-            .into_iter()
-            .flat_map(|(_, t)| t.topics.unwrap_or_default())
-            .collect();
+        let topics = ok.into_iter().flat_map(|(_, t)| t.topics).collect();
         Ok((uniq_sorted(topics), errs))
     }
 
@@ -158,14 +153,11 @@ impl ClusterInfo {
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
             let url = format!("http://{addr}/channels?topic={q}");
-            async move { c.get_v1::<LookupdChannels>(&url).await }
+            async move { c.get_v1::<Channels>(&url).await }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
-        let channels = ok
-            .into_iter()
-            .flat_map(|(_, t)| t.channels.unwrap_or_default())
-            .collect();
+        let channels = ok.into_iter().flat_map(|(_, t)| t.channels).collect();
         Ok((uniq_sorted(channels), errs))
     }
 
@@ -176,16 +168,13 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move {
-                c.get_v1::<LookupdProducers>(&format!("http://{addr}/nodes"))
-                    .await
-            }
+            async move { c.get_v1::<Nodes>(&format!("http://{addr}/nodes")).await }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
         let mut producers: Vec<Producer> = Vec::new();
         for (lookupd, resp) in ok {
-            for lp in resp.producers.unwrap_or_default() {
+            for lp in resp.producers {
                 let mut p = Producer::from_lookupd(lp);
                 let seen = format!("{lookupd}/{}", p.address());
                 match producers
@@ -224,14 +213,17 @@ impl ClusterInfo {
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
             let url = format!("http://{addr}/lookup?topic={q}");
-            async move { c.get_v1::<LookupdProducers>(&url).await }
+            async move { c.get_v1::<Lookup>(&url).await }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
         let mut producers: Vec<Producer> = Vec::new();
         for (_, resp) in ok {
-            for lp in resp.producers.unwrap_or_default() {
-                let p = Producer::from_lookupd(lp);
+            for producer in resp.producers {
+                let p = Producer::from_lookupd(Node {
+                    producer,
+                    ..Node::default()
+                });
                 if !producers
                     .iter()
                     .any(|q| q.http_address() == p.http_address())

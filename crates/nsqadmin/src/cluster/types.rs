@@ -7,8 +7,10 @@
 use serde::Serialize;
 
 use super::e2e::E2eAggregate;
-use super::input::{LookupdProducer, NsqdChannel, NsqdClient, NsqdInfo, NsqdTopic};
-use crate::gofmt::{join_host_port, Semver};
+use nsq_protocol::lookupd::{join_host_port, Node};
+
+use super::input::{NsqdChannel, NsqdClient, NsqdInfo, NsqdTopic};
+use crate::gofmt::Semver;
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
@@ -43,11 +45,13 @@ pub struct Producer {
 
 impl Producer {
     /// From an nsqlookupd `/nodes` or `/lookup` entry (topics paired with tombstones).
-    pub fn from_lookupd(p: LookupdProducer) -> Producer {
-        let tombstones = p.tombstones.unwrap_or_default();
-        let topics: Vec<ProducerTopic> = p
-            .topics
-            .unwrap_or_default()
+    pub fn from_lookupd(node: Node) -> Producer {
+        let Node {
+            producer: p,
+            tombstones,
+            topics,
+        } = node;
+        let topics: Vec<ProducerTopic> = topics
             .into_iter()
             .enumerate()
             .map(|(i, topic)| ProducerTopic {
@@ -520,7 +524,7 @@ mod tests {
     }
 
     fn ojson(v: &impl Serialize) -> String {
-        String::from_utf8(crate::gofmt::to_json(v)).unwrap()
+        String::from_utf8(nsq_protocol::gofmt::to_json(v)).unwrap()
     }
 
     /// The real nsqadmin's `/api/topics/sample/c1` answer, rebuilt from the
@@ -609,9 +613,9 @@ mod tests {
 
     #[test]
     fn lookupd_producer_pairs_topics_with_tombstones() {
-        let p: super::super::input::LookupdProducers =
+        let p: nsq_protocol::lookupd::Nodes =
             serde_json::from_str(include_str!("../../testdata/nsqlookupd_nodes.json")).unwrap();
-        let p = Producer::from_lookupd(p.producers.unwrap().remove(0));
+        let p = Producer::from_lookupd(p.producers[0].clone());
         assert_eq!(
             (p.http_address().as_str(), p.tcp_address().as_str()),
             ("127.0.0.1:24151", "127.0.0.1:24150")

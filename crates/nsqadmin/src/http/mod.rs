@@ -104,7 +104,7 @@ pub fn v1_json<T: Serialize + ?Sized>(v: &T) -> Response {
     with_headers(
         200,
         &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],
-        Bytes::from(crate::gofmt::to_json(v)),
+        Bytes::from(nsq_protocol::gofmt::to_json(v)),
     )
 }
 
@@ -118,7 +118,7 @@ pub fn v1_text(s: &str) -> Response {
 }
 
 pub fn v1_error(code: u16, text: &str) -> Response {
-    let body = crate::gofmt::to_json(&serde_json::json!({ "message": text }));
+    let body = nsq_protocol::gofmt::to_json(&serde_json::json!({ "message": text }));
     with_headers(
         code,
         &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],

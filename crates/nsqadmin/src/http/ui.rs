@@ -77,7 +77,7 @@ pub fn index(s: &Arc<Shared>, req: &Req) -> Response {
         HISTORY_INTERVAL_MS: o.history_interval.as_millis() as u64,
     };
     // Go's JSON escaping of <, > and & keeps this safe inside <script>.
-    let globals = String::from_utf8_lossy(&crate::gofmt::to_json(&g)).into_owned();
+    let globals = String::from_utf8_lossy(&nsq_protocol::gofmt::to_json(&g)).into_owned();
     let static_base = join_path(&o.base_path, "/static");
     let html = INDEX_HTML
         .replace("{{GLOBALS}}", &globals)

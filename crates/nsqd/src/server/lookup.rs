@@ -8,8 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, BytesMut};
-use serde::{Deserialize, Serialize};
+use nsq_protocol::lookupd::{Identify, LookupdInfo, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -32,26 +31,6 @@ pub enum PeerError {
     Timeout,
     #[error("bad response: {0}")]
     BadResponse(String),
-}
-
-/// nsqd's IDENTIFY to a lookupd; keys sorted as Go marshals a map.
-#[derive(Serialize)]
-struct IdentifyBody<'a> {
-    broadcast_address: &'a str,
-    hostname: &'a str,
-    http_port: u16,
-    tcp_port: u16,
-    topology_region: &'a str,
-    topology_zone: &'a str,
-    version: &'a str,
-}
-
-#[derive(Deserialize)]
-struct LookupdInfo {
-    #[serde(default)]
-    broadcast_address: String,
-    #[serde(default)]
-    http_port: u16,
 }
 
 struct Peer {
@@ -95,22 +74,17 @@ impl Peer {
         tracing::info!(lookupd = %self.addr, "LOOKUP connecting");
         let mut conn = io(TcpStream::connect(&self.addr)).await?;
         let _ = conn.set_nodelay(true);
-        io(conn.write_all(nsq_protocol::frame::MAGIC_V1)).await?;
-        let hostname = crate::options::hostname();
-        let body = serde_json::to_vec(&IdentifyBody {
-            broadcast_address: &nsqd.opts().broadcast_address,
-            hostname: &hostname,
+        io(conn.write_all(nsq_protocol::lookupd::MAGIC_V1)).await?;
+        let identify = Identify {
+            broadcast_address: nsqd.opts().broadcast_address.clone(),
+            hostname: crate::options::hostname(),
             http_port: nsqd.http_port.load(std::sync::atomic::Ordering::Relaxed),
             tcp_port: nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed),
-            topology_region: &nsqd.opts().topology_region,
-            topology_zone: &nsqd.opts().topology_zone,
-            version: nsq_protocol::VERSION,
-        })
-        .map_err(|e| PeerError::BadResponse(e.to_string()))?;
-        let mut cmd = BytesMut::new();
-        cmd.put_slice(b"IDENTIFY\n");
-        cmd.put_i32(body.len() as i32);
-        cmd.put_slice(&body);
+            topology_region: nsqd.opts().topology_region.clone(),
+            topology_zone: nsqd.opts().topology_zone.clone(),
+            version: nsq_protocol::VERSION.to_string(),
+        };
+        let cmd = Request::Identify(&identify).encode();
         let resp = Self::roundtrip(&mut conn, &cmd).await?;
         let info: LookupdInfo = serde_json::from_slice(&resp)
             .map_err(|_| PeerError::BadResponse(String::from_utf8_lossy(&resp).into_owned()))?;
@@ -119,16 +93,16 @@ impl Peer {
         // Bring the lookupd up to date: everything we have, channels or bare topics.
         for topic in nsqd.topics() {
             let channels = topic.channel_names();
-            let lines: Vec<String> = if channels.is_empty() {
-                vec![format!("REGISTER {}\n", topic.name)]
+            let lines: Vec<Vec<u8>> = if channels.is_empty() {
+                vec![Request::Register(&topic.name, None).encode()]
             } else {
                 channels
                     .iter()
-                    .map(|c| format!("REGISTER {} {}\n", topic.name, c))
+                    .map(|c| Request::Register(&topic.name, Some(c)).encode())
                     .collect()
             };
             for l in lines {
-                Self::roundtrip(&mut conn, l.as_bytes()).await?;
+                Self::roundtrip(&mut conn, &l).await?;
             }
         }
         self.conn = Some(conn);
@@ -169,13 +143,14 @@ impl Peer {
     }
 }
 
-fn command_for(ev: &Event) -> String {
+fn command_for(ev: &Event) -> Vec<u8> {
     match ev {
-        Event::TopicCreated(t) => format!("REGISTER {t}\n"),
-        Event::TopicDeleted(t) => format!("UNREGISTER {t}\n"),
-        Event::ChannelCreated(t, c) => format!("REGISTER {t} {c}\n"),
-        Event::ChannelDeleted(t, c) => format!("UNREGISTER {t} {c}\n"),
+        Event::TopicCreated(t) => Request::Register(t, None),
+        Event::TopicDeleted(t) => Request::Unregister(t, None),
+        Event::ChannelCreated(t, c) => Request::Register(t, Some(c)),
+        Event::ChannelDeleted(t, c) => Request::Unregister(t, Some(c)),
     }
+    .encode()
 }
 
 fn touches_metadata(ev: &Event) -> bool {
@@ -210,7 +185,7 @@ pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
                 for ev in &batch {
                     let cmd = command_for(ev);
                     for p in peers.iter_mut() {
-                        p.run(&nsqd, cmd.as_bytes()).await;
+                        p.run(&nsqd, &cmd).await;
                     }
                 }
                 publish_http_addrs(&nsqd, &peers);
@@ -223,7 +198,7 @@ pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
             }
             _ = ticker.tick() => {
                 for p in peers.iter_mut() {
-                    p.run(&nsqd, b"PING\n").await;
+                    p.run(&nsqd, &Request::Ping.encode()).await;
                 }
                 publish_http_addrs(&nsqd, &peers);
             }

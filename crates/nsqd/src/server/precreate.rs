@@ -6,17 +6,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde::Deserialize;
+use nsq_protocol::lookupd::{decode_v1, Channels};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Largest response we accept from a lookupd.
 const MAX_RESPONSE: usize = 5 * 1024 * 1024;
-
-#[derive(Deserialize)]
-struct ChannelsResponse {
-    channels: Option<Vec<String>>,
-}
 
 /// Channels the lookupds at `addrs` (HTTP) know for `topic` (union).
 /// Unreachable lookupds are logged and skipped.
@@ -32,8 +27,8 @@ pub async fn lookupd_channels(
     );
     for addr in addrs {
         match tokio::time::timeout(timeout, http_get(addr, &path)).await {
-            Ok(Ok(body)) => match serde_json::from_slice::<ChannelsResponse>(&body) {
-                Ok(r) => out.extend(r.channels.into_iter().flatten()),
+            Ok(Ok(body)) => match decode_v1::<Channels>(&body) {
+                Ok(r) => out.extend(r.channels),
                 Err(e) => tracing::warn!(lookupd = %addr, error = %e, "bad /channels answer"),
             },
             Ok(Err(e)) => tracing::warn!(lookupd = %addr, error = %e, "failed to query /channels"),

@@ -8,13 +8,15 @@
 
 use std::time::Instant;
 
+use nsq_protocol::gofmt::to_json;
+use nsq_protocol::lookupd::{Channels, Lookup, Node, Nodes, Topics};
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+use serde::Serialize;
 use tracing::info;
 
 use super::query::Params;
 use super::router::Endpoint;
-use crate::json::{self, Object};
-use crate::registration::{PeerInfo, RegistrationDb};
+use crate::registration::RegistrationDb;
 use crate::WallClock;
 
 /// Go's zero `time.Time` as Unix nanoseconds (an overflowed value): what
@@ -50,11 +52,11 @@ impl Reply {
 
     /// The JSON error body NSQ sends.
     pub fn error_body(message: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut o = Object::new(&mut out);
-        o.str("message", message);
-        o.finish();
-        out
+        #[derive(Serialize)]
+        struct Message<'a> {
+            message: &'a str,
+        }
+        to_json(&Message { message })
     }
 }
 
@@ -62,12 +64,8 @@ fn err(status: u16, message: &'static str) -> Reply {
     Reply::Error { status, message }
 }
 
-fn json(f: impl FnOnce(&mut Object<'_>)) -> Reply {
-    let mut out = Vec::new();
-    let mut o = Object::new(&mut out);
-    f(&mut o);
-    o.finish();
-    Reply::Json(out)
+fn json<T: Serialize>(v: &T) -> Reply {
+    Reply::Json(to_json(v))
 }
 
 /// Runs `endpoint`. `raw_query` is the URL's query string, if any.
@@ -80,12 +78,18 @@ pub fn handle(
 ) -> Reply {
     let result = match endpoint {
         Endpoint::Ping => Ok(Reply::Plain("OK")),
-        Endpoint::Info => Ok(json(|o| {
-            o.str("version", crate::VERSION);
-        })),
+        Endpoint::Info => {
+            #[derive(Serialize)]
+            struct Info {
+                version: &'static str,
+            }
+            Ok(json(&Info {
+                version: crate::VERSION,
+            }))
+        }
         Endpoint::Debug => Ok(debug(db, clock)),
-        Endpoint::Topics => Ok(json(|o| {
-            o.str_array("topics", &db.topics());
+        Endpoint::Topics => Ok(json(&Topics {
+            topics: db.topics(),
         })),
         Endpoint::Nodes => Ok(nodes(db, now)),
         Endpoint::Lookup => lookup(raw_query, db, now),
@@ -123,56 +127,37 @@ fn topic_channel(p: &Params) -> Result<(&str, &str), Reply> {
     Ok((topic, channel))
 }
 
-fn write_peer(o: &mut Object<'_>, p: &PeerInfo) {
-    o.str("remote_address", &p.remote_address)
-        .str("hostname", &p.hostname)
-        .str("broadcast_address", &p.broadcast_address)
-        .int("tcp_port", p.tcp_port)
-        .int("http_port", p.http_port)
-        .str("version", &p.version)
-        .str("topology_zone", &p.topology_zone)
-        .str("topology_region", &p.topology_region);
-}
-
 fn lookup(q: Option<&str>, db: &RegistrationDb, now: Instant) -> Result<Reply, Reply> {
     let p = params(q)?;
     let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
     let found = db
         .lookup(topic, now)
         .ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
-    Ok(json(|o| {
-        o.str_array("channels", &found.channels)
-            .raw("producers", |out| {
-                json::array(out, &found.producers, |out, peer| {
-                    let mut o = Object::new(out);
-                    write_peer(&mut o, peer);
-                    o.finish();
-                })
-            });
+    Ok(json(&Lookup {
+        channels: found.channels,
+        producers: found.producers.iter().map(|p| p.producer()).collect(),
     }))
 }
 
 fn channels(q: Option<&str>, db: &RegistrationDb) -> Result<Reply, Reply> {
     let p = params(q)?;
     let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
-    Ok(json(|o| {
-        o.str_array("channels", &db.channels(topic));
+    Ok(json(&Channels {
+        channels: db.channels(topic),
     }))
 }
 
 fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
-    let nodes = db.nodes(now);
-    json(|o| {
-        o.raw("producers", |out| {
-            json::array(out, &nodes, |out, node| {
-                let mut o = Object::new(out);
-                write_peer(&mut o, &node.info);
-                o.bool_array("tombstones", &node.tombstones)
-                    .str_array("topics", &node.topics);
-                o.finish();
-            })
-        });
-    })
+    let producers = db
+        .nodes(now)
+        .into_iter()
+        .map(|n| Node {
+            producer: n.info.producer(),
+            tombstones: n.tombstones,
+            topics: n.topics,
+        })
+        .collect();
+    json(&Nodes { producers })
 }
 
 /// Prometheus text format 0.0.4: what `/nodes`, `/topics` and `/lookup`
@@ -257,33 +242,47 @@ fn metrics(db: &RegistrationDb, now: Instant) -> Reply {
 }
 
 fn debug(db: &RegistrationDb, clock: &WallClock) -> Reply {
+    /// One producer of `/debug` (Go marshals a map here: keys sorted).
+    #[derive(Serialize)]
+    struct DebugProducer<'a> {
+        broadcast_address: &'a str,
+        hostname: &'a str,
+        http_port: i64,
+        id: &'a str,
+        last_update: i64,
+        tcp_port: i64,
+        tombstoned: bool,
+        tombstoned_at: i64,
+        topology_region: &'a str,
+        topology_zone: &'a str,
+        version: &'a str,
+    }
     let dump = db.dump();
-    json(|o| {
-        for (key, producers) in &dump {
-            o.raw(key, |out| {
-                json::array(out, producers, |out, p| {
-                    // Go marshals a map here: keys sorted.
-                    let mut o = Object::new(out);
-                    o.str("broadcast_address", &p.info.broadcast_address)
-                        .str("hostname", &p.info.hostname)
-                        .int("http_port", p.info.http_port)
-                        .str("id", &p.info.id)
-                        .int("last_update", clock.unix_nanos(p.last_update))
-                        .int("tcp_port", p.info.tcp_port)
-                        .bool("tombstoned", p.tombstoned)
-                        .int(
-                            "tombstoned_at",
-                            p.tombstoned_at
-                                .map_or(GO_ZERO_TIME_UNIX_NANOS, |t| clock.unix_nanos(t)),
-                        )
-                        .str("topology_region", &p.info.topology_region)
-                        .str("topology_zone", &p.info.topology_zone)
-                        .str("version", &p.info.version);
-                    o.finish();
+    let out: std::collections::BTreeMap<&String, Vec<DebugProducer<'_>>> = dump
+        .iter()
+        .map(|(key, producers)| {
+            let list = producers
+                .iter()
+                .map(|p| DebugProducer {
+                    broadcast_address: &p.info.broadcast_address,
+                    hostname: &p.info.hostname,
+                    http_port: p.info.http_port,
+                    id: &p.info.id,
+                    last_update: clock.unix_nanos(p.last_update),
+                    tcp_port: p.info.tcp_port,
+                    tombstoned: p.tombstoned,
+                    tombstoned_at: p
+                        .tombstoned_at
+                        .map_or(GO_ZERO_TIME_UNIX_NANOS, |t| clock.unix_nanos(t)),
+                    topology_region: &p.info.topology_region,
+                    topology_zone: &p.info.topology_zone,
+                    version: &p.info.version,
                 })
-            });
-        }
-    })
+                .collect();
+            (key, list)
+        })
+        .collect();
+    json(&out)
 }
 
 fn topic_create(q: Option<&str>, db: &mut RegistrationDb) -> Result<Reply, Reply> {

@@ -18,7 +18,7 @@
 //! `Allow` lists the other methods serving the path plus `OPTIONS`, sorted
 //! and joined with `", "`; for `OPTIONS *` it lists every method.
 
-use crate::text::fold_eq;
+use nsq_protocol::text::fold_eq;
 
 /// What a route runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use crate::Context;
-use v1::{Command, ProtocolError, Session};
+use nsq_protocol::lookupd::{self as wire, Command, V1Error};
+use v1::Session;
 
 /// Longest command line accepted (NSQ has no limit; nsqd's lines are
 /// `REGISTER <64-byte topic> <64-byte channel>`). A longer line closes the
@@ -121,9 +122,9 @@ impl Connection {
             return Ok(());
         }
         info!(client = %session.remote_addr(), magic = %String::from_utf8_lossy(&magic), "CLIENT: desired protocol magic");
-        if &magic != v1::MAGIC_V1 {
+        if &magic != wire::MAGIC_V1 {
             error!(client = %session.remote_addr(), magic = %String::from_utf8_lossy(&magic), "bad protocol magic");
-            self.send(&ProtocolError::BadProtocol.wire()).await?;
+            self.send(&V1Error::BadProtocol.wire()).await?;
             return Ok(());
         }
 
@@ -137,7 +138,7 @@ impl Connection {
                     return Ok(());
                 }
             }
-            let words = v1::split_line(&line);
+            let words = wire::split_line(&line);
             match self.exec(session, &words).await {
                 Ok(response) => self.send(&response).await?,
                 Err(e) => {
@@ -151,11 +152,7 @@ impl Connection {
 
     /// Runs one command; the IDENTIFY body is read here, after the
     /// "already identified" check, as NSQ does.
-    async fn exec(
-        &mut self,
-        session: &mut Session,
-        words: &[&[u8]],
-    ) -> Result<Bytes, ProtocolError> {
+    async fn exec(&mut self, session: &mut Session, words: &[&[u8]]) -> Result<Bytes, V1Error> {
         let params = words.get(1..).unwrap_or_default();
         match Command::parse(words)? {
             Command::Ping => {
@@ -164,17 +161,13 @@ impl Connection {
             }
             Command::Identify => {
                 session.check_identify()?;
-                let size = self
-                    .rd
-                    .read_i32()
-                    .await
-                    .map_err(|_| ProtocolError::BodySize)?;
-                let len = v1::identify_body_len(size)?;
+                let size = self.rd.read_i32().await.map_err(|_| V1Error::BodySize)?;
+                let len = wire::identify_body_len(size)?;
                 let mut body = vec![0u8; len];
                 self.rd
                     .read_exact(&mut body)
                     .await
-                    .map_err(|_| ProtocolError::BodyRead)?;
+                    .map_err(|_| V1Error::BodyRead)?;
                 let mut db = self.ctx.db();
                 session.identify(&body, &mut db, Instant::now())?;
                 Ok(self.ctx.identify_response.clone())
@@ -206,6 +199,6 @@ impl Connection {
     }
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
-        self.wr.write_all(&v1::frame(data)).await
+        self.wr.write_all(&wire::frame(data)).await
     }
 }

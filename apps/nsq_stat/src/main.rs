@@ -59,7 +59,7 @@ fn row(prev: &ChannelTotals, cur: &ChannelTotals, interval: Duration) -> String 
 }
 
 /// Polls and prints until `count` rows are out (forever without a count), then exits 0.
-fn stat_loop(
+async fn stat_loop(
     cluster: Cluster,
     interval: Duration,
     topic: &str,
@@ -72,9 +72,11 @@ fn stat_loop(
     while !matches!(count, Some(c) if c < i) {
         let producers = cluster
             .topic_producers(topic)
+            .await
             .unwrap_or_else(|e| fatal(format!("ERROR: failed to get topic producers - {e}")));
         let channels = cluster
             .channel_stats(&producers, topic, channel)
+            .await
             .unwrap_or_else(|e| fatal(format!("ERROR: failed to get nsqd stats - {e}")));
         let Some(current) = channels.get(channel).cloned() else {
             fatal(format!(
@@ -94,7 +96,7 @@ fn stat_loop(
             .and_then(|_| stdout.flush());
         drop(stdout);
         previous = Some(current);
-        std::thread::sleep(interval);
+        tokio::time::sleep(interval).await;
         i += 1;
     }
     std::process::exit(0)
@@ -194,14 +196,6 @@ fn main() {
         fatal("--lookupd-http-address error - address should not contain scheme");
     }
 
-    let cluster = Cluster {
-        lookupd_http_addrs,
-        nsqd_http_addrs,
-        connect_timeout,
-        request_timeout,
-    };
-    std::thread::spawn(move || stat_loop(cluster, interval, &topic, &channel, count));
-
     // SIGHUP, SIGINT and SIGTERM end the program quietly, with status 0.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -209,6 +203,12 @@ fn main() {
         .unwrap_or_else(|e| fatal(e.to_string()));
     rt.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
+        let cluster = Cluster::new(
+            lookupd_http_addrs,
+            nsqd_http_addrs,
+            connect_timeout,
+            request_timeout,
+        );
         let (Ok(mut hup), Ok(mut int), Ok(mut term)) = (
             signal(SignalKind::hangup()),
             signal(SignalKind::interrupt()),
@@ -217,6 +217,7 @@ fn main() {
             fatal("cannot install signal handlers");
         };
         tokio::select! {
+            _ = stat_loop(cluster, interval, &topic, &channel, count) => {}
             _ = hup.recv() => {}
             _ = int.recv() => {}
             _ = term.recv() => {}

@@ -2,15 +2,14 @@
 //! NSQ's cluster-info helpers do (and with their error texts, which
 //! nsq_stat prints before exiting).
 //!
-//! A small blocking HTTP/1.1 client is enough: nsq_stat asks one question at
-//! a time and has nothing else to do meanwhile. Requests carry NSQ's V1
-//! `Accept` header, so nsqd and nsqlookupd answer with bare JSON.
+//! Requests are NSQ "V1" requests (`nsq_http`'s client), as clusterinfo
+//! makes them, so nsqd and nsqlookupd answer with bare JSON and failures
+//! read as Go's.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use nsq_protocol::lookupd::Lookup;
 use serde_json::Value;
 
 /// One channel's counters, summed over nsqds.
@@ -44,37 +43,44 @@ impl ChannelTotals {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Producer {
     pub broadcast_address: String,
-    pub http_port: u16,
+    pub http_port: i64,
 }
 
 impl Producer {
     /// `host:port`, bracketing IPv6 literals (Go's `net.JoinHostPort`).
     pub fn http_address(&self) -> String {
-        join_host_port(&self.broadcast_address, self.http_port)
+        nsq_protocol::lookupd::join_host_port(&self.broadcast_address, self.http_port)
     }
 }
 
-fn join_host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// Where to look and how long to wait.
+/// Where to look, and the client that asks.
 pub struct Cluster {
-    pub lookupd_http_addrs: Vec<String>,
-    pub nsqd_http_addrs: Vec<String>,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
+    lookupd_http_addrs: Vec<String>,
+    nsqd_http_addrs: Vec<String>,
+    client: nsq_http::Client,
 }
 
 impl Cluster {
+    pub fn new(
+        lookupd_http_addrs: Vec<String>,
+        nsqd_http_addrs: Vec<String>,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Cluster {
+        Cluster {
+            lookupd_http_addrs,
+            nsqd_http_addrs,
+            client: nsq_http::Client::new(nsq_http::ClientOptions::new(
+                connect_timeout,
+                request_timeout,
+            )),
+        }
+    }
+
     /// The nsqds that have `topic`: from every nsqlookupd's `/lookup`
     /// (deduplicated by HTTP address), or from the given nsqds' `/stats`.
     /// Any failed query is an error, as nsq_stat treats partial answers.
-    pub fn topic_producers(&self, topic: &str) -> Result<Vec<Producer>, String> {
+    pub async fn topic_producers(&self, topic: &str) -> Result<Vec<Producer>, String> {
         let q = form_urlencoded::Serializer::new(String::new())
             .append_pair("topic", topic)
             .finish();
@@ -82,22 +88,13 @@ impl Cluster {
         let mut errs = Vec::new();
         if !self.lookupd_http_addrs.is_empty() {
             for addr in &self.lookupd_http_addrs {
-                match self.get_json(&format!("http://{addr}/lookup?{q}")) {
-                    Ok(v) => {
-                        for p in v
-                            .get("producers")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                        {
+                let url = format!("http://{addr}/lookup?{q}");
+                match self.client.get_v1::<Lookup>(&url).await {
+                    Ok(lookup) => {
+                        for p in lookup.producers {
                             let p = Producer {
-                                broadcast_address: p
-                                    .get("broadcast_address")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or_default()
-                                    .to_string(),
-                                http_port: p.get("http_port").and_then(Value::as_u64).unwrap_or(0)
-                                    as u16,
+                                broadcast_address: p.broadcast_address,
+                                http_port: p.http_port,
                             };
                             if !producers
                                 .iter()
@@ -107,13 +104,13 @@ impl Cluster {
                             }
                         }
                     }
-                    Err(e) => errs.push(e),
+                    Err(e) => errs.push(e.to_string()),
                 }
             }
             return combine(producers, errs, self.lookupd_http_addrs.len(), "nsqlookupd");
         }
         for addr in &self.nsqd_http_addrs {
-            match self.nsqd_producer(addr, topic, &q) {
+            match self.nsqd_producer(addr, topic, &q).await {
                 Ok(Some(p)) => producers.push(p),
                 Ok(None) => {}
                 Err(e) => errs.push(e),
@@ -123,10 +120,17 @@ impl Cluster {
     }
 
     /// One nsqd, if it has the topic; its `/info` says where it is.
-    fn nsqd_producer(&self, addr: &str, topic: &str, q: &str) -> Result<Option<Producer>, String> {
-        let stats = self.get_json(&format!(
-            "http://{addr}/stats?format=json&{q}&include_clients=false"
-        ))?;
+    async fn nsqd_producer(
+        &self,
+        addr: &str,
+        topic: &str,
+        q: &str,
+    ) -> Result<Option<Producer>, String> {
+        let stats = self
+            .get_json(&format!(
+                "http://{addr}/stats?format=json&{q}&include_clients=false"
+            ))
+            .await?;
         let has_topic = stats
             .get("topics")
             .and_then(Value::as_array)
@@ -136,14 +140,14 @@ impl Cluster {
         if !has_topic {
             return Ok(None);
         }
-        let info = self.get_json(&format!("http://{addr}/info"))?;
+        let info = self.get_json(&format!("http://{addr}/info")).await?;
         let mut p = Producer {
             broadcast_address: info
                 .get("broadcast_address")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string(),
-            http_port: info.get("http_port").and_then(Value::as_u64).unwrap_or(0) as u16,
+            http_port: info.get("http_port").and_then(Value::as_i64).unwrap_or(0),
         };
         // Old nsqds without these fields: use the address we were given.
         if p.broadcast_address.is_empty() {
@@ -156,7 +160,7 @@ impl Cluster {
 
     /// Each producer's stats for `topic`/`channel`, summed per channel name.
     /// With no producers at all this is an error too (nothing answered).
-    pub fn channel_stats(
+    pub async fn channel_stats(
         &self,
         producers: &[Producer],
         topic: &str,
@@ -169,10 +173,13 @@ impl Cluster {
         let mut totals: HashMap<String, ChannelTotals> = HashMap::new();
         let mut errs = Vec::new();
         for p in producers {
-            let stats = match self.get_json(&format!(
-                "http://{}/stats?format=json&{q}&include_clients=false",
-                p.http_address()
-            )) {
+            let stats = match self
+                .get_json(&format!(
+                    "http://{}/stats?format=json&{q}&include_clients=false",
+                    p.http_address()
+                ))
+                .await
+            {
                 Ok(v) => v,
                 Err(e) => {
                     errs.push(e);
@@ -205,110 +212,10 @@ impl Cluster {
         combine(totals, errs, producers.len(), "nsqd")
     }
 
-    /// GET with NSQ's V1 Accept header; 200 + JSON body, else Go's error text.
-    fn get_json(&self, url: &str) -> Result<Value, String> {
-        let (status, body) = self
-            .get(url)
-            .map_err(|e| format!("Get {}: {e}", go_app_quote(url)))?;
-        if !status.starts_with("200") {
-            return Err(format!(
-                "got response {status} {}",
-                go_app_quote(&String::from_utf8_lossy(&body))
-            ));
-        }
-        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    /// A V1 GET: 200 + JSON body, else Go's error text.
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        self.client.get_v1(url).await.map_err(|e| e.to_string())
     }
-
-    /// Returns the status (`200 OK`) and the body.
-    fn get(&self, url: &str) -> Result<(String, Vec<u8>), String> {
-        let rest = url.strip_prefix("http://").unwrap_or(url);
-        let (host_port, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let deadline = Instant::now() + self.request_timeout;
-        let mut stream = self.dial(host_port)?;
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {host_port}\r\nUser-Agent: nsq_stat/{} nsq-rs\r\nAccept: application/vnd.nsq; version=1.0\r\nConnection: close\r\n\r\n",
-            crate::VERSION
-        );
-        let timeout_err = || {
-            "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".to_string()
-        };
-        stream
-            .set_write_timeout(Some(self.request_timeout))
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(req.as_bytes())
-            .map_err(|e| e.to_string())?;
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(timeout_err());
-            }
-            stream
-                .set_read_timeout(Some(left))
-                .map_err(|e| e.to_string())?;
-            match stream.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => raw.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(timeout_err())
-                }
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        let status_line = raw.split(|&b| b == b'\n').next().unwrap_or_default();
-        let status = String::from_utf8_lossy(status_line)
-            .trim_end()
-            .split_once(' ')
-            .map(|(_, s)| s.to_string())
-            .unwrap_or_default();
-        let (_, body) = nsq_client::lookup::parse_http_response(&raw)?;
-        Ok((status, body))
-    }
-
-    fn dial(&self, host_port: &str) -> Result<TcpStream, String> {
-        let addrs: Vec<_> = host_port
-            .to_socket_addrs()
-            .map_err(|_| {
-                format!(
-                    "dial tcp: lookup {}: no such host",
-                    split_host_port(host_port).0
-                )
-            })?
-            .collect();
-        let mut last = format!("dial tcp {host_port}: missing address");
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, self.connect_timeout) {
-                Ok(s) => return Ok(s),
-                Err(e) => {
-                    let why = match e.kind() {
-                        std::io::ErrorKind::ConnectionRefused => {
-                            "connect: connection refused".to_string()
-                        }
-                        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                            "i/o timeout".to_string()
-                        }
-                        _ => format!("connect: {e}"),
-                    };
-                    last = format!("dial tcp {a}: {why}");
-                }
-            }
-        }
-        Err(last)
-    }
-}
-
-fn go_app_quote(s: &str) -> String {
-    nsq_protocol::gofmt::quote(s)
 }
 
 /// cluster-info's rule: all queries failed (or there were none) → one

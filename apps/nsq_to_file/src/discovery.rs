@@ -9,9 +9,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nsq_protocol::lookupd::Topics;
 use regex::Regex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -107,14 +106,20 @@ pub async fn get_lookupd_topics(
     connect_timeout: Duration,
     request_timeout: Duration,
 ) -> Result<Vec<String>, String> {
+    let client = nsq_http::Client::new(nsq_http::ClientOptions::new(
+        connect_timeout,
+        request_timeout,
+    ));
     let mut set = JoinSet::new();
     for addr in addrs {
-        let addr = addr.clone();
+        let client = client.clone();
+        let url = format!("http://{addr}/topics");
         set.spawn(async move {
-            let endpoint = format!("http://{addr}/topics");
-            get_v1_topics(&addr, connect_timeout, request_timeout)
+            client
+                .get_v1::<Topics>(&url)
                 .await
-                .map_err(|e| format!("Get \"{endpoint}\": {e}"))
+                .map(|t| t.topics)
+                .map_err(|e| e.to_string())
         });
     }
     let mut topics = BTreeSet::new();
@@ -136,56 +141,4 @@ pub async fn get_lookupd_topics(
         return Err(errs.join("\n"));
     }
     Ok(topics.into_iter().collect())
-}
-
-/// `GET /topics` with NSQ's v1 `Accept` header; `{"topics":[...]}`.
-async fn get_v1_topics(
-    addr: &str,
-    connect_timeout: Duration,
-    request_timeout: Duration,
-) -> Result<Vec<String>, String> {
-    let mut stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-        Err(_) => return Err(format!("dial tcp {addr}: i/o timeout")),
-        Ok(Err(e)) => {
-            return Err(format!(
-                "dial tcp {addr}: connect: {}",
-                logf::errno_text(&e)
-            ))
-        }
-        Ok(Ok(s)) => s,
-    };
-    let req = format!(
-        "GET /topics HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: Go-http-client/1.1\r\nAccept: application/vnd.nsq; version=1.0\r\nConnection: close\r\n\r\n"
-    );
-    let exchange = async {
-        stream.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        Ok::<_, std::io::Error>(raw)
-    };
-    let raw = match tokio::time::timeout(request_timeout, exchange).await {
-        Err(_) => {
-            return Err(
-                "context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into(),
-            )
-        }
-        Ok(Err(e)) => return Err(logf::errno_text(&e)),
-        Ok(Ok(raw)) => raw,
-    };
-    let (status, body) = nsq_client::lookup::parse_http_response(&raw)?;
-    if status != 200 {
-        return Err(format!(
-            "got response {status} {:?}",
-            String::from_utf8_lossy(&body)
-        ));
-    }
-    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-    Ok(v.get("topics")
-        .and_then(|t| t.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default())
 }

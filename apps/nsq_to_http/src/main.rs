@@ -7,7 +7,6 @@
 #![deny(unsafe_code)]
 #![deny(rust_2018_idioms, unused_must_use)]
 
-mod connect;
 mod hostpool;
 mod http;
 mod publish;

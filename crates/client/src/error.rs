@@ -102,20 +102,8 @@ pub enum LookupError {
     #[error("bad nsqlookupd address {0:?}")]
     BadAddress(String),
     #[error("nsqlookupd {addr}: {source}")]
-    Io {
+    Http {
         addr: String,
-        source: std::io::Error,
+        source: nsq_http::Error,
     },
-    #[error("nsqlookupd {0}: timed out")]
-    Timeout(String),
-    #[error("nsqlookupd {addr}: bad HTTP response: {reason}")]
-    Http { addr: String, reason: String },
-    #[error("nsqlookupd {addr}: HTTP {status}: {body}")]
-    Status {
-        addr: String,
-        status: u16,
-        body: String,
-    },
-    #[error("nsqlookupd {addr}: bad JSON: {reason}")]
-    Json { addr: String, reason: String },
 }

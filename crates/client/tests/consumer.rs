@@ -409,41 +409,12 @@ async fn change_max_in_flight_pauses_and_resumes() {
     c.stop().await;
 }
 
-/// Like `start_nsqd` but on fixed addresses (to restart "the same" nsqd).
-fn start_nsqd_at(tcp: &str, http: &str, data: &std::path::Path) -> std::process::Child {
-    std::process::Command::new(bin("nsqd"))
-        .args([
-            format!("--tcp-address={tcp}"),
-            format!("--http-address={http}"),
-            format!("--data-path={}", data.display()),
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn nsqd")
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnects_to_a_restarted_nsqd() {
     let data = tempfile::tempdir().unwrap();
-    let (tcp, http) = (
-        format!("127.0.0.1:{}", free_port()),
-        format!("127.0.0.1:{}", free_port()),
-    );
-    let mut nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
-    wait_until(Duration::from_secs(20), "nsqd up", || {
-        std::net::TcpStream::connect(&tcp).is_ok()
-    })
-    .await;
+    let (tcp_port, http_port) = (free_port(), free_port());
+    let tcp = format!("127.0.0.1:{tcp_port}");
+    let mut nsqd = nsq_tests::Nsqd::start_on(data.path(), tcp_port, http_port, &[]);
 
     let cfg = Config {
         lookupd_poll_interval: Duration::from_millis(300),
@@ -470,14 +441,13 @@ async fn reconnects_to_a_restarted_nsqd() {
     .await;
 
     // Kill it: the consumer notices and retries every 300 ms.
-    let _ = nsqd.0.kill();
-    let _ = nsqd.0.wait();
+    nsqd.kill9();
     wait_until(Duration::from_secs(10), "connection lost", || {
         c.stats().connections == 0
     })
     .await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    nsqd = KillOnDrop(start_nsqd_at(&tcp, &http, data.path()));
+    nsqd = nsq_tests::Nsqd::start_on(data.path(), tcp_port, http_port, &[]);
     wait_until(Duration::from_secs(20), "reconnected", || {
         c.stats().connections == 1
     })

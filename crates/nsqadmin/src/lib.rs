@@ -10,21 +10,20 @@
 //! in memory ([`history`]) and charts them.
 //!
 //! Modules, following a request: [`http`] (routing, V1 responses, handlers)
-//! → [`cluster`] (discovery, fan-out, aggregation, actions) → [`upstream`]
-//! (the HTTP client). [`options`] holds the flags; [`notify`] the
-//! notifications; [`gofmt`] the Go-compatible text formats.
+//! → [`cluster`] (discovery, fan-out, aggregation, actions) → `nsq_http`'s
+//! client. [`options`] holds the flags; [`notify`] the notifications;
+//! [`semver`] the version order behind `out_of_date`.
 
 #![forbid(unsafe_code)]
 
 pub mod cidr;
 pub mod cluster;
 pub mod error;
-pub mod gofmt;
 pub mod history;
 pub mod http;
 pub mod notify;
 pub mod options;
-pub mod upstream;
+pub mod semver;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -100,18 +99,19 @@ impl Nsqadmin {
     /// Validates `opts` (nsqadmin's startup checks) and binds `--http-address`.
     pub async fn new(mut opts: Options) -> Result<Nsqadmin, StartError> {
         opts.validate().await?;
-        if !opts.http_client_tls_cert.is_empty() || !opts.http_client_tls_root_ca_file.is_empty() {
-            tracing::warn!("--http-client-tls-* accepted, but this nsqadmin speaks plain HTTP to upstreams only");
-        }
         let listener = TcpListener::bind(&opts.http_address)
             .await
             .map_err(|source| StartError::Listen {
                 addr: opts.http_address.clone(),
                 source,
             })?;
-        let client = upstream::Client::new(
-            opts.http_client_connect_timeout,
-            opts.http_client_request_timeout,
+        let client = nsq_http::Client::new(
+            nsq_http::ClientOptions::new(
+                opts.http_client_connect_timeout,
+                opts.http_client_request_timeout,
+            )
+            .user_agent(USER_AGENT)
+            .tls(opts.http_client_tls()?),
         );
         let shutdown = CancellationToken::new();
         let notifier = Notifier::start(

@@ -8,7 +8,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::Client;
+use nsq_http::Client;
 
 /// The notification body, in nsqadmin's key order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,7 +53,7 @@ impl Notifier {
                     .request(
                         Method::POST,
                         &endpoint,
-                        &[("content-type", "application/json")],
+                        &[("Content-Type", "application/json")],
                         Some(body),
                     )
                     .await

@@ -173,12 +173,19 @@ impl Options {
             })?;
         }
         if self.proxy_graphite {
-            crate::upstream::Url::parse(&self.graphite_url).map_err(|e| {
-                StartError::Config(format!(
-                    "failed to parse --graphite-url ({}) - {e}",
-                    self.graphite_url
-                ))
-            })?;
+            self.graphite_url
+                .parse::<hyper::Uri>()
+                .map_err(|e| e.to_string())
+                .and_then(|u| match u.host() {
+                    Some(_) => Ok(()),
+                    None => Err(format!("no host in {}", self.graphite_url)),
+                })
+                .map_err(|e| {
+                    StartError::Config(format!(
+                        "failed to parse --graphite-url ({}) - {e}",
+                        self.graphite_url
+                    ))
+                })?;
         }
         if !self.allow_config_from_cidr.is_empty() {
             Cidr::parse(&self.allow_config_from_cidr).map_err(|e| {
@@ -190,6 +197,20 @@ impl Options {
         }
         self.base_path = normalize_base_path(&self.base_path);
         Ok(())
+    }
+
+    /// The upstream client's TLS (`--http-client-tls-*`); `None`: Go's defaults.
+    pub fn http_client_tls(
+        &self,
+    ) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>, StartError> {
+        nsq_http::tls::ClientTls {
+            root_ca_file: &self.http_client_tls_root_ca_file,
+            cert_file: &self.http_client_tls_cert,
+            key_file: &self.http_client_tls_key,
+            insecure_skip_verify: self.http_client_tls_insecure_skip_verify,
+        }
+        .config()
+        .map_err(|e| StartError::Config(format!("failed to build TLS config - {e}")))
     }
 
     /// The value of option `name` (config-file name), as `/config` shows it.

@@ -50,19 +50,11 @@ pub(crate) async fn query_lookupds(shared: &Arc<Shared>, events: &mpsc::Unbounde
     if endpoints.is_empty() {
         return;
     }
-    let cfg = &shared.config;
     let mut union = BTreeSet::new();
     let mut complete = true;
     for ep in &endpoints {
         tracing::info!(lookupd = %ep.host_port, topic = %shared.topic, "querying nsqlookupd");
-        match lookup::query(
-            ep,
-            &shared.topic,
-            cfg.dial_timeout,
-            cfg.lookupd_poll_timeout,
-        )
-        .await
-        {
+        match lookup::query(&shared.lookupd_client, ep, &shared.topic).await {
             Ok(addrs) => union.extend(addrs),
             Err(e) => {
                 tracing::error!(lookupd = %ep.host_port, error = %e, "error querying nsqlookupd");

@@ -127,6 +127,8 @@ pub(crate) struct Shared {
     topic: String,
     channel: String,
     config: Config,
+    /// Asks the lookupds (`dial_timeout`, `lookupd_poll_timeout`).
+    lookupd_client: nsq_http::Client,
     registry: Mutex<Registry>,
     stats: Stats,
     stopped: AtomicBool,
@@ -197,6 +199,7 @@ impl Consumer {
         let shared = Arc::new(Shared {
             topic: topic.to_string(),
             channel: channel.to_string(),
+            lookupd_client: crate::lookup::client(&config),
             config,
             registry: Mutex::new(Registry::default()),
             stats: Stats::default(),

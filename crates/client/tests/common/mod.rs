@@ -1,162 +1,68 @@
-//! Test support: start the real `nsqd` / `nsqlookupd` binaries on free
-//! 127.0.0.1 ports with a temporary data directory, kill them (by PID) on
-//! drop, and read their HTTP APIs.
-//!
-//! Build the binaries first: `cargo build -p nsqd-bin -p nsqlookupd-bin`.
-//! `NSQ_BIN_DIR` overrides where they are looked up.
+//! Test support for the client's black-box tests: the workspace's one
+//! daemon harness (`nsq-tests`) starts the real `nsqd` / `nsqlookupd` on
+//! free loopback ports with temporary data directories and stops them on
+//! drop; a missing binary fails the test (build them first:
+//! `cargo build -p nsqd-bin -p nsqlookupd-bin`, or set `NSQ_BIN_DIR`).
+//! Async helpers read their HTTP APIs with `nsq_http`'s client.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nsq_client::lookup::parse_http_response;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+pub use nsq_tests::free_port;
 
-pub fn bin(name: &str) -> PathBuf {
-    let dir = match std::env::var("NSQ_BIN_DIR") {
-        Ok(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug"),
-    };
-    dir.join(name)
-}
-
-pub fn have_bin(name: &str) -> bool {
-    bin(name).exists()
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind :0")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
-
-/// A running daemon; SIGKILLed by PID and reaped on drop.
+/// A running daemon and its addresses; stopped (by PID) on drop.
 pub struct Daemon {
-    child: Child,
     pub tcp: String,
     pub http: String,
-    pub dir: tempfile::TempDir,
+    _process: Process,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+enum Process {
+    Nsqd(nsq_tests::Nsqd),
+    Lookupd(nsq_tests::Lookupd),
 }
 
-impl Daemon {
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
-    }
-}
-
-fn blocking_ping(http: &str) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(http) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(format!("GET /ping HTTP/1.0\r\nHost: {http}\r\n\r\n").as_bytes())
-        .is_err()
-    {
-        return false;
-    }
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    matches!(parse_http_response(&raw), Ok((200, _)))
-}
-
-fn start(name: &str, args: impl Fn(&str, &str, &std::path::Path) -> Vec<String>) -> Daemon {
-    let path = bin(name);
-    assert!(
-        path.exists(),
-        "{} missing: run `cargo build -p nsqd-bin -p nsqlookupd-bin` first",
-        path.display()
-    );
-    let mut last = String::new();
-    for _ in 0..5 {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("nsq-client-{name}-"))
-            .tempdir()
-            .expect("tempdir");
-        let tcp = format!("127.0.0.1:{}", free_port());
-        let http = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(&path)
-            .args(args(&tcp, &http, dir.path()))
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(dir.path().join("stdout")).expect("stdout file"))
-            .stderr(std::fs::File::create(dir.path().join("stderr")).expect("stderr file"))
-            .spawn()
-            .expect("spawn daemon");
-        let mut d = Daemon {
-            child,
-            tcp,
-            http,
-            dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = d.child.try_wait() {
-                break;
-            }
-            if blocking_ping(&d.http) {
-                return d;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        last = d.stderr();
-        // Probably a port race: drop (kill) and retry with fresh ports.
-    }
-    panic!("{name} did not start; stderr:\n{last}");
-}
-
-/// nsqd with a fresh data directory plus `extra` flags.
+/// nsqd with a fresh data directory, broadcasting 127.0.0.1, plus `extra` flags.
 pub fn start_nsqd(extra: &[String]) -> Daemon {
-    start("nsqd", |tcp, http, dir| {
-        let mut a = vec![
-            format!("--tcp-address={tcp}"),
-            format!("--http-address={http}"),
-            // the HTTPS listener opens whenever a test passes --tls-cert:
-            // never the default 0.0.0.0:4152, which parallel tests share
-            format!("--https-address=127.0.0.1:{}", free_port()),
-            format!("--data-path={}", dir.display()),
-            "--broadcast-address=127.0.0.1".to_string(),
-        ];
-        a.extend(extra.iter().cloned());
-        a
-    })
+    let mut args = vec!["--broadcast-address=127.0.0.1"];
+    args.extend(extra.iter().map(String::as_str));
+    let n = nsq_tests::Nsqd::start(&args);
+    Daemon {
+        tcp: n.tcp_addr.clone(),
+        http: n.http_addr.clone(),
+        _process: Process::Nsqd(n),
+    }
 }
 
 pub fn start_nsqlookupd() -> Daemon {
-    start("nsqlookupd", |tcp, http, _dir| {
-        vec![
-            format!("--tcp-address={tcp}"),
-            format!("--http-address={http}"),
-            "--broadcast-address=127.0.0.1".to_string(),
-        ]
-    })
+    let l = nsq_tests::Lookupd::start(&[]);
+    Daemon {
+        tcp: l.tcp.clone(),
+        http: l.http.clone(),
+        _process: Process::Lookupd(l),
+    }
 }
 
-/// `GET path` (HTTP/1.0) → (status, body).
+fn client() -> nsq_http::Client {
+    nsq_http::Client::new(nsq_http::ClientOptions::new(
+        Duration::from_secs(2),
+        Duration::from_secs(5),
+    ))
+}
+
+/// `GET path` → (status, body).
 pub async fn http_get(addr: &str, path: &str) -> (u16, Vec<u8>) {
     http_request(addr, "GET", path).await
 }
 
 pub async fn http_request(addr: &str, method: &str, path: &str) -> (u16, Vec<u8>) {
-    let mut s = tokio::net::TcpStream::connect(addr)
+    let method = hyper::Method::from_bytes(method.as_bytes()).expect("method");
+    let r = client()
+        .request(method, &format!("http://{addr}{path}"), &[], None)
         .await
-        .expect("connect http");
-    let req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("write http");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.expect("read http");
-    parse_http_response(&raw).expect("parse http")
+        .expect("http request");
+    (r.status.as_u16(), r.body.to_vec())
 }
 
 /// `/stats?format=json` of one nsqd, filtered to topic (and channel unless

@@ -15,11 +15,12 @@ pub mod types;
 use std::collections::BTreeMap;
 use std::future::Future;
 
+use hyper::Method;
 use tokio::task::JoinSet;
 
-use crate::gofmt::query_escape;
-use crate::upstream::{Client, UpstreamError};
 use input::{NsqdInfo, NsqdStats};
+use nsq_http::url::query_escape;
+use nsq_http::Client;
 use nsq_protocol::lookupd::{Channels, Lookup, Node, Nodes, Topics};
 pub use types::{ChannelStats, ClientStats, Producer, ProducerTopic, TopicStats};
 
@@ -52,19 +53,20 @@ pub struct StatsResult {
 }
 
 /// Runs `f` for every item concurrently; results come back in input order.
-async fn fan_out<I, T, F, Fut>(items: Vec<I>, f: F) -> Vec<(I, Result<T, UpstreamError>)>
+/// A failure is kept as its text, which nsqadmin shows as is.
+async fn fan_out<I, T, F, Fut>(items: Vec<I>, f: F) -> Vec<(I, Result<T, String>)>
 where
     I: Clone + Send + 'static,
     T: Send + 'static,
     F: Fn(I) -> Fut,
-    Fut: Future<Output = Result<T, UpstreamError>> + Send + 'static,
+    Fut: Future<Output = Result<T, nsq_http::Error>> + Send + 'static,
 {
     let mut set = JoinSet::new();
     for (i, item) in items.iter().cloned().enumerate() {
         let fut = f(item);
-        set.spawn(async move { (i, fut.await) });
+        set.spawn(async move { (i, fut.await.map_err(|e| e.to_string())) });
     }
-    let mut out: Vec<Option<Result<T, UpstreamError>>> = items.iter().map(|_| None).collect();
+    let mut out: Vec<Option<Result<T, String>>> = items.iter().map(|_| None).collect();
     while let Some(r) = set.join_next().await {
         match r {
             Ok((i, v)) => out[i] = Some(v),
@@ -74,12 +76,7 @@ where
     items
         .into_iter()
         .zip(out)
-        .map(|(item, r)| {
-            (
-                item,
-                r.unwrap_or_else(|| Err(UpstreamError("query task failed".into()))),
-            )
-        })
+        .map(|(item, r)| (item, r.unwrap_or_else(|| Err("query task failed".into()))))
         .collect()
 }
 
@@ -89,7 +86,7 @@ type Settled<I, T> = (Vec<(I, T)>, Vec<String>);
 /// Splits fan-out results into successes and error texts; all failed (or
 /// nothing to ask) → the total error built by `total`.
 fn settle<I, T>(
-    results: Vec<(I, Result<T, UpstreamError>)>,
+    results: Vec<(I, Result<T, String>)>,
     total: fn(String) -> ClusterError,
 ) -> Result<Settled<I, T>, ClusterError> {
     let n = results.len();
@@ -98,7 +95,7 @@ fn settle<I, T>(
     for (i, r) in results {
         match r {
             Ok(v) => ok.push((i, v)),
-            Err(e) => errs.push(e.0),
+            Err(e) => errs.push(e),
         }
     }
     if errs.len() == n {
@@ -115,7 +112,7 @@ fn uniq_sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 /// Talks to the cluster; cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterInfo {
     client: Client,
 }
@@ -425,8 +422,8 @@ impl ClusterInfo {
         for addr in addrs {
             let url = format!("http://{addr}/{path}?{qs}");
             tracing::info!("CI: querying {url}");
-            if let Err(e) = self.client.post_v1(&url).await {
-                errs.push(e.0);
+            if let Err(e) = self.client.v1(Method::POST, &url, None).await {
+                errs.push(e.to_string());
             }
         }
         errs
@@ -546,20 +543,17 @@ mod tests {
 
     #[test]
     fn zero_of_zero_is_total() {
-        let r: Vec<(String, Result<(), UpstreamError>)> = vec![];
+        let r: Vec<(String, Result<(), String>)> = vec![];
         assert_eq!(
             settle(r, ClusterError::Nsqds).unwrap_err().to_string(),
             "failed to query any nsqd: "
         );
-        let r = vec![
-            ("a".to_string(), Err(UpstreamError("x".into()))),
-            ("b".to_string(), Ok(1)),
-        ];
+        let r = vec![("a".to_string(), Err("x".into())), ("b".to_string(), Ok(1))];
         let (ok, errs) = settle(r, ClusterError::Nsqds).unwrap();
         assert_eq!((ok.len(), errs), (1, vec!["x".to_string()]));
         let r = vec![
-            ("a".to_string(), Err::<(), _>(UpstreamError("x".into()))),
-            ("b".to_string(), Err(UpstreamError("y".into()))),
+            ("a".to_string(), Err::<(), _>("x".into())),
+            ("b".to_string(), Err("y".into())),
         ];
         assert_eq!(
             settle(r, ClusterError::Lookupds).unwrap_err().to_string(),

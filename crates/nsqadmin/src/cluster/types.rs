@@ -10,7 +10,7 @@ use super::e2e::E2eAggregate;
 use nsq_protocol::lookupd::{join_host_port, Node};
 
 use super::input::{NsqdChannel, NsqdClient, NsqdInfo, NsqdTopic};
-use crate::gofmt::Semver;
+use crate::semver::Semver;
 
 fn is_zero(v: &i64) -> bool {
     *v == 0

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use super::{v1_json, warning, ApiErr, ApiResult, Req};
 use crate::cluster::ClusterError;
-use crate::gofmt::query_escape;
 use crate::notify::AdminAction;
 use crate::Shared;
+use nsq_http::url::query_escape;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 
 #[derive(Serialize)]
@@ -147,7 +147,7 @@ fn basic_auth_user(h: &str) -> String {
     let Some(b64) = h.strip_prefix("Basic ") else {
         return String::new();
     };
-    let Some(raw) = crate::upstream::base64_decode(b64) else {
+    let Some(raw) = nsq_http::url::base64_decode(b64) else {
         return String::new();
     };
     let s = String::from_utf8_lossy(&raw);

@@ -267,7 +267,7 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
         s.ci.client()
             .get_v1(&url)
             .await
-            .map_err(|e| internal(e.0))?;
+            .map_err(|e| internal(e.to_string()))?;
     let v = resp
         .get(0)
         .and_then(|t| t.get("datapoints"))

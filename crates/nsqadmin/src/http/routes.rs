@@ -125,7 +125,7 @@ fn segments(path: &str) -> Vec<&str> {
 }
 
 fn decode(seg: &str) -> String {
-    String::from_utf8_lossy(&crate::gofmt::percent_decode(seg)).into_owned()
+    String::from_utf8_lossy(&nsq_http::url::percent_decode(seg)).into_owned()
 }
 
 impl Router {

@@ -14,7 +14,6 @@ use serde::Serialize;
 
 use super::{plain, Req, TEXT_CT};
 use crate::options::join_path;
-use crate::upstream::Url;
 use crate::Shared;
 
 const INDEX_HTML: &str = include_str!("../../static/index.html");
@@ -123,12 +122,12 @@ pub fn asset(s: &Arc<Shared>, name: &str) -> Response {
 /// credentials, if any, sent as basic auth).
 pub async fn render_proxy(s: &Arc<Shared>, req: &Req) -> Response {
     let graphite = s.options().graphite_url.clone();
-    let target = match Url::parse(&graphite) {
-        Ok(u) => u,
-        Err(e) => return plain(502, TEXT_CT, e.0),
-    };
-    let auth = target.userinfo.map(|u| format!("{u}@")).unwrap_or_default();
-    let mut url = format!("http://{auth}{}{}", target.host_header, req.path);
+    // scheme://[user:pass@]host[:port] of the graphite URL, then our path.
+    let origin_end = graphite
+        .find("://")
+        .and_then(|i| graphite[i + 3..].find(['/', '?']).map(|j| i + 3 + j))
+        .unwrap_or(graphite.len());
+    let mut url = format!("{}{}", &graphite[..origin_end], req.path);
     if !req.query.is_empty() {
         url.push('?');
         url.push_str(&req.query);

@@ -3,31 +3,23 @@
 //! subscribe on a topic/channel.
 //!
 //! The decision ([`AuthState::is_allowed`]) is a pure function of the
-//! server's answer; the query ([`query_any`]) is one HTTP/1.1 request per
-//! server tried, made by the connection's own reader task so no other client
-//! waits on it. Errors are detailed here for the log only: clients are told
+//! server's answer; the query ([`query_any`]) is one NSQ "V1" request per
+//! server tried (`nsq_http`'s client, as nsqd's `http_api` client), made by
+//! the connection's own reader task so no other client waits on it. Errors are detailed here for the log only: clients are told
 //! just `E_AUTH_FAILED AUTH failed`, as Go nsqd tells them.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Uri;
-use hyper_util::rt::TokioIo;
+use hyper::Method;
+use nsq_http::url::query_escape;
 use regex::Regex;
 use serde::Deserialize;
-use tokio::net::TcpStream;
-
-/// Largest auth server answer read.
-const MAX_RESPONSE: usize = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
-    #[error("{0}")]
-    Http(String),
-    #[error("got response {status} {body:?}")]
-    Status { status: String, body: String },
+    #[error(transparent)]
+    Http(#[from] nsq_http::Error),
     #[error("{0}")]
     Json(String),
     #[error("unknown permission {0}")]
@@ -43,13 +35,12 @@ pub enum AuthError {
 }
 
 /// How this nsqd reaches its auth servers (from the flags).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AuthConfig {
     pub addresses: Vec<String>,
     pub post: bool,
-    pub connect_timeout: Duration,
-    pub request_timeout: Duration,
-    pub tls: Arc<rustls::ClientConfig>,
+    /// With `--http-client-*-timeout` and nsqd's client TLS.
+    pub client: nsq_http::Client,
 }
 
 /// The facts about a connection the auth server is told.
@@ -80,7 +71,8 @@ impl AuthQuery {
             .join("&")
     }
 
-    /// The POST body: the parameters as a JSON object of one-element arrays.
+    /// The POST body: the parameters as a JSON object of one-element arrays
+    /// (Go's `url.Values` marshalled).
     fn json_body(&self) -> Vec<u8> {
         let mut m = serde_json::Map::new();
         for (k, v) in self.params() {
@@ -91,21 +83,6 @@ impl AuthQuery {
         }
         serde_json::to_vec(&m).unwrap_or_default()
     }
-}
-
-/// Go's `url.QueryEscape`: unreserved bytes kept, space as `+`, the rest `%XX`.
-pub fn query_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &b in s.as_bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,154 +223,19 @@ pub fn endpoint(addr: &str) -> String {
     }
 }
 
+/// NSQ's `QueryAuthd`: `GETV1` with the parameters in the query string, or
+/// `POSTV1` with them as a JSON body.
 async fn query(cfg: &AuthConfig, addr: &str, q: &AuthQuery) -> Result<AuthState, AuthError> {
-    let mut url = endpoint(addr);
+    let url = endpoint(addr);
     let body = if cfg.post {
-        Some(q.json_body())
+        cfg.client
+            .v1(Method::POST, &url, Some(Bytes::from(q.json_body())))
+            .await?
     } else {
-        url = format!("{url}?{}", q.query_string());
-        None
+        let url = format!("{url}?{}", q.query_string());
+        cfg.client.v1(Method::GET, &url, None).await?
     };
-    let mut retried = false;
-    loop {
-        let (status, resp) =
-            tokio::time::timeout(cfg.request_timeout, request(cfg, &url, body.clone()))
-                .await
-                .map_err(|_| AuthError::Http(format!("request to {url} timed out")))??;
-        if status == 200 {
-            return AuthState::parse(&resp, Instant::now());
-        }
-        // An nsqd-style 403 names its HTTPS port: go there once.
-        if status == 403 && !retried && !url.starts_with("https") {
-            if let Some(u) = https_endpoint(&url, &resp) {
-                url = u;
-                retried = true;
-                continue;
-            }
-        }
-        let reason = hyper::StatusCode::from_u16(status)
-            .ok()
-            .and_then(|s| s.canonical_reason())
-            .unwrap_or("");
-        return Err(AuthError::Status {
-            status: format!("{status} {reason}"),
-            body: String::from_utf8_lossy(&resp).into_owned(),
-        });
-    }
-}
-
-fn https_endpoint(url: &str, body: &[u8]) -> Option<String> {
-    let port = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()?
-        .get("https_port")?
-        .as_u64()?;
-    let uri: Uri = url.parse().ok()?;
-    let host = uri.host()?;
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    };
-    let pq = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    Some(format!("https://{host}:{port}{pq}"))
-}
-
-/// One HTTP/1.1 request over a fresh connection: (status, body).
-async fn request(
-    cfg: &AuthConfig,
-    url: &str,
-    body: Option<Vec<u8>>,
-) -> Result<(u16, Vec<u8>), AuthError> {
-    let http = |e: &dyn std::fmt::Display| AuthError::Http(e.to_string());
-    let uri: Uri = url
-        .parse()
-        .map_err(|e: hyper::http::uri::InvalidUri| http(&e))?;
-    let https = match uri.scheme_str() {
-        Some("http") => false,
-        Some("https") => true,
-        other => {
-            return Err(AuthError::Http(format!(
-                "unsupported protocol scheme {:?}",
-                other.unwrap_or("")
-            )))
-        }
-    };
-    let host = uri
-        .host()
-        .ok_or_else(|| AuthError::Http(format!("no host in {url}")))?
-        .to_string();
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let bare_host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let tcp = tokio::time::timeout(
-        cfg.connect_timeout,
-        TcpStream::connect((bare_host.as_str(), port)),
-    )
-    .await
-    .map_err(|_| AuthError::Http(format!("dial tcp {host}:{port}: i/o timeout")))?
-    .map_err(|e| http(&e))?;
-    let _ = tcp.set_nodelay(true);
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .unwrap_or(host.clone());
-    let path = uri
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let method = if body.is_some() { "POST" } else { "GET" };
-    let mut req = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header(hyper::header::HOST, authority)
-        .header(hyper::header::ACCEPT, "application/vnd.nsq; version=1.0");
-    if body.is_some() {
-        req = req.header(hyper::header::CONTENT_TYPE, "application/json");
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| http(&e))?;
-    if https {
-        let name =
-            rustls::pki_types::ServerName::try_from(bare_host.clone()).map_err(|e| http(&e))?;
-        let tls = tokio_rustls::TlsConnector::from(cfg.tls.clone())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| http(&e))?;
-        send(TokioIo::new(tls), req).await
-    } else {
-        send(TokioIo::new(tcp), req).await
-    }
-}
-
-async fn send<IO>(io: IO, req: hyper::Request<Full<Bytes>>) -> Result<(u16, Vec<u8>), AuthError>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let http = |e: &dyn std::fmt::Display| AuthError::Http(e.to_string());
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| http(&e))?;
-    // The connection task ends when the response is read and `sender` dropped.
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let result = async {
-        let resp = sender.send_request(req).await.map_err(|e| http(&e))?;
-        let status = resp.status().as_u16();
-        let body = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
-            .collect()
-            .await
-            .map_err(|e| http(&*e))?
-            .to_bytes();
-        Ok((status, body.to_vec()))
-    }
-    .await;
-    drop(sender);
-    driver.abort();
-    result
+    AuthState::parse(&body, Instant::now())
 }
 
 #[cfg(test)]
@@ -480,14 +322,6 @@ mod tests {
         assert_eq!(
             endpoint("https://auth.example/check"),
             "https://auth.example/check"
-        );
-        assert_eq!(
-            https_endpoint(
-                "http://127.0.0.1:80/auth?a=b",
-                br#"{"message": "TLS_REQUIRED", "https_port": 4152}"#
-            )
-            .as_deref(),
-            Some("https://127.0.0.1:4152/auth?a=b")
         );
     }
 }

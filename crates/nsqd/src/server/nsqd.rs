@@ -65,6 +65,8 @@ pub struct NsqdInner {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// How to reach the auth servers; None without `--auth-http-address`.
     pub auth: Option<AuthConfig>,
+    /// For the lookupds' HTTP API (Go's defaults for TLS, as nsqd's).
+    pub http_client: nsq_http::Client,
     pub lookupd_tcp_addresses: Mutex<Vec<String>>,
     /// Poked when `lookupd_tcp_addresses` changes at run time.
     pub lookupd_changed: tokio::sync::Notify,
@@ -97,12 +99,19 @@ impl NsqdInner {
             ));
         }
         let client_tls = super::tls::client_config(&opts).map_err(Error::ClientTls)?;
+        let http_client = |tls| {
+            nsq_http::Client::new(
+                nsq_http::ClientOptions::new(
+                    opts.http_client_connect_timeout,
+                    opts.http_client_request_timeout,
+                )
+                .tls(tls),
+            )
+        };
         let auth = (!opts.auth_http_addresses.is_empty()).then(|| AuthConfig {
             addresses: opts.auth_http_addresses.clone(),
             post: opts.auth_http_request_method == "post",
-            connect_timeout: opts.http_client_connect_timeout,
-            request_timeout: opts.http_client_request_timeout,
-            tls: client_tls,
+            client: http_client(Some(client_tls)),
         });
         let data_lock = lock_data_path(&data_dir(&opts))?;
         let features = ServerFeatures {
@@ -139,6 +148,7 @@ impl NsqdInner {
             https_port: AtomicU16::new(0),
             tls,
             auth,
+            http_client: http_client(None),
             lookupd_tcp_addresses: Mutex::new(opts.lookupd_tcp_addresses.clone()),
             lookupd_changed: tokio::sync::Notify::new(),
             lookupd_http_addresses: Mutex::new(Vec::new()),
@@ -223,13 +233,13 @@ impl NsqdInner {
         }
         if precreate {
             let addrs = self.lookupd_http_addresses.lock().clone();
-            let timeout = self.ctx.opts.http_client_request_timeout;
+            let client = self.http_client.clone();
             let t = topic.clone();
             self.ctx.tasks.spawn(async move {
                 if addrs.is_empty() {
                     tracing::error!(topic = %t.name, "no available nsqlookupd to query for channels to pre-create for new topic");
                 } else {
-                    for c in super::precreate::lookupd_channels(&addrs, &t.name, timeout).await {
+                    for c in super::precreate::lookupd_channels(&client, &addrs, &t.name).await {
                         if !is_ephemeral(&c) && is_valid_channel_name(&c) {
                             let _ = t.get_or_create_channel(&c);
                         }

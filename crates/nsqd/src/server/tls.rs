@@ -23,17 +23,6 @@ use rustls::{
 
 use crate::options::Options;
 
-/// Where Go's crypto/x509 looks for the system CA bundle on Linux; used
-/// when a verifying config needs roots and `--tls-root-ca-file` is unset.
-const SYSTEM_CA_FILES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/pki/tls/cacert.pem",
-    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
-
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("open {path}: {err}")]
@@ -51,7 +40,7 @@ pub enum TlsError {
 }
 
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    nsq_http::tls::provider()
 }
 
 static TLS13_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
@@ -77,24 +66,12 @@ fn read(path: &str) -> Result<Vec<u8>, TlsError> {
 fn roots(opts: &Options) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
     if !opts.tls_root_ca_file.is_empty() {
-        let pem = read(&opts.tls_root_ca_file)?;
-        let mut added = 0;
-        for c in CertificateDer::pem_slice_iter(&pem).flatten() {
-            if store.add(c).is_ok() {
-                added += 1;
-            }
-        }
-        if added == 0 {
+        if nsq_http::tls::add_pem(&mut store, &read(&opts.tls_root_ca_file)?) == 0 {
             return Err(TlsError::BadCa);
         }
         return Ok(store);
     }
-    if let Some(pem) = SYSTEM_CA_FILES.iter().find_map(|p| std::fs::read(p).ok()) {
-        for c in CertificateDer::pem_slice_iter(&pem).flatten() {
-            let _ = store.add(c);
-        }
-    }
-    Ok(store)
+    Ok(nsq_http::tls::system_roots())
 }
 
 /// The server side, or None when no cert/key is configured (then IDENTIFY

@@ -1,5 +1,5 @@
-//! Go library behaviour nsqadmin depends on beyond `nsq_protocol::gofmt`:
-//! the semantic-version ordering used for `out_of_date` and URL escaping.
+//! The semantic-version ordering nsqadmin uses for `out_of_date`
+//! (blang/semver's, as Go's nsqadmin compares versions).
 //!
 //! Pure functions only: no I/O, no clock.
 
@@ -84,33 +84,6 @@ impl Ord for Semver {
     }
 }
 
-/// Go's `url.QueryEscape`.
-pub fn query_escape(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
-
-/// `%XX` decoding (invalid escapes are kept as written).
-pub fn percent_decode(s: &str) -> Vec<u8> {
-    fn hex(c: u8) -> Option<u8> {
-        (c as char).to_digit(16).map(|d| d as u8)
-    }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,11 +96,5 @@ mod tests {
         assert_eq!(Semver::parse("1.3"), Semver::default());
         assert_eq!(Semver::parse("junk"), Semver::parse("0.0.0"));
         assert_eq!(Semver::parse("1.3.0+build"), Semver::parse("1.3.0"));
-    }
-
-    #[test]
-    fn host_port() {
-        assert_eq!(query_escape("a b&c"), "a+b%26c");
-        assert_eq!(percent_decode("a%3Ab%2"), b"a:b%2");
     }
 }

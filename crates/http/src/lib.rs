@@ -1,0 +1,23 @@
+//! nsq-rs's one HTTP layer.
+//!
+//! * [`client`]: the HTTP client every daemon and app uses for its
+//!   outgoing requests (nsqd → auth servers and lookupds, nsqadmin →
+//!   lookupds, nsqds, graphite and its notification endpoint, the client
+//!   library and the apps → lookupds and nsqds, nsq_to_http → anything),
+//!   behaving as Go's `http.Client` does for NSQ's tools: NSQ's transport
+//!   settings, redirects, Go-worded errors, `https://` with Go's choice of
+//!   CA certificates, header names in Go's canonical case.
+//! * [`tls`]: the CA certificates Go trusts by default.
+//! * [`url`]: URL and header text as Go's `net/url` and `net/http` write it.
+//!
+//! Never: NSQ's endpoint logic (the daemons own it) or JSON shapes
+//! (`nsq_protocol` owns them).
+
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod stream;
+pub mod tls;
+pub mod url;
+
+pub use client::{Client, ClientOptions, Error, Response};

@@ -116,7 +116,8 @@ fn item121_ping_index_and_assets() {
     c.admin.get("/api/nope").assert_error(404, "NOT_FOUND");
     let r = c.admin.req("PUT", "/api/topics", &[], Some(b"x"));
     r.assert_error(405, "METHOD_NOT_ALLOWED");
-    assert_eq!(r.header("Allow"), Some("GET, POST, OPTIONS"));
+    // httprouter v1.3.0 (nsqadmin's router) sorts the methods of `Allow`.
+    assert_eq!(r.header("Allow"), Some("GET, OPTIONS, POST"));
     let r = c.admin.get("/topics/");
     assert_eq!((r.status, r.header("Location")), (301, Some("/topics")));
     // compression when asked for

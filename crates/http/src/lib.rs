@@ -7,6 +7,10 @@
 //!   behaving as Go's `http.Client` does for NSQ's tools: NSQ's transport
 //!   settings, redirects, Go-worded errors, `https://` with Go's choice of
 //!   CA certificates, header names in Go's canonical case.
+//! * [`router`] and `server` (feature `server`): the daemons' side —
+//!   httprouter's routing rules as a pure table, one serving path for HTTP
+//!   and HTTPS on hyper with Go's header case, NSQ's response conventions,
+//!   and the daemons' axum routers behind them.
 //! * [`tls`]: the CA certificates Go trusts by default.
 //! * [`url`]: URL and header text as Go's `net/url` and `net/http` write it.
 //!
@@ -16,6 +20,9 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod router;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod stream;
 pub mod tls;
 pub mod url;

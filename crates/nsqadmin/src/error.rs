@@ -10,6 +10,4 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
-    #[error("http server failed - {0}")]
-    Serve(std::io::Error),
 }

@@ -162,11 +162,11 @@ impl Nsqadmin {
             shared.ci.clone(),
             shutdown.child_token(),
         ));
-        let served = http::serve(shared, listener, shutdown.clone()).await;
+        http::serve(shared, listener, shutdown.clone()).await;
         shutdown.cancel();
         background.cancel();
         let _ = poller.await;
         tracing::info!("HTTP: closing");
-        served.map_err(StartError::Serve)
+        Ok(())
     }
 }

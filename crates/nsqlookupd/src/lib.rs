@@ -8,8 +8,8 @@
 //! Module map, following the data:
 //! * [`registration`] — the registry itself: a plain struct, time passed in.
 //! * [`tcp`] — listener and connection shell; [`tcp::v1`] the protocol logic.
-//! * `http` — HTTP server shell; `http::router` (httprouter semantics),
-//!   `http::api` (endpoint logic), `http::query` (Go query parsing).
+//! * `http` — the HTTP API's routes on `nsq_http`'s server; `http::api`
+//!   the endpoint logic.
 //!
 //! Entry points: [`NsqLookupd::bind`] opens both listeners (so callers can
 //! learn the bound ports, e.g. with port 0), [`NsqLookupd::serve`] runs until
@@ -242,17 +242,7 @@ fn go_listen_error(addr: &str, e: &io::Error) -> String {
     }
 }
 
-/// A socket address as Go prints it: IPv4-mapped IPv6 addresses in dotted
-/// form, IPv6 in brackets.
-pub(crate) fn go_addr(addr: SocketAddr) -> String {
-    match addr {
-        SocketAddr::V4(a) => a.to_string(),
-        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
-            Some(v4) => format!("{v4}:{}", a.port()),
-            None => format!("[{}]:{}", a.ip(), a.port()),
-        },
-    }
-}
+pub(crate) use nsq_http::server::go_addr;
 
 #[cfg(test)]
 mod tests {

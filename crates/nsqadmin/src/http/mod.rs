@@ -1,7 +1,7 @@
-//! nsqadmin's HTTP server: one axum fallback that routes with [`routes`]
-//! (nsqadmin's router rules), answers with nsq's "V1" conventions, logs each
-//! request like nsqadmin (`200 GET /api/topics (ip:port) 1.2ms`) and
-//! compresses every response the client accepts compressed.
+//! nsqadmin's HTTP server on `nsq_http`'s: the route table ([`routes`]),
+//! one axum handler per endpoint, answers in nsq's "V1" conventions, each
+//! request logged like nsqadmin (`200 GET /api/topics (ip:port) 1.2ms`) and
+//! every response compressed when the client accepts it.
 //!
 //! Handlers live in `api` (reads), `actions` (admin actions), `config`
 //! (`/config/:opt`) and `ui` (the page, static assets, graphite proxy).
@@ -15,31 +15,28 @@ mod ui;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::{ConnectInfo, FromRequest, Path, Request, State};
 use axum::response::Response;
+use axum::routing::{on, MethodFilter, MethodRouter};
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use hyper::header::{
-    HeaderMap, HeaderValue, ALLOW, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, VARY,
-};
+use hyper::header::{HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, VARY};
 use hyper::{Method, StatusCode};
+use nsq_http::server::{reply, Site};
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::Shared;
-use routes::{Decision, Route, Router};
+use routes::Endpoint;
 
 /// Request bodies are read up to this many bytes (`/config` PUT allows 1 MiB).
 const MAX_BODY: usize = (1 << 20) + 1;
 
-pub const JSON_CT: &str = "application/json; charset=utf-8";
-pub const TEXT_CT: &str = "text/plain; charset=utf-8";
-const X_NSQ: &str = "X-NSQ-Content-Type";
-const X_NSQ_V1: &str = "nsq; version=1.0";
+pub const JSON_CT: &str = reply::JSON;
+pub const TEXT_CT: &str = reply::TEXT;
 
 /// One request as handlers see it (body already read).
 #[derive(Debug)]
@@ -52,6 +49,31 @@ pub struct Req {
     pub headers: HeaderMap,
     pub remote: SocketAddr,
     pub body: Bytes,
+}
+
+#[axum::async_trait]
+impl<S: Send + Sync> FromRequest<S> for Req {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, _: &S) -> Result<Req, Response> {
+        let (parts, body) = req.into_parts();
+        let remote = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let body = read_body(body)
+            .await
+            .map_err(|e| v1_error(500, &format!("failed to read request body - {e}")))?;
+        Ok(Req {
+            method: parts.method,
+            path: parts.uri.path().to_string(),
+            query: parts.uri.query().unwrap_or("").to_string(),
+            headers: parts.headers,
+            remote,
+            body,
+        })
+    }
 }
 
 impl Req {
@@ -88,47 +110,27 @@ impl ApiErr {
 
 pub type ApiResult = Result<Response, ApiErr>;
 
-fn with_headers(status: u16, headers: &[(&'static str, &str)], body: Bytes) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    for (k, v) in headers {
-        if let Ok(v) = HeaderValue::from_str(v) {
-            r.headers_mut().insert(*k, v);
-        }
-    }
-    r
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// 200 with a JSON body, V1 headers.
 pub fn v1_json<T: Serialize + ?Sized>(v: &T) -> Response {
-    with_headers(
-        200,
-        &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],
-        Bytes::from(nsq_protocol::gofmt::to_json(v)),
-    )
+    reply::v1_json(v)
 }
 
 /// 200 with a raw string body (how nsq answers string-valued results).
 pub fn v1_text(s: &str) -> Response {
-    let mut h = vec![(X_NSQ, X_NSQ_V1)];
-    if !s.is_empty() {
-        h.push(("content-type", TEXT_CT));
-    }
-    with_headers(200, &h, Bytes::from(s.to_string()))
+    reply::v1_text(s)
 }
 
 pub fn v1_error(code: u16, text: &str) -> Response {
-    let body = nsq_protocol::gofmt::to_json(&serde_json::json!({ "message": text }));
-    with_headers(
-        code,
-        &[("content-type", JSON_CT), (X_NSQ, X_NSQ_V1)],
-        Bytes::from(body),
-    )
+    reply::v1_error(status(code), text)
 }
 
 /// A body without nsq's headers (`/ping`, static assets).
 pub fn plain(code: u16, content_type: &str, body: impl Into<Bytes>) -> Response {
-    with_headers(code, &[("content-type", content_type)], body.into())
+    reply::plain(status(code), content_type, Body::from(body.into()))
 }
 
 /// `"WARNING: a; b"`, or `""` with no warnings.
@@ -141,26 +143,113 @@ pub fn warning(msgs: &[String]) -> String {
 }
 
 /// Serves until `shutdown` is cancelled.
-pub async fn serve(
-    shared: Arc<Shared>,
-    listener: TcpListener,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
+pub async fn serve(shared: Arc<Shared>, listener: TcpListener, shutdown: CancellationToken) {
     let opts = shared.options();
-    let router = Arc::new(Router::new(&opts.base_path, opts.proxy_graphite));
-    let app = axum::Router::new().fallback(
-        move |ConnectInfo(remote): ConnectInfo<SocketAddr>, req: Request| {
-            let shared = shared.clone();
-            let router = router.clone();
-            async move { handle(shared, router, remote, req).await }
+    let routes = routes::routes(&opts.base_path, opts.proxy_graphite);
+    let site = Site::new(routes, |e, m| handler(e, m, shared.clone())).finish(Box::new(
+        |headers: HeaderMap, resp: Response| {
+            Box::pin(async move {
+                let accept = headers
+                    .get("accept-encoding")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                match compress::negotiate(accept) {
+                    Some(enc) => compress_response(resp, enc).await,
+                    None => resp,
+                }
+            })
         },
-    );
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled_owned())
-    .await
+    ));
+    nsq_http::server::serve(listener, None, Arc::new(site), shutdown).await;
+}
+
+type Shared_ = State<Arc<Shared>>;
+
+fn answer(r: ApiResult) -> Response {
+    r.unwrap_or_else(|e| v1_error(e.code, &e.text))
+}
+
+/// The axum handler of each endpoint.
+fn handler(e: Endpoint, m: MethodFilter, shared: Arc<Shared>) -> MethodRouter {
+    use Endpoint::*;
+    type One = Path<String>;
+    type Two = Path<(String, String)>;
+    let r = match e {
+        Index => on(m, |State(s): Shared_, req: Req| async move {
+            ui::index(&s, &req)
+        }),
+        Ping => on(m, || async { plain(200, TEXT_CT, "OK") }),
+        Static => on(m, |State(s): Shared_, Path(a): One| async move {
+            ui::asset(&s, &a)
+        }),
+        Render => on(m, |State(s): Shared_, req: Req| async move {
+            ui::render_proxy(&s, &req).await
+        }),
+        Topics => on(m, |State(s): Shared_, req: Req| async move {
+            answer(api::topics(&s, &req).await)
+        }),
+        Topic => on(m, |State(s): Shared_, Path(t): One| async move {
+            answer(api::topic(&s, &t).await)
+        }),
+        Channel => on(m, |State(s): Shared_, Path((t, c)): Two| async move {
+            answer(api::channel(&s, &t, &c).await)
+        }),
+        Nodes => on(m, |State(s): Shared_| async move {
+            answer(api::nodes(&s).await)
+        }),
+        Node => on(m, |State(s): Shared_, Path(n): One| async move {
+            answer(api::node(&s, &n).await)
+        }),
+        Counter => on(m, |State(s): Shared_| async move {
+            answer(api::counter(&s).await)
+        }),
+        Graphite => on(m, |State(s): Shared_, req: Req| async move {
+            answer(api::graphite(&s, &req).await)
+        }),
+        History => on(m, |State(s): Shared_, req: Req| async move {
+            answer(api::history(&s, &req))
+        }),
+        HistoryTopic => on(m, |State(s): Shared_, Path(t): One, req: Req| async move {
+            answer(api::history_topic(&s, &req, &t))
+        }),
+        HistoryChannel => on(
+            m,
+            |State(s): Shared_, Path((t, c)): Two, req: Req| async move {
+                answer(api::history_channel(&s, &req, &t, &c))
+            },
+        ),
+        CreateTopicChannel => on(m, |State(s): Shared_, req: Req| async move {
+            answer(actions::create_topic_channel(&s, &req).await)
+        }),
+        TopicAction => on(m, |State(s): Shared_, Path(t): One, req: Req| async move {
+            answer(actions::topic_channel_action(&s, &req, &t, "").await)
+        }),
+        ChannelAction => on(
+            m,
+            |State(s): Shared_, Path((t, c)): Two, req: Req| async move {
+                answer(actions::topic_channel_action(&s, &req, &t, &c).await)
+            },
+        ),
+        TombstoneNode => on(m, |State(s): Shared_, Path(n): One, req: Req| async move {
+            answer(actions::tombstone_node(&s, &req, &n).await)
+        }),
+        DeleteTopic => on(m, |State(s): Shared_, Path(t): One, req: Req| async move {
+            answer(actions::delete_topic(&s, &req, &t).await)
+        }),
+        DeleteChannel => on(
+            m,
+            |State(s): Shared_, Path((t, c)): Two, req: Req| async move {
+                answer(actions::delete_channel(&s, &req, &t, &c).await)
+            },
+        ),
+        Config => on(
+            m,
+            |State(s): Shared_, Path(opt): One, req: Req| async move {
+                answer(config::handle(&s, &req, &opt))
+            },
+        ),
+    };
+    r.with_state(shared)
 }
 
 async fn read_body(body: Body) -> Result<Bytes, String> {
@@ -177,42 +266,6 @@ async fn read_body(body: Body) -> Result<Bytes, String> {
         }
     }
     Ok(buf.freeze())
-}
-
-async fn handle(
-    shared: Arc<Shared>,
-    router: Arc<Router>,
-    remote: SocketAddr,
-    req: Request,
-) -> Response {
-    let start = Instant::now();
-    let (parts, body) = req.into_parts();
-    let uri = parts.uri.to_string();
-    let req = Req {
-        method: parts.method.clone(),
-        path: parts.uri.path().to_string(),
-        query: parts.uri.query().unwrap_or("").to_string(),
-        headers: parts.headers,
-        remote,
-        body: Bytes::new(),
-    };
-    let accept_encoding = req.header("accept-encoding").to_string();
-    let resp = match read_body(body).await {
-        Ok(b) => dispatch(&shared, &router, Req { body: b, ..req }).await,
-        Err(e) => v1_error(500, &format!("failed to read request body - {e}")),
-    };
-    tracing::info!(
-        "{} {} {} ({}) {:?}",
-        resp.status().as_u16(),
-        parts.method,
-        uri,
-        remote,
-        start.elapsed()
-    );
-    match compress::negotiate(&accept_encoding) {
-        Some(enc) => compress_response(resp, enc).await,
-        None => resp,
-    }
 }
 
 async fn compress_response(resp: Response, enc: compress::Encoding) -> Response {
@@ -245,67 +298,4 @@ async fn compress_response(resp: Response, enc: compress::Encoding) -> Response 
             Response::from_parts(parts, Body::from(bytes))
         }
     }
-}
-
-async fn dispatch(s: &Arc<Shared>, router: &Router, req: Req) -> Response {
-    let decision = router.resolve(req.method.as_str(), &req.path);
-    let route = match decision {
-        Decision::Found(r) => r,
-        Decision::Redirect(to) => {
-            let to = if req.query.is_empty() {
-                to
-            } else {
-                format!("{to}?{}", req.query)
-            };
-            let code = if req.method == Method::GET || req.method == Method::HEAD {
-                301
-            } else {
-                307
-            };
-            let mut r = plain(code, "text/html; charset=utf-8", Bytes::new());
-            if let Ok(v) = HeaderValue::from_str(&to) {
-                r.headers_mut().insert(LOCATION, v);
-            }
-            return r;
-        }
-        Decision::MethodNotAllowed(allow) => {
-            let mut r = v1_error(405, "METHOD_NOT_ALLOWED");
-            if let Ok(v) = HeaderValue::from_str(&allow) {
-                r.headers_mut().insert(ALLOW, v);
-            }
-            return r;
-        }
-        Decision::Options(allow) => {
-            let mut r = Response::new(Body::empty());
-            if let Ok(v) = HeaderValue::from_str(&allow) {
-                r.headers_mut().insert(ALLOW, v);
-            }
-            return r;
-        }
-        Decision::NotFound => return v1_error(404, "NOT_FOUND"),
-    };
-    let result = match route {
-        Route::Index => Ok(ui::index(s, &req)),
-        Route::Ping => Ok(plain(200, TEXT_CT, "OK")),
-        Route::Static(asset) => Ok(ui::asset(s, &asset)),
-        Route::Render => Ok(ui::render_proxy(s, &req).await),
-        Route::Topics => api::topics(s, &req).await,
-        Route::Topic(t) => api::topic(s, &t).await,
-        Route::Channel(t, c) => api::channel(s, &t, &c).await,
-        Route::Nodes => api::nodes(s).await,
-        Route::Node(n) => api::node(s, &n).await,
-        Route::Counter => api::counter(s).await,
-        Route::Graphite => api::graphite(s, &req).await,
-        Route::History => api::history(s, &req),
-        Route::HistoryTopic(t) => api::history_topic(s, &req, &t),
-        Route::HistoryChannel(t, c) => api::history_channel(s, &req, &t, &c),
-        Route::CreateTopicChannel => actions::create_topic_channel(s, &req).await,
-        Route::TopicAction(t) => actions::topic_channel_action(s, &req, &t, "").await,
-        Route::ChannelAction(t, c) => actions::topic_channel_action(s, &req, &t, &c).await,
-        Route::TombstoneNode(n) => actions::tombstone_node(s, &req, &n).await,
-        Route::DeleteTopic(t) => actions::delete_topic(s, &req, &t).await,
-        Route::DeleteChannel(t, c) => actions::delete_channel(s, &req, &t, &c).await,
-        Route::ConfigGet(opt) | Route::ConfigPut(opt) => config::handle(s, &req, &opt),
-    };
-    result.unwrap_or_else(|e| v1_error(e.code, &e.text))
 }

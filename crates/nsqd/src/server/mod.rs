@@ -143,12 +143,12 @@ impl Nsqd {
         let tcp_task = tokio::spawn(tcp::serve(tcp, inner.clone()));
         let http_task = http.map(|h| {
             tracing::info!(addr = ?h.local_addr().ok(), "HTTP: listening");
-            tokio::spawn(http::serve(h, inner.clone()))
+            tokio::spawn(http::serve(h, None, inner.clone()))
         });
         let https_task = match (https, inner.tls.clone()) {
             (Some(h), Some(cfg)) => {
                 tracing::info!(addr = ?h.local_addr().ok(), "HTTPS: listening");
-                Some(tokio::spawn(http::serve_tls(h, cfg, inner.clone())))
+                Some(tokio::spawn(http::serve(h, Some(cfg), inner.clone())))
             }
             _ => None,
         };

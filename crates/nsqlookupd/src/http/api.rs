@@ -14,8 +14,9 @@ use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use serde::Serialize;
 use tracing::info;
 
-use super::query::Params;
-use super::router::Endpoint;
+use nsq_http::url::Params;
+
+use super::Endpoint;
 use crate::registration::RegistrationDb;
 use crate::WallClock;
 
@@ -48,15 +49,6 @@ impl Reply {
             Reply::Plain(_) | Reply::Empty | Reply::Json(_) => 200,
             Reply::Error { status, .. } | Reply::Raw { status, .. } => *status,
         }
-    }
-
-    /// The JSON error body NSQ sends.
-    pub fn error_body(message: &str) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Message<'a> {
-            message: &'a str,
-        }
-        to_json(&Message { message })
     }
 }
 
@@ -394,7 +386,7 @@ mod tests {
             Reply::Plain(s) => s.as_bytes().to_vec(),
             Reply::Empty => Vec::new(),
             Reply::Json(b) | Reply::Raw { body: b, .. } => b.clone(),
-            Reply::Error { message, .. } => Reply::error_body(message),
+            Reply::Error { message, .. } => format!(r#"{{"message":"{message}"}}"#).into_bytes(),
         };
         (r.status(), String::from_utf8(body).unwrap())
     }

@@ -10,6 +10,16 @@ use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use super::{err, json_response, ok_text, Query};
 use crate::server::nsqd::NsqdInner;
 
+/// What `/topic/<action>` and `/channel/<action>` do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    Create,
+    Delete,
+    Empty,
+    Pause,
+    Unpause,
+}
+
 fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     nsqd.persist_metadata().map_err(|e| {
         tracing::error!(error = %e, "failed to persist metadata");
@@ -17,21 +27,20 @@ fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     })
 }
 
-pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Response {
-    let action = &path["/topic/".len()..];
+pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
     let Some(name) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
-    if matches!(action, "create" | "empty") && !is_valid_topic_name(name) {
+    if matches!(action, Action::Create | Action::Empty) && !is_valid_topic_name(name) {
         return err(StatusCode::BAD_REQUEST, "INVALID_TOPIC");
     }
-    if action == "create" {
+    if action == Action::Create {
         return match nsqd.get_or_create_topic(name) {
             Some(_) => ok_text(""),
             None => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
         };
     }
-    if action == "delete" {
+    if action == Action::Delete {
         if !nsqd.delete_topic(name) {
             return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
         }
@@ -44,12 +53,12 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Resp
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
     match action {
-        "empty" => match topic.empty() {
+        Action::Empty => match topic.empty() {
             Ok(()) => ok_text(""),
             Err(_) => err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         },
         _ => {
-            topic.set_paused(!action.contains("unpause"));
+            topic.set_paused(action == Action::Pause);
             match persist(nsqd) {
                 Ok(()) => ok_text(""),
                 Err(r) => r,
@@ -58,8 +67,7 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Resp
     }
 }
 
-pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Response {
-    let action = &path["/channel/".len()..];
+pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
     let Some(tname) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
@@ -75,13 +83,13 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Re
     let Some(topic) = nsqd.get_topic(tname) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
-    if action == "create" {
+    if action == Action::Create {
         return match topic.get_or_create_channel(cname) {
             Ok(_) => ok_text(""),
             Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
         };
     }
-    if action == "delete" {
+    if action == Action::Delete {
         if !nsqd.delete_channel(&topic, cname) {
             return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
         }
@@ -94,12 +102,12 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, path: &str, q: &Query) -> Re
         return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
     };
     match action {
-        "empty" => match ch.empty() {
+        Action::Empty => match ch.empty() {
             Ok(()) => ok_text(""),
             Err(_) => err(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL_ERROR"),
         },
         _ => {
-            ch.set_paused(!action.contains("unpause"));
+            ch.set_paused(action == Action::Pause);
             match persist(nsqd) {
                 Ok(()) => ok_text(""),
                 Err(r) => r,

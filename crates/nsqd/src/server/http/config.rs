@@ -98,7 +98,7 @@ pub fn get(nsqd: &NsqdInner, opt: &str) -> Response {
         None => err(StatusCode::BAD_REQUEST, "INVALID_OPTION"),
         Some(ConfigValue::Raw(s)) => ok_text(s),
         Some(ConfigValue::Json(v)) => {
-            json_response(StatusCode::OK, serde_json::to_vec(&v).unwrap_or_default())
+            json_response(StatusCode::OK, nsq_protocol::gofmt::to_json(&v))
         }
     }
 }

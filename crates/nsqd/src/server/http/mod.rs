@@ -1,11 +1,7 @@
 //! nsqd's HTTP API: publishing, stats, topic/channel administration and
-//! runtime config, with nsqd's status codes, bodies and headers.
-//!
-//! Routing is done by hand rather than with axum's router because NSQ's
-//! router (httprouter) has observable habits clients and tests see: exact
-//! paths, 301/307 redirects to the canonical path for a trailing slash,
-//! wrong case or unclean path, `OPTIONS` answered with `Allow`, and 405 with
-//! `Allow` for a known path and the wrong method.
+//! runtime config, with nsqd's status codes, bodies and headers, served by
+//! `nsq_http`'s server (httprouter's routing rules, HTTP and HTTPS on one
+//! path, Go's header case).
 //!
 //! The same routes are served on `--http-address` and, with TLS configured,
 //! on `--https-address`; with `--tls-required=true` the plain listener
@@ -16,11 +12,14 @@
 #![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue, Method, Request, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{on, MethodFilter, MethodRouter};
+use nsq_http::router::Routes;
+use nsq_http::server::{reply, Site};
 use nsq_protocol::stats::NsqdInfo;
 use tokio::net::TcpListener;
 
@@ -31,56 +30,131 @@ mod publish;
 use crate::server::nsqd::NsqdInner;
 use crate::server::stats::{self, StatsQuery};
 
-const NSQ_CONTENT_TYPE: &str = "nsq; version=1.0";
+pub(crate) use reply::{v1_error as err, v1_json_bytes as json_response, v1_text as ok_text};
 
-/// Every route: path and the methods it answers.
-const ROUTES: &[(&str, &[&str])] = &[
-    ("/ping", &["GET"]),
-    ("/info", &["GET"]),
-    ("/pub", &["POST"]),
-    ("/mpub", &["POST"]),
-    // simplequeue-compatible aliases (dropped by NSQ 1.x, kept by nsq-rs
-    // for users migrating from simplequeue/pubsub)
-    ("/put", &["POST"]),
-    ("/mput", &["POST"]),
-    ("/stats", &["GET"]),
-    ("/topic/create", &["POST"]),
-    ("/topic/delete", &["POST"]),
-    ("/topic/empty", &["POST"]),
-    ("/topic/pause", &["POST"]),
-    ("/topic/unpause", &["POST"]),
-    ("/channel/create", &["POST"]),
-    ("/channel/delete", &["POST"]),
-    ("/channel/empty", &["POST"]),
-    ("/channel/pause", &["POST"]),
-    ("/channel/unpause", &["POST"]),
-    // nsq-rs addition: per-channel max_attempts and dead-letter topic
-    ("/channel/config", &["GET", "POST"]),
-    // nsq-rs addition: Prometheus text format (Go nsqd: 404)
-    ("/metrics", &["GET"]),
-];
+/// What a route runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Ping,
+    Info,
+    Pub,
+    Mpub,
+    Stats,
+    Topic(admin::Action),
+    Channel(admin::Action),
+    /// nsq-rs addition: a channel's `max_attempts` and dead-letter topic
+    /// (`GET` shows, `POST` sets).
+    ChannelConfig {
+        set: bool,
+    },
+    ConfigGet,
+    ConfigPut,
+    /// nsq-rs addition: Prometheus text format (Go nsqd: 404).
+    Metrics,
+}
 
-/// The plain HTTP listener.
-pub async fn serve(listener: TcpListener, nsqd: Arc<NsqdInner>) {
-    let n = nsqd.clone();
-    let tls_required = nsqd.opts().tls_required == crate::options::TLS_REQUIRED;
-    let app = axum::Router::new().fallback(move |req: Request<Body>| {
-        let n = n.clone();
-        async move {
-            if tls_required {
-                return tls_required_response(&n);
-            }
-            route(n, req).await
+fn routes() -> Routes<Endpoint> {
+    use admin::Action::*;
+    use Endpoint::*;
+    Routes::new()
+        .add("GET", "/ping", Ping)
+        .add("GET", "/info", Info)
+        .add("POST", "/pub", Pub)
+        .add("POST", "/mpub", Mpub)
+        // simplequeue-compatible aliases (dropped by NSQ 1.x, kept by nsq-rs
+        // for users migrating from simplequeue/pubsub)
+        .add("POST", "/put", Pub)
+        .add("POST", "/mput", Mpub)
+        .add("GET", "/stats", Stats)
+        .add("POST", "/topic/create", Topic(Create))
+        .add("POST", "/topic/delete", Topic(Delete))
+        .add("POST", "/topic/empty", Topic(Empty))
+        .add("POST", "/topic/pause", Topic(Pause))
+        .add("POST", "/topic/unpause", Topic(Unpause))
+        .add("POST", "/channel/create", Channel(Create))
+        .add("POST", "/channel/delete", Channel(Delete))
+        .add("POST", "/channel/empty", Channel(Empty))
+        .add("POST", "/channel/pause", Channel(Pause))
+        .add("POST", "/channel/unpause", Channel(Unpause))
+        // nsq-rs addition: per-channel max_attempts and dead-letter topic
+        .add("GET", "/channel/config", ChannelConfig { set: false })
+        .add("POST", "/channel/config", ChannelConfig { set: true })
+        .add("GET", "/config/:opt", ConfigGet)
+        .add("PUT", "/config/:opt", ConfigPut)
+        .add("GET", "/metrics", Metrics)
+}
+
+type Nsqd = State<Arc<NsqdInner>>;
+
+fn query(q: Option<String>) -> Query {
+    Query::parse(q.as_deref().unwrap_or(""))
+}
+
+/// The axum handler of each endpoint.
+fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
+    let r = match e {
+        Endpoint::Ping => on(m, |State(n): Nsqd| async move { ping(&n) }),
+        Endpoint::Info => on(m, |State(n): Nsqd| async move { info(&n) }),
+        Endpoint::Pub => on(
+            m,
+            |State(n): Nsqd, RawQuery(q): RawQuery, h: HeaderMap, body: Body| async move {
+                publish::publish(&n, &query(q), &h, body).await
+            },
+        ),
+        Endpoint::Mpub => on(
+            m,
+            |State(n): Nsqd, RawQuery(q): RawQuery, h: HeaderMap, body: Body| async move {
+                publish::mpublish(&n, &query(q), &h, body).await
+            },
+        ),
+        Endpoint::Stats => on(m, |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+            stats_handler(&n, &query(q))
+        }),
+        Endpoint::Topic(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+            admin::topic_action(&n, a, &query(q))
+        }),
+        Endpoint::Channel(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+            admin::channel_action(&n, a, &query(q))
+        }),
+        Endpoint::ChannelConfig { set } => {
+            on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+                admin::channel_config(&n, &query(q), set)
+            })
         }
-    });
-    let cancel = nsqd.ctx.cancel.clone();
-    if let Err(e) = axum::serve(listener, app.into_make_service())
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await
-    {
-        tracing::error!(error = %e, "HTTP server failed");
-    }
-    tracing::info!("HTTP: closing listener");
+        Endpoint::ConfigGet => on(m, |State(n): Nsqd, Path(opt): Path<String>| async move {
+            config::get(&n, &opt)
+        }),
+        Endpoint::ConfigPut => on(
+            m,
+            |State(n): Nsqd, Path(opt): Path<String>, body: Body| async move {
+                config::put(&n, &opt, body).await
+            },
+        ),
+        Endpoint::Metrics => on(m, |State(n): Nsqd| async move { metrics_handler(&n) }),
+    };
+    r.with_state(nsqd)
+}
+
+/// Serves the API on `listener` (HTTPS with `tls`) until nsqd shuts down.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    nsqd: Arc<NsqdInner>,
+) {
+    let plain_refused = tls.is_none() && nsqd.opts().tls_required == crate::options::TLS_REQUIRED;
+    let site = if plain_refused {
+        let n = nsqd.clone();
+        Site::pass_through(
+            axum::Router::new().fallback(move || async move { tls_required_response(&n) }),
+        )
+    } else {
+        Site::new(routes(), |e, m| handler(e, m, nsqd.clone()))
+    };
+    let site = Arc::new(site.log_level(tracing::Level::DEBUG));
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let name = if acceptor.is_some() { "HTTPS" } else { "HTTP" };
+    nsq_http::server::serve(listener, acceptor, site, nsqd.ctx.cancel.clone()).await;
+    tracing::info!("{name}: closing listener");
 }
 
 /// nsqd's hand-formatted refusal on the plain listener under
@@ -91,245 +165,6 @@ fn tls_required_response(nsqd: &NsqdInner) -> Response {
         StatusCode::FORBIDDEN,
         format!("{{\"message\": \"TLS_REQUIRED\", \"https_port\": {port}}}").into_bytes(),
     )
-}
-
-/// The HTTPS listener: TLS with nsqd's server config (including its client
-/// certificate policy), then the same routes over HTTP/1.1.
-pub async fn serve_tls(
-    listener: TcpListener,
-    cfg: Arc<rustls::ServerConfig>,
-    nsqd: Arc<NsqdInner>,
-) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    let conns = tokio_util::task::TaskTracker::new();
-    loop {
-        let (stream, addr) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::error!(error = %e, "HTTPS accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = nsqd.ctx.cancel.cancelled() => break,
-        };
-        let (acceptor, n) = (acceptor.clone(), nsqd.clone());
-        conns.spawn(async move {
-            let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
-                .await
-            {
-                Ok(Ok(t)) => t,
-                Ok(Err(e)) => {
-                    tracing::debug!(%addr, error = %e, "HTTPS: TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            };
-            let cancel = n.ctx.cancel.clone();
-            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let n = n.clone();
-                async move { Ok::<_, std::convert::Infallible>(route(n, req.map(Body::new)).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = cancel.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-                }
-            }
-        });
-    }
-    conns.close();
-    conns.wait().await;
-    tracing::info!("HTTPS: closing listener");
-}
-
-/// A V1-convention error: `{"message":...}` with NSQ's headers.
-pub(crate) fn err(status: StatusCode, message: &str) -> Response {
-    json_response(
-        status,
-        format!(
-            "{{\"message\":{}}}",
-            serde_json::Value::String(message.into())
-        )
-        .into_bytes(),
-    )
-}
-
-pub(crate) fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json; charset=utf-8"),
-    );
-    r.headers_mut().insert(
-        "X-NSQ-Content-Type",
-        HeaderValue::from_static(NSQ_CONTENT_TYPE),
-    );
-    r
-}
-
-/// A V1-convention string result (possibly empty).
-pub(crate) fn ok_text(body: impl Into<Vec<u8>>) -> Response {
-    let body = body.into();
-    let mut r = (StatusCode::OK, body.clone()).into_response();
-    if body.is_empty() {
-        r.headers_mut().remove(header::CONTENT_TYPE);
-    } else {
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-    }
-    r.headers_mut().insert(
-        "X-NSQ-Content-Type",
-        HeaderValue::from_static(NSQ_CONTENT_TYPE),
-    );
-    r
-}
-
-fn plain(status: StatusCode, body: String) -> Response {
-    let mut r = (status, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn allow_for(methods: &[&str]) -> String {
-    let mut m: Vec<&str> = methods.to_vec();
-    m.push("OPTIONS");
-    m.sort_unstable();
-    m.join(", ")
-}
-
-fn lookup(path: &str) -> Option<&'static [&'static str]> {
-    if path.starts_with("/config/")
-        && path.len() > "/config/".len()
-        && !path["/config/".len()..].contains('/')
-    {
-        return Some(&["GET", "PUT"]);
-    }
-    ROUTES.iter().find(|(p, _)| *p == path).map(|(_, m)| *m)
-}
-
-/// httprouter's path repair: clean the path, then try with and without a
-/// trailing slash, case-insensitively.
-fn canonical(path: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for seg in path.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    let cleaned = format!("/{}", parts.join("/"));
-    let lower = cleaned.to_lowercase();
-    if let Some((p, _)) = ROUTES.iter().find(|(p, _)| *p == lower) {
-        return Some(p.to_string());
-    }
-    if let Some(opt) = lower.strip_prefix("/config/") {
-        if !opt.is_empty() && !opt.contains('/') {
-            return Some(format!("/config/{}", &cleaned["/config/".len()..]));
-        }
-    }
-    None
-}
-
-async fn route(nsqd: Arc<NsqdInner>, req: Request<Body>) -> Response {
-    let path = req.uri().path().to_string();
-    let started = std::time::Instant::now();
-    let method = req.method().clone();
-    let uri = req.uri().to_string();
-    let resp = dispatch(nsqd, req, &path).await;
-    tracing::debug!(status = resp.status().as_u16(), %method, %uri, elapsed = ?started.elapsed(), "http request");
-    resp
-}
-
-async fn dispatch(nsqd: Arc<NsqdInner>, req: Request<Body>, path: &str) -> Response {
-    let Some(methods) = lookup(path) else {
-        if let Some(fixed) = canonical(path).filter(|f| f != path) {
-            let code = if req.method() == Method::GET {
-                StatusCode::MOVED_PERMANENTLY
-            } else {
-                StatusCode::TEMPORARY_REDIRECT
-            };
-            let location = match req.uri().query() {
-                Some(q) => format!("{fixed}?{q}"),
-                None => fixed,
-            };
-            let body = if req.method() == Method::GET {
-                format!(
-                    "<a href=\"{location}\">{}</a>.\n\n",
-                    code.canonical_reason().unwrap_or("")
-                )
-            } else {
-                String::new()
-            };
-            let mut r = (code, body).into_response();
-            r.headers_mut().insert(
-                header::LOCATION,
-                HeaderValue::from_str(&location).unwrap_or(HeaderValue::from_static("/")),
-            );
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-            return r;
-        }
-        return err(StatusCode::NOT_FOUND, "NOT_FOUND");
-    };
-    let method = req.method().as_str().to_string();
-    if method == "OPTIONS" {
-        let mut r = StatusCode::OK.into_response();
-        r.headers_mut().insert(
-            header::ALLOW,
-            HeaderValue::from_str(&allow_for(methods))
-                .unwrap_or(HeaderValue::from_static("OPTIONS")),
-        );
-        return r;
-    }
-    if !methods.contains(&method.as_str()) {
-        let mut r = err(StatusCode::METHOD_NOT_ALLOWED, "METHOD_NOT_ALLOWED");
-        r.headers_mut().insert(
-            header::ALLOW,
-            HeaderValue::from_str(&allow_for(methods))
-                .unwrap_or(HeaderValue::from_static("OPTIONS")),
-        );
-        return r;
-    }
-    let query = Query::parse(req.uri().query().unwrap_or(""));
-    let headers = req.headers().clone();
-    let body = req.into_body();
-    match path {
-        "/ping" => ping(&nsqd),
-        "/info" => info(&nsqd),
-        "/pub" | "/put" => publish::publish(&nsqd, &query, &headers, body).await,
-        "/mpub" | "/mput" => publish::mpublish(&nsqd, &query, &headers, body).await,
-        "/stats" => stats_handler(&nsqd, &query),
-        "/metrics" => metrics_handler(&nsqd),
-        "/topic/create" | "/topic/delete" | "/topic/empty" | "/topic/pause" | "/topic/unpause" => {
-            admin::topic_action(&nsqd, path, &query)
-        }
-        "/channel/config" => admin::channel_config(&nsqd, &query, method == "POST"),
-        p if p.starts_with("/channel/") => admin::channel_action(&nsqd, p, &query),
-        p => {
-            let opt = &p["/config/".len()..];
-            if method == "PUT" {
-                config::put(&nsqd, opt, body).await
-            } else {
-                config::get(&nsqd, opt)
-            }
-        }
-    }
 }
 
 /// Query parameters; only the first value of a repeated one counts.
@@ -353,9 +188,13 @@ impl Query {
 
 fn ping(nsqd: &NsqdInner) -> Response {
     if nsqd.is_healthy() {
-        plain(StatusCode::OK, "OK".into())
+        reply::plain(StatusCode::OK, reply::TEXT, "OK")
     } else {
-        plain(StatusCode::INTERNAL_SERVER_ERROR, nsqd.health())
+        reply::plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            reply::TEXT,
+            nsqd.health(),
+        )
     }
 }
 
@@ -377,10 +216,7 @@ fn info(nsqd: &NsqdInner) -> Response {
         topology_zone: o.topology_zone.clone(),
         topology_region: o.topology_region.clone(),
     };
-    json_response(
-        StatusCode::OK,
-        serde_json::to_vec(&info).unwrap_or_default(),
-    )
+    reply::v1_json(&info)
 }
 
 /// Reads at most `limit + 1` bytes: `Err(true)` when the body is larger than
@@ -413,7 +249,7 @@ fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
     };
     let s = stats::collect(nsqd, &sq);
     if q.get("format") == Some("json") {
-        json_response(StatusCode::OK, serde_json::to_vec(&s).unwrap_or_default())
+        reply::v1_json(&s)
     } else {
         ok_text(stats::text(&s))
     }
@@ -428,10 +264,5 @@ fn metrics_handler(nsqd: &Arc<NsqdInner>) -> Response {
     };
     let s = stats::collect(nsqd, &sq);
     let body = crate::server::metrics::render(&s, nsqd.clients().len());
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(crate::server::metrics::CONTENT_TYPE),
-    );
-    r
+    reply::plain(StatusCode::OK, crate::server::metrics::CONTENT_TYPE, body)
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
-use clap::Args;
 use nsq_protocol::command::{encode_body, encode_line, encode_mpub};
 use nsq_protocol::frame::{FrameType, HEARTBEAT, OK};
 use nsq_protocol::message::Message;
@@ -21,37 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::{read_frame_from, resolve, show, Conn};
 use crate::workers::{consume, unix_ns, ConsumeCtl};
-use crate::{go_duration, print_result, r3, Common, Errors};
-
-#[derive(Args, Debug)]
-pub struct LatencyArgs {
-    #[command(flatten)]
-    pub common: Common,
-    /// channel to consume from
-    #[arg(long, default_value = "ch")]
-    pub channel: String,
-    /// messages per second to publish, spread evenly over --runfor
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub rate: u64,
-    /// RDY count of the consumer
-    #[arg(long, default_value_t = 2500, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rdy: u32,
-    /// shortest interval between two publish commands; when 1/rate is shorter, the messages due are sent as one MPUB per interval
-    #[arg(long = "min-interval", default_value = "1ms", value_parser = go_duration)]
-    pub min_interval: Duration,
-    /// largest MPUB sent (a publisher that falls behind catches up in batches up to this size)
-    #[arg(long = "max-batch", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_batch: u32,
-    /// after publishing stops, wait at most this long for the consumer to receive every acknowledged message
-    #[arg(long = "drain-timeout", default_value = "5s", value_parser = go_duration)]
-    pub drain_timeout: Duration,
-    /// latency samples kept (memory bound)
-    #[arg(long = "max-samples", default_value_t = 20_000_000)]
-    pub max_samples: usize,
-    /// <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
-    #[arg(long = "nsqd-http-address")]
-    pub nsqd_http_address: Option<String>,
-}
+use crate::{print_result, r3, Errors, Flags};
 
 /// Body header: magic, run nonce, sequence number, client send time (ns).
 const MAGIC: &[u8; 4] = b"NSQB";
@@ -131,8 +100,8 @@ fn fmt_ms(v: &Value, k: &str) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
-    let c = &a.common;
+pub async fn run(a: &Flags) -> Result<ExitCode> {
+    let c = a;
     crate::check_names(&c.topic, Some(&a.channel))?;
     let size = c.size as usize;
     if size < HDR {
@@ -364,7 +333,7 @@ pub async fn run(a: LatencyArgs) -> Result<ExitCode> {
     for k in ["p50_us", "p99_us", "p999_us", "max_us"] {
         v[k] = v["latency"].get(k).cloned().unwrap_or(Value::Null);
     }
-    if let Some(h) = &a.nsqd_http_address {
+    if let Some(h) = a.stats_address() {
         match crate::http::channel_depth(h, &c.topic, &a.channel, c.allow_remote).await {
             Ok(s) => v["stats"] = s,
             Err(e) => errors.add("stats", format!("{e:#}")),

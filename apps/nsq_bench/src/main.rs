@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 use bytes::BytesMut;
-use clap::{Args, Parser, Subcommand};
 use nsq_protocol::command::encode_mpub;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -25,114 +24,103 @@ use tokio_util::sync::CancellationToken;
 use crate::conn::{resolve, Conn};
 use crate::workers::{consume, publish_loop, ConsumeCtl, Outcome};
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "nsq_bench",
-    version,
-    about = "Load generator for nsqd (bench_writer / bench_reader shapes, plus pubsub and latency modes)"
-)]
-struct Cli {
-    #[command(subcommand)]
-    mode: Mode,
+nsq_cli::flags! {
+    /// nsq_bench's flags, shared by its modes (each mode reads those it needs).
+    pub struct Flags {
+        /// <addr>:<port> of nsqd's TCP listener
+        nsqd_tcp_address: String = "127.0.0.1:4150";
+        /// topic to publish to / consume from
+        topic: String = "sub_bench";
+        /// size of each message body in bytes
+        size: u32 = 200;
+        /// duration of the run (Go duration syntax: 10s, 1m30s, 500ms)
+        runfor: Duration = "10s";
+        /// give up on a connection when nsqd sends nothing (or accepts no writes) for this long while a reply is due
+        io_timeout: Duration = "30s";
+        /// allow non-loopback nsqd addresses (by default only 127.0.0.0/8 and ::1 are used)
+        allow_remote: bool = false;
+        /// pub, pubsub: messages per MPUB
+        batch_size: u32 = 200;
+        /// pub, pubsub: publishing connections (0: the number of cores)
+        writers: usize = 0;
+        /// pub, pubsub: MPUBs in flight (sent, OK not yet read) per connection; 1 = bench_writer's strict request/response
+        pipeline: u32 = 4;
+        /// sub, pubsub, latency: channel to consume from
+        channel: String = "ch";
+        /// sub, pubsub: consuming connections (0: the number of cores)
+        readers: usize = 0;
+        /// sub, pubsub, latency: RDY count of each consuming connection
+        rdy: u32 = 2500;
+        /// sub: stop once this many messages were received in total (0: run for --runfor)
+        count: u64 = 0;
+        /// sub, pubsub, latency: <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
+        nsqd_http_address: String = "";
+        /// latency: messages per second to publish, spread evenly over --runfor
+        rate: u64 = 1000;
+        /// latency: shortest interval between two publish commands; when 1/rate is shorter, the messages due are sent as one MPUB per interval
+        min_interval: Duration = "1ms";
+        /// latency: largest MPUB sent (a publisher that falls behind catches up in batches up to this size)
+        max_batch: u32 = 1000;
+        /// latency: after publishing stops, wait at most this long for the consumer to receive every acknowledged message
+        drain_timeout: Duration = "5s";
+        /// latency: latency samples kept (memory bound)
+        max_samples: usize = 20000000;
+    }
 }
 
-#[derive(Subcommand, Debug)]
-enum Mode {
-    /// N connections publishing pipelined MPUB batches for --runfor (bench_writer shape)
-    Pub(PubArgs),
-    /// M connections consuming (SUB, RDY, FIN everything) for --runfor or --count (bench_reader shape)
-    Sub(SubArgs),
-    /// publishers and consumers at the same time; reports both rates and the final channel depth
-    Pubsub(PubsubArgs),
-    /// fixed-rate publishing on one connection, one default-settings consumer; publish-to-delivery latency percentiles
-    Latency(latency::LatencyArgs),
-}
+impl Flags {
+    /// The ranges the modes need.
+    fn check(&self) -> Result<()> {
+        for (name, v, min, max) in [
+            ("size", u64::from(self.size), 1, u64::from(u32::MAX)),
+            (
+                "batch-size",
+                u64::from(self.batch_size),
+                1,
+                u64::from(u32::MAX),
+            ),
+            ("pipeline", u64::from(self.pipeline), 1, 1024),
+            ("rdy", u64::from(self.rdy), 1, u64::from(u32::MAX)),
+            ("rate", self.rate, 1, 10_000_000),
+            (
+                "max-batch",
+                u64::from(self.max_batch),
+                1,
+                u64::from(u32::MAX),
+            ),
+        ] {
+            if !(min..=max).contains(&v) {
+                bail!("--{name} must be in [{min}, {max}]");
+            }
+        }
+        Ok(())
+    }
 
-fn go_duration(s: &str) -> Result<Duration, String> {
-    nsq_protocol::duration::parse(s)
-}
+    fn writers(&self) -> usize {
+        if self.writers == 0 {
+            cores()
+        } else {
+            self.writers
+        }
+    }
 
-#[derive(Args, Debug, Clone)]
-pub struct Common {
-    /// <addr>:<port> of nsqd's TCP listener
-    #[arg(long = "nsqd-tcp-address", default_value = "127.0.0.1:4150")]
-    pub nsqd_tcp_address: String,
-    /// topic to publish to / consume from
-    #[arg(long, default_value = "sub_bench")]
-    pub topic: String,
-    /// size of each message body in bytes
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
-    pub size: u32,
-    /// duration of the run (Go duration syntax: 10s, 1m30s, 500ms)
-    #[arg(long, default_value = "10s", value_parser = go_duration)]
-    pub runfor: Duration,
-    /// give up on a connection when nsqd sends nothing (or accepts no writes) for this long while a reply is due
-    #[arg(long = "io-timeout", default_value = "30s", value_parser = go_duration)]
-    pub io_timeout: Duration,
-    /// allow non-loopback nsqd addresses (by default only 127.0.0.0/8 and ::1 are used)
-    #[arg(long = "allow-remote")]
-    pub allow_remote: bool,
-}
+    fn readers(&self) -> usize {
+        if self.readers == 0 {
+            cores()
+        } else {
+            self.readers
+        }
+    }
 
-#[derive(Args, Debug, Clone)]
-struct PubOpts {
-    /// messages per MPUB
-    #[arg(long = "batch-size", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
-    batch_size: u32,
-    /// publishing connections (default: number of cores)
-    #[arg(long)]
-    writers: Option<usize>,
-    /// MPUBs in flight (sent, OK not yet read) per connection; 1 = bench_writer's strict request/response
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pipeline: u32,
-}
+    /// `--count`, if given.
+    fn count_limit(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.count)
+    }
 
-#[derive(Args, Debug, Clone)]
-struct SubOpts {
-    /// channel to consume from
-    #[arg(long, default_value = "ch")]
-    channel: String,
-    /// consuming connections (default: number of cores)
-    #[arg(long)]
-    readers: Option<usize>,
-    /// RDY count of each consuming connection
-    #[arg(long, default_value_t = 2500, value_parser = clap::value_parser!(u32).range(1..))]
-    rdy: u32,
-}
-
-#[derive(Args, Debug)]
-struct PubArgs {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    p: PubOpts,
-}
-
-#[derive(Args, Debug)]
-struct SubArgs {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    s: SubOpts,
-    /// stop once this many messages were received in total (default: run for --runfor)
-    #[arg(long)]
-    count: Option<u64>,
-    /// <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
-    #[arg(long = "nsqd-http-address")]
-    nsqd_http_address: Option<String>,
-}
-
-#[derive(Args, Debug)]
-struct PubsubArgs {
-    #[command(flatten)]
-    common: Common,
-    #[command(flatten)]
-    p: PubOpts,
-    #[command(flatten)]
-    s: SubOpts,
-    /// <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
-    #[arg(long = "nsqd-http-address")]
-    nsqd_http_address: Option<String>,
+    /// `--nsqd-http-address`, if given.
+    pub fn stats_address(&self) -> Option<&str> {
+        (!self.nsqd_http_address.is_empty()).then_some(self.nsqd_http_address.as_str())
+    }
 }
 
 pub fn cores() -> usize {
@@ -263,14 +251,9 @@ fn mpub_command(topic: &str, size: usize, batch: usize) -> bytes::Bytes {
     cmd.freeze()
 }
 
-fn spawn_publishers(
-    conns: Vec<Conn>,
-    common: &Common,
-    p: &PubOpts,
-    deadline: Instant,
-) -> Vec<JoinHandle<Outcome>> {
-    let (size, batch) = (common.size as usize, p.batch_size as usize);
-    let cmd = mpub_command(&common.topic, size, batch);
+fn spawn_publishers(conns: Vec<Conn>, f: &Flags, deadline: Instant) -> Vec<JoinHandle<Outcome>> {
+    let (size, batch) = (f.size as usize, f.batch_size as usize);
+    let cmd = mpub_command(&f.topic, size, batch);
     conns
         .into_iter()
         .map(|c| {
@@ -279,7 +262,7 @@ fn spawn_publishers(
                 cmd.clone(),
                 batch as u64,
                 (batch * size) as u64,
-                p.pipeline as usize,
+                f.pipeline as usize,
                 deadline,
             ))
         })
@@ -354,55 +337,59 @@ fn merge(mut a: Value, b: Value) -> Value {
     a
 }
 
-async fn run_pub(a: PubArgs) -> Result<ExitCode> {
-    let c = &a.common;
+async fn run_pub(f: &Flags) -> Result<ExitCode> {
+    let c = f;
     check_names(&c.topic, None)?;
     let addr = resolve(&c.nsqd_tcp_address, c.allow_remote).await?;
-    let writers = a.p.writers.unwrap_or_else(cores).max(1);
+    let writers = f.writers();
     let conns = open_publishers(addr, writers, c.io_timeout).await?;
     eprintln!(
         "[nsq_bench] pub: {writers} writers, batch {} x {} bytes, pipeline {}, runfor {:?} -> {addr} topic {:?}",
-        a.p.batch_size, c.size, a.p.pipeline, c.runfor, c.topic
+        f.batch_size, c.size, f.pipeline, c.runfor, c.topic
     );
     let start = Instant::now();
-    let handles = spawn_publishers(conns, c, &a.p, start + c.runfor);
+    let handles = spawn_publishers(conns, f, start + c.runfor);
     let mut errors = Errors::default();
     let t = join_all(handles, "writer", &mut errors).await;
     let secs = start.elapsed().as_secs_f64();
     human("pub", t.msgs, t.bytes, secs);
-    let v = json!({"mode": "pub", "topic": c.topic, "writers": writers, "batch_size": a.p.batch_size, "size": c.size, "pipeline": a.p.pipeline});
+    let v = json!({"mode": "pub", "topic": c.topic, "writers": writers, "batch_size": f.batch_size, "size": c.size, "pipeline": f.pipeline});
     Ok(print_result(
         merge(v, rates(t.msgs, t.bytes, secs)),
         &errors,
     ))
 }
 
-async fn run_sub(a: SubArgs) -> Result<ExitCode> {
-    let c = &a.common;
-    check_names(&c.topic, Some(&a.s.channel))?;
+async fn run_sub(f: &Flags) -> Result<ExitCode> {
+    let c = f;
+    check_names(&c.topic, Some(&f.channel))?;
     let addr = resolve(&c.nsqd_tcp_address, c.allow_remote).await?;
-    let readers = a.s.readers.unwrap_or_else(cores).max(1);
-    let conns = open_consumers(addr, readers, c.io_timeout, &c.topic, &a.s.channel).await?;
+    let readers = f.readers();
+    let conns = open_consumers(addr, readers, c.io_timeout, &c.topic, &f.channel).await?;
     eprintln!(
         "[nsq_bench] sub: {readers} readers, rdy {}, runfor {:?}, count {:?} <- {addr} {:?}/{:?}",
-        a.s.rdy, c.runfor, a.count, c.topic, a.s.channel
+        f.rdy,
+        c.runfor,
+        f.count_limit(),
+        c.topic,
+        f.channel
     );
     let ctl = ConsumeCtl {
         stop: CancellationToken::new(),
         total: Arc::new(AtomicU64::new(0)),
-        limit: a.count,
+        limit: f.count_limit(),
     };
     let start = Instant::now();
     cancel_after(&ctl.stop, c.runfor);
-    let handles = spawn_consumers(conns, a.s.rdy, &ctl);
+    let handles = spawn_consumers(conns, f.rdy, &ctl);
     let mut errors = Errors::default();
     let t = join_all(handles, "reader", &mut errors).await;
     let secs = t.secs_since(start);
     ctl.stop.cancel();
     human("sub", t.msgs, t.bytes, secs);
-    let mut v = json!({"mode": "sub", "topic": c.topic, "channel": a.s.channel, "readers": readers, "rdy": a.s.rdy, "count_limit": a.count, "server_error_frames": t.server_errors, "requeued_at_close": t.requeued});
-    if let Some(h) = &a.nsqd_http_address {
-        match http::channel_depth(h, &c.topic, &a.s.channel, c.allow_remote).await {
+    let mut v = json!({"mode": "sub", "topic": c.topic, "channel": f.channel, "readers": readers, "rdy": f.rdy, "count_limit": f.count_limit(), "server_error_frames": t.server_errors, "requeued_at_close": t.requeued});
+    if let Some(h) = f.stats_address() {
+        match http::channel_depth(h, &c.topic, &f.channel, c.allow_remote).await {
             Ok(s) => v["stats"] = s,
             Err(e) => errors.add("stats", format!("{e:#}")),
         }
@@ -413,18 +400,18 @@ async fn run_sub(a: SubArgs) -> Result<ExitCode> {
     ))
 }
 
-async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
-    let c = &a.common;
-    check_names(&c.topic, Some(&a.s.channel))?;
+async fn run_pubsub(f: &Flags) -> Result<ExitCode> {
+    let c = f;
+    check_names(&c.topic, Some(&f.channel))?;
     let addr = resolve(&c.nsqd_tcp_address, c.allow_remote).await?;
-    let writers = a.p.writers.unwrap_or_else(cores).max(1);
-    let readers = a.s.readers.unwrap_or_else(cores).max(1);
+    let writers = f.writers();
+    let readers = f.readers();
     // Consumers subscribe first so the channel exists before the first publish.
-    let sconns = open_consumers(addr, readers, c.io_timeout, &c.topic, &a.s.channel).await?;
+    let sconns = open_consumers(addr, readers, c.io_timeout, &c.topic, &f.channel).await?;
     let pconns = open_publishers(addr, writers, c.io_timeout).await?;
     eprintln!(
         "[nsq_bench] pubsub: {writers} writers (batch {} x {} bytes, pipeline {}), {readers} readers (rdy {}), runfor {:?} on {addr} {:?}/{:?}",
-        a.p.batch_size, c.size, a.p.pipeline, a.s.rdy, c.runfor, c.topic, a.s.channel
+        f.batch_size, c.size, f.pipeline, f.rdy, c.runfor, c.topic, f.channel
     );
     let ctl = ConsumeCtl {
         stop: CancellationToken::new(),
@@ -433,8 +420,8 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
     };
     let start = Instant::now();
     cancel_after(&ctl.stop, c.runfor);
-    let shandles = spawn_consumers(sconns, a.s.rdy, &ctl);
-    let phandles = spawn_publishers(pconns, c, &a.p, start + c.runfor);
+    let shandles = spawn_consumers(sconns, f.rdy, &ctl);
+    let phandles = spawn_publishers(pconns, f, start + c.runfor);
     let mut errors = Errors::default();
     let pt = join_all(phandles, "writer", &mut errors).await;
     let psecs = start.elapsed().as_secs_f64();
@@ -443,17 +430,17 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
     human("pubsub publish", pt.msgs, pt.bytes, psecs);
     human("pubsub consume", st.msgs, st.bytes, ssecs);
     let mut v = json!({
-        "mode": "pubsub", "topic": c.topic, "channel": a.s.channel,
-        "writers": writers, "readers": readers, "batch_size": a.p.batch_size, "size": c.size,
-        "pipeline": a.p.pipeline, "rdy": a.s.rdy,
+        "mode": "pubsub", "topic": c.topic, "channel": f.channel,
+        "writers": writers, "readers": readers, "batch_size": f.batch_size, "size": c.size,
+        "pipeline": f.pipeline, "rdy": f.rdy,
         "pub": rates(pt.msgs, pt.bytes, psecs),
         "sub": rates(st.msgs, st.bytes, ssecs),
         "backlog": pt.msgs as i64 - st.msgs as i64,
         "server_error_frames": st.server_errors,
         "requeued_at_close": st.requeued,
     });
-    if let Some(h) = &a.nsqd_http_address {
-        match http::channel_depth(h, &c.topic, &a.s.channel, c.allow_remote).await {
+    if let Some(h) = f.stats_address() {
+        match http::channel_depth(h, &c.topic, &f.channel, c.allow_remote).await {
             Ok(s) => {
                 eprintln!("[nsq_bench] pubsub: final stats {s}");
                 v["stats"] = s;
@@ -464,14 +451,36 @@ async fn run_pubsub(a: PubsubArgs) -> Result<ExitCode> {
     Ok(print_result(v, &errors))
 }
 
+const MODES: &str = "<pub|sub|pubsub|latency>";
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let r = match cli.mode {
-        Mode::Pub(a) => run_pub(a).await,
-        Mode::Sub(a) => run_sub(a).await,
-        Mode::Pubsub(a) => run_pubsub(a).await,
-        Mode::Latency(a) => latency::run(a).await,
+    let argv = nsq_cli::flags::args();
+    let name = format!("nsq_bench {MODES}");
+    let mode = argv.get(1).cloned().unwrap_or_default();
+    let rest = argv.get(2..).unwrap_or_default();
+    let f = match mode.as_str() {
+        "pub" | "sub" | "pubsub" | "latency" => {
+            nsq_cli::flags::parse::<Flags>(&name, rest).unwrap_or_else(|e| e.exit())
+        }
+        "-h" | "-help" | "--help" => {
+            nsq_cli::flags::Exit::Help(nsq_cli::flags::usage::<Flags>(&name)).exit()
+        }
+        m => nsq_cli::flags::Exit::Error(format!(
+            "unknown mode {m:?}: {MODES}\n{}",
+            nsq_cli::flags::usage::<Flags>(&name)
+        ))
+        .exit(),
+    }
+    .flags;
+    let r = match f.check() {
+        Err(e) => Err(e),
+        Ok(()) => match mode.as_str() {
+            "pub" => run_pub(&f).await,
+            "sub" => run_sub(&f).await,
+            "pubsub" => run_pubsub(&f).await,
+            _ => latency::run(&f).await,
+        },
     };
     match r {
         Ok(code) => code,

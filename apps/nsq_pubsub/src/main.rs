@@ -17,42 +17,26 @@ mod stats;
 mod subscriber;
 mod wire;
 
-use clap::{ArgAction, CommandFactory, FromArgMatches, Parser};
-use nsq_cli::bool_arg;
-
 const PREFIX: &str = "[nsq_pubsub] ";
 
-/// NSQ's nsq_pubsub flags, names and defaults.
-#[derive(Parser, Debug)]
-#[command(
-    name = "nsq_pubsub",
-    disable_version_flag = true,
-    about = "nsq_pubsub: stream NSQ topics to HTTP clients, one message per line (nsq-rs)"
-)]
-struct Cli {
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = bool_arg, default_value = "false", help = "print version string")]
-    version: bool,
-    #[arg(
-        long,
-        default_value = "0.0.0.0:8080",
-        help = "<addr>:<port> to listen on for HTTP clients"
-    )]
-    http_address: String,
-    #[arg(
-        long,
-        default_value_t = 100,
-        allow_negative_numbers = true,
-        help = "max number of messages to allow in flight (per subscriber)"
-    )]
-    max_in_flight: i64,
-    #[arg(long = "nsqd-tcp-address", action = ArgAction::Append, help = "nsqd TCP address (may be given multiple times)")]
-    nsqd_tcp_address: Vec<String>,
-    #[arg(long = "lookupd-http-address", action = ArgAction::Append, help = "lookupd HTTP address (may be given multiple times)")]
-    lookupd_http_address: Vec<String>,
+nsq_cli::flags! {
+    /// NSQ's nsq_pubsub flags, names and defaults.
+    struct Flags {
+        /// print the version and exit
+        version: bool = false;
+        /// <addr>:<port> to listen on for HTTP clients
+        http_address: String = "0.0.0.0:8080";
+        /// messages allowed in flight per subscriber
+        max_in_flight: i64 = 100;
+        /// nsqd TCP address (may be given several times)
+        nsqd_tcp_address: Vec<String> = "";
+        /// nsqlookupd HTTP address (may be given several times)
+        lookupd_http_address: Vec<String> = "";
+    }
 }
 
 /// The checks NSQ's apps make, with their texts.
-fn options(cli: Cli) -> Result<server::Options, String> {
+fn options(cli: Flags) -> Result<server::Options, String> {
     if cli.max_in_flight <= 0 {
         return Err("--max-in-flight must be > 0".into());
     }
@@ -70,21 +54,15 @@ fn options(cli: Cli) -> Result<server::Options, String> {
 }
 
 fn main() {
-    let cmd = Cli::command();
-    let args = nsq_cli::go_args(&cmd, std::env::args_os());
-    let cli = cmd
-        .try_get_matches_from(args)
-        .and_then(|m| Cli::from_arg_matches(&m))
-        .unwrap_or_else(|e| e.exit());
+    let cli = nsq_cli::flags::parse_or_exit::<Flags>("nsq_pubsub").flags;
     if cli.version {
-        println!("nsq_pubsub v{}", nsq_protocol::VERSION);
+        println!("{}", nsq_cli::app_version("nsq_pubsub"));
         return;
     }
     let http_address = cli.http_address.clone();
     let opts = options(cli).unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e));
     // No runtime log-level changes: the setter is not kept.
-    let _set_level =
-        nsq_cli::init_logging("info", PREFIX).unwrap_or_else(|e| nsq_cli::fatal(PREFIX, &e));
+    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, PREFIX, nsq_cli::log::Form::Tracing);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -109,16 +87,11 @@ fn main() {
 mod tests {
     use super::*;
 
-    fn cli(args: &[&str]) -> Cli {
-        let mut argv = vec!["nsq_pubsub"];
-        argv.extend_from_slice(args);
-        let m = Cli::command()
-            .try_get_matches_from(nsq_cli::go_args(
-                &Cli::command(),
-                argv.into_iter().map(Into::into),
-            ))
-            .unwrap();
-        Cli::from_arg_matches(&m).unwrap()
+    fn cli(args: &[&str]) -> Flags {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        nsq_cli::flags::parse::<Flags>("nsq_pubsub", &args)
+            .unwrap()
+            .flags
     }
 
     #[test]

@@ -9,12 +9,9 @@ mod stats;
 
 use std::time::Duration;
 
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::fatal;
 use nsq_protocol::gofmt::quote as go_quote;
 use stats::{ChannelTotals, Cluster};
-
-const VERSION: &str = "1.3.0";
 
 /// The header's two lines.
 fn header() -> String {
@@ -102,70 +99,47 @@ async fn stat_loop(
     std::process::exit(0)
 }
 
-fn flag_set(program: &str) -> FlagSet {
-    use Kind::*;
-    FlagSet {
-        name: program.to_string(),
-        flags: vec![
-            Flag::new("version", Bool, "false", "print the version and exit"),
-            Flag::new("topic", Str, "", "topic to report on"),
-            Flag::new("channel", Str, "", "channel to report on"),
-            Flag::new(
-                "interval",
-                Kind::Duration,
-                "2s",
-                "time between polls (and rows)",
-            ),
-            Flag::new(
-                "http-client-connect-timeout",
-                Kind::Duration,
-                "2s",
-                "HTTP connect timeout",
-            ),
-            Flag::new(
-                "http-client-request-timeout",
-                Kind::Duration,
-                "5s",
-                "HTTP request timeout",
-            ),
-            Flag::new("count", List, "", "print this many rows, then exit")
-                .checked(|s| parse_count(s).map(drop)),
-            Flag::new(
-                "nsqd-http-address",
-                List,
-                "",
-                "nsqd HTTP address (repeatable)",
-            ),
-            Flag::new(
-                "lookupd-http-address",
-                List,
-                "",
-                "nsqlookupd HTTP address (repeatable)",
-            ),
-        ],
+nsq_cli::flags! {
+    /// nsq_stat's flags (NSQ 1.3.0's names, types and defaults).
+    struct Flags {
+        /// print the version and exit
+        version: bool = "false";
+        /// topic to report on
+        topic: String = "";
+        /// channel to report on
+        channel: String = "";
+        /// time between polls (and rows)
+        interval: std::time::Duration = "2s";
+        /// HTTP connect timeout
+        http_client_connect_timeout: std::time::Duration = "2s";
+        /// HTTP request timeout
+        http_client_request_timeout: std::time::Duration = "5s";
+        /// print this many rows, then exit
+        count: Vec<String> = "", check = |s: &str| parse_count(s).map(drop);
+        /// nsqd HTTP address (repeatable)
+        nsqd_http_address: Vec<String> = "";
+        /// nsqlookupd HTTP address (repeatable)
+        lookupd_http_address: Vec<String> = "";
     }
 }
 
 fn main() {
-    let args = nsq_cli::goflag::args();
-    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
-    let show_version = p.bool("version");
-    let topic = p.string("topic");
-    let channel = p.string("channel");
+    let parsed = nsq_cli::flags::parse_command_line::<Flags>();
+    let p = &parsed.flags;
+    let show_version = p.version;
+    let topic = p.topic.clone();
+    let channel = p.channel.clone();
     // `None` when zero or negative, which the checks below refuse.
-    let interval = p.positive_duration("interval");
-    let connect_timeout = p.positive_duration("http-client-connect-timeout");
-    let request_timeout = p.positive_duration("http-client-request-timeout");
+    let interval = nsq_cli::flags::positive(p.interval);
+    let connect_timeout = nsq_cli::flags::positive(p.http_client_connect_timeout);
+    let request_timeout = nsq_cli::flags::positive(p.http_client_request_timeout);
     // Go's `flag.Var` keeps the last value.
-    let count = p
-        .list("count")
-        .last()
-        .map(|s| parse_count(s).expect("checked while parsing"));
-    let nsqd_http_addrs = p.list("nsqd-http-address");
-    let lookupd_http_addrs = p.list("lookupd-http-address");
+    let count = p.count.last().and_then(|s| parse_count(s).ok());
+    let nsqd_http_addrs = p.nsqd_http_address.clone();
+    let lookupd_http_addrs = p.lookupd_http_address.clone();
 
     if show_version {
-        println!("nsq_stat v{VERSION}");
+        println!("{}", nsq_cli::app_version("nsq_stat"));
         return;
     }
     if topic.is_empty() || channel.is_empty() {

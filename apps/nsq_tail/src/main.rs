@@ -7,11 +7,10 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::{self, fatal};
 use nsq_client::{Config, Consumer, Handler, HandlerResult, Message};
 
-const VERSION: &str = "1.3.0";
+use nsq_cli::VERSION;
 
 /// Prints the messages of one topic; counts them to stop at `--n`.
 struct TailHandler {
@@ -42,43 +41,46 @@ impl Handler for TailHandler {
     }
 }
 
-fn flag_set(program: &str) -> FlagSet {
-    use Kind::*;
-    FlagSet {
-        name: program.to_string(),
-        flags: vec![
-            Flag::new("version", Bool, "false", "print the version and exit"),
-            Flag::new("channel", Str, "", "channel to read from; empty picks a random tail<N>#ephemeral channel"),
-            Flag::new("max-in-flight", Int, "200", "most messages held unacknowledged at once"),
-            Flag::new("n", Int, "0", "exit after printing this many messages of a topic; 0 means never"),
-            Flag::new("print-topic", Bool, "false", "prefix each line with \"<topic> | \""),
-            Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address to read from (repeatable)"),
-            Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address used to find nsqds (repeatable)"),
-            Flag::new("topic", List, "", "topic to read (repeatable)"),
-            Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
-                .checked(Config::check_opt),
-        ],
+nsq_cli::flags! {
+    /// nsq_tail's flags (NSQ 1.3.0's names, types and defaults).
+    struct Flags {
+        /// print the version and exit
+        version: bool = false;
+        /// channel to read from; empty picks a random tail<N>#ephemeral channel
+        channel: String = "";
+        /// most messages held unacknowledged at once
+        max_in_flight: i64 = 200;
+        /// exit after printing this many messages of a topic; 0 means never
+        n: i64 = 0;
+        /// prefix each line with "<topic> | "
+        print_topic: bool = false;
+        /// nsqd TCP address to read from (repeatable)
+        nsqd_tcp_address: Vec<String> = "";
+        /// nsqlookupd HTTP address used to find nsqds (repeatable)
+        lookupd_http_address: Vec<String> = "";
+        /// topic to read (repeatable)
+        topic: Vec<String> = "";
+        /// consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)
+        consumer_opt: Vec<String> = "", check = Config::check_opt;
     }
 }
 
 fn main() {
-    let args = nsq_cli::goflag::args();
-    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let f = nsq_cli::flags::parse_command_line::<Flags>().flags;
     let mut cfg = Config::default();
-    for opt in p.list("consumer-opt") {
-        let _ = cfg.set_opt(&opt); // each was checked while parsing
+    for opt in &f.consumer_opt {
+        let _ = cfg.set_opt(opt); // each was checked while parsing
     }
-    let show_version = p.bool("version");
-    let mut channel = p.string("channel");
-    let mut max_in_flight = p.int("max-in-flight");
-    let total_messages = p.int("n");
-    let print_topic = p.bool("print-topic");
-    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
-    let lookupd_http_addrs = p.list("lookupd-http-address");
-    let topics = p.list("topic");
+    let mut channel = f.channel;
+    let mut max_in_flight = f.max_in_flight;
+    let total_messages = f.n;
+    let print_topic = f.print_topic;
+    let nsqd_tcp_addrs = f.nsqd_tcp_address;
+    let lookupd_http_addrs = f.lookupd_http_address;
+    let topics = f.topic;
 
-    if show_version {
-        println!("nsq_tail v{VERSION}");
+    if f.version {
+        println!("{}", nsq_cli::app_version("nsq_tail"));
         return;
     }
     if channel.is_empty() {
@@ -100,9 +102,8 @@ fn main() {
     cfg.user_agent = format!("nsq_tail/{VERSION} go-nsq/1.1.0");
     cfg.max_in_flight = max_in_flight;
 
-    if let Err(e) = nsq_cli::init_logging("info", "") {
-        fatal(&e);
-    }
+    // The client library's logs (warnings, errors) go to stderr at INFO.
+    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -4,7 +4,7 @@
 //! [`publish::PublishHandler`]; the request rules are in [`http`], the
 //! endpoint choice in [`hostpool`].
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![deny(rust_2018_idioms, unused_must_use)]
 
 mod hostpool;
@@ -16,7 +16,6 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::fatal as go_log_fatal;
 use nsq_client::{Consumer, ConsumerError};
 use parking_lot::Mutex;
@@ -25,39 +24,46 @@ use crate::hostpool::HostPool;
 use crate::publish::{Mode, PublishHandler, Verb};
 use crate::timer_metrics::TimerMetrics;
 
-const VERSION: &str = "1.3.0";
+use nsq_cli::VERSION;
 const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
 
-fn flag_set(program: &str) -> FlagSet {
-    use Kind::*;
-    let mut consumer_opt = Flag::new(
-        "consumer-opt",
-        List,
-        "",
-        "consumer option as key,value, e.g. max_attempts,10 (may be given multiple times)",
-    );
-    consumer_opt.check = Some(nsq_client::Config::check_opt);
-    FlagSet {
-        name: program.to_string(),
-        flags: vec![
-            Flag::new("version", Bool, "false", "print the version and exit"),
-            Flag::new("topic", Str, "", "topic to consume"),
-            Flag::new("channel", Str, "nsq_to_http", "channel to consume"),
-            Flag::new("max-in-flight", Int, "200", "most messages held unacknowledged"),
-            Flag::new("n", Int, "100", "number of requests made concurrently"),
-            Flag::new("mode", Str, "hostpool", "how endpoints are chosen: round-robin, hostpool or epsilon-greedy"),
-            Flag::new("sample", Float, "1", "fraction of messages to send, 0 to 1 (the rest are acknowledged unsent)"),
-            Flag::new("http-client-connect-timeout", Duration, "2s", "HTTP connect timeout"),
-            Flag::new("http-client-request-timeout", Duration, "20s", "HTTP request timeout"),
-            Flag::new("status-every", Int, "250", "log timing statistics every this many requests (0 disables)"),
-            Flag::new("content-type", Str, DEFAULT_CONTENT_TYPE, "Content-Type of POST requests"),
-            Flag::new("post", List, "", "URL to POST each message body to (may be given multiple times)"),
-            Flag::new("header", List, "", "extra request header as 'Key: Value' (may be given multiple times)"),
-            Flag::new("get", List, "", "URL to GET, with %s replaced by the query-escaped message body (may be given multiple times)"),
-            Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address (may be given multiple times)"),
-            Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address (may be given multiple times)"),
-            consumer_opt,
-        ],
+nsq_cli::flags! {
+    /// nsq_to_http's flags (NSQ 1.3.0's names, types and defaults).
+    struct Flags {
+        /// consumer option as key,value, e.g. max_attempts,10 (may be given multiple times)
+        consumer_opt: Vec<String> = "", check = nsq_client::Config::check_opt;
+        /// print the version and exit
+        version: bool = "false";
+        /// topic to consume
+        topic: String = "";
+        /// channel to consume
+        channel: String = "nsq_to_http";
+        /// most messages held unacknowledged
+        max_in_flight: i64 = "200";
+        /// number of requests made concurrently
+        n: i64 = "100";
+        /// how endpoints are chosen: round-robin, hostpool or epsilon-greedy
+        mode: String = "hostpool";
+        /// fraction of messages to send, 0 to 1 (the rest are acknowledged unsent)
+        sample: f64 = "1";
+        /// HTTP connect timeout
+        http_client_connect_timeout: std::time::Duration = "2s";
+        /// HTTP request timeout
+        http_client_request_timeout: std::time::Duration = "20s";
+        /// log timing statistics every this many requests (0 disables)
+        status_every: i64 = "250";
+        /// Content-Type of POST requests
+        content_type: String = DEFAULT_CONTENT_TYPE;
+        /// URL to POST each message body to (may be given multiple times)
+        post: Vec<String> = "";
+        /// extra request header as 'Key: Value' (may be given multiple times)
+        header: Vec<String> = "";
+        /// URL to GET, with %s replaced by the query-escaped message body (may be given multiple times)
+        get: Vec<String> = "";
+        /// nsqd TCP address (may be given multiple times)
+        nsqd_tcp_address: Vec<String> = "";
+        /// nsqlookupd HTTP address (may be given multiple times)
+        lookupd_http_address: Vec<String> = "";
     }
 }
 
@@ -89,26 +95,24 @@ fn consumer_error_text(e: &ConsumerError) -> String {
 }
 
 fn main() {
-    let mut argv = std::env::args();
-    let program = argv.next().unwrap_or_else(|| "nsq_to_http".into());
-    let args: Vec<String> = argv.collect();
-    let p = flag_set(&program).parse(&args).unwrap_or_else(|e| e.exit());
-    if p.bool("version") {
-        println!("nsq_to_http v{VERSION}");
+    let parsed = nsq_cli::flags::parse_command_line::<Flags>();
+    let p = &parsed.flags;
+    if p.version {
+        println!("{}", nsq_cli::app_version("nsq_to_http"));
         return;
     }
 
-    let raw_headers = p.list("header");
+    let raw_headers = p.header.clone();
     let headers = parse_custom_headers(&raw_headers)
         .unwrap_or_else(|_| go_log_fatal("--header value format should be 'key=value'"));
-    let topic = p.string("topic");
-    let channel = p.string("channel");
+    let topic = p.topic.clone();
+    let channel = p.channel.clone();
     if topic.is_empty() || channel.is_empty() {
         go_log_fatal("--topic and --channel are required");
     }
-    let post_addrs = p.list("post");
-    let get_addrs = p.list("get");
-    let content_type = p.string("content-type");
+    let post_addrs = p.post.clone();
+    let get_addrs = p.get.clone();
+    let content_type = p.content_type.clone();
     if content_type != DEFAULT_CONTENT_TYPE {
         if post_addrs.is_empty() {
             go_log_fatal("--content-type only used with --post");
@@ -117,8 +121,8 @@ fn main() {
             go_log_fatal("--content-type requires a value when used");
         }
     }
-    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
-    let lookupd_http_addrs = p.list("lookupd-http-address");
+    let nsqd_tcp_addrs = p.nsqd_tcp_address.clone();
+    let lookupd_http_addrs = p.lookupd_http_address.clone();
     if nsqd_tcp_addrs.is_empty() && lookupd_http_addrs.is_empty() {
         go_log_fatal("--nsqd-tcp-address or --lookupd-http-address required");
     }
@@ -134,9 +138,9 @@ fn main() {
     if get_addrs.iter().any(|g| g.matches("%s").count() != 1) {
         go_log_fatal("invalid GET address - must be a printf string");
     }
-    let mode_flag = p.string("mode");
+    let mode_flag = p.mode.clone();
     let mode = Mode::from_flag(&mode_flag);
-    let sample = p.float("sample");
+    let sample = p.sample;
     // Written as NSQ does, so NaN passes as it does there.
     #[allow(clippy::manual_range_contains)]
     if sample > 1.0 || sample < 0.0 {
@@ -149,29 +153,27 @@ fn main() {
         (Verb::Post, post_addrs)
     };
     let mut cfg = nsq_client::Config::default();
-    for opt in p.list("consumer-opt") {
+    for opt in p.consumer_opt.clone() {
         let _ = cfg.set_opt(&opt); // each was checked while parsing
     }
     cfg.user_agent = format!("nsq_to_http/{VERSION} go-nsq/1.1.0");
-    cfg.max_in_flight = p.int("max-in-flight");
+    cfg.max_in_flight = p.max_in_flight;
     // Durations given as zero or negative behave as "no timeout" in Go's
     // transport; a very long timeout is the nearest equivalent.
     let forever = std::time::Duration::from_secs(100 * 365 * 24 * 3600);
-    let connect_timeout = p
-        .positive_duration("http-client-connect-timeout")
-        .unwrap_or(forever);
-    let request_timeout = p
-        .positive_duration("http-client-request-timeout")
-        .unwrap_or(forever);
-    let status_every = p.int("status-every");
-    let concurrency = usize::try_from(p.int("n")).unwrap_or(0);
+    let connect_timeout =
+        nsq_cli::flags::positive(p.http_client_connect_timeout).unwrap_or(forever);
+    let request_timeout =
+        nsq_cli::flags::positive(p.http_client_request_timeout).unwrap_or(forever);
+    let status_every = p.status_every;
+    let concurrency = usize::try_from(p.n).unwrap_or(0);
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| go_log_fatal(e));
     rt.block_on(async move {
-        let _ = nsq_cli::init_logging("info", "");
+        let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
         let term = nsq_cli::shutdown_on_signals();
         let consumer = Consumer::new(&topic, &channel, cfg)
             .unwrap_or_else(|e| go_log_fatal(consumer_error_text(&e)));

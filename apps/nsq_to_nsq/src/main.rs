@@ -12,13 +12,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use json_filter::{JsonFilter, Verdict};
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::fatal;
 use nsq_client::{Config, Consumer, Handler, HandlerResult, Message, Producer};
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use route::{Router, TimerMetrics};
 
-const VERSION: &str = "1.3.0";
+use nsq_cli::VERSION;
 
 /// What every topic's handler shares: the destinations and their bookkeeping.
 struct Publisher {
@@ -68,58 +67,68 @@ impl Handler for TopicHandler {
     }
 }
 
-fn flag_set(program: &str) -> FlagSet {
-    use Kind::*;
-    FlagSet {
-        name: program.to_string(),
-        flags: vec![
-            Flag::new("version", Bool, "false", "print the version and exit"),
-            Flag::new("channel", Str, "nsq_to_nsq", "channel to consume the source topics on"),
-            Flag::new("destination-topic", Str, "", "publish everything to this topic (empty: the topic each message came from)"),
-            Flag::new("max-in-flight", Int, "200", "most messages held unacknowledged at once"),
-            Flag::new("status-every", Int, "250", "log publish timings every this many messages (per destination); 0 turns it off"),
-            Flag::new("mode", Str, "hostpool", "how to pick a destination: round-robin, hostpool or epsilon-greedy"),
-            Flag::new("nsqd-tcp-address", List, "", "source nsqd TCP address (repeatable)"),
-            Flag::new("destination-nsqd-tcp-address", List, "", "destination nsqd TCP address (repeatable)"),
-            Flag::new("lookupd-http-address", List, "", "nsqlookupd HTTP address used to find source nsqds (repeatable)"),
-            Flag::new("topic", List, "", "source topic (repeatable)"),
-            Flag::new("whitelist-json-field", List, "", "JSON messages: keep only this top-level field (repeatable)"),
-            Flag::new("require-json-field", Str, "", "JSON messages: pass only those with this top-level field"),
-            Flag::new("require-json-value", Str, "", "JSON messages: pass only those whose required field equals this value"),
-            Flag::new("consumer-opt", List, "", "consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)")
-                .checked(Config::check_opt),
-            Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
-                .checked(Config::check_opt),
-        ],
+nsq_cli::flags! {
+    /// nsq_to_nsq's flags (NSQ 1.3.0's names, types and defaults).
+    struct Flags {
+        /// print the version and exit
+        version: bool = "false";
+        /// channel to consume the source topics on
+        channel: String = "nsq_to_nsq";
+        /// publish everything to this topic (empty: the topic each message came from)
+        destination_topic: String = "";
+        /// most messages held unacknowledged at once
+        max_in_flight: i64 = "200";
+        /// log publish timings every this many messages (per destination); 0 turns it off
+        status_every: i64 = "250";
+        /// how to pick a destination: round-robin, hostpool or epsilon-greedy
+        mode: String = "hostpool";
+        /// source nsqd TCP address (repeatable)
+        nsqd_tcp_address: Vec<String> = "";
+        /// destination nsqd TCP address (repeatable)
+        destination_nsqd_tcp_address: Vec<String> = "";
+        /// nsqlookupd HTTP address used to find source nsqds (repeatable)
+        lookupd_http_address: Vec<String> = "";
+        /// source topic (repeatable)
+        topic: Vec<String> = "";
+        /// JSON messages: keep only this top-level field (repeatable)
+        whitelist_json_field: Vec<String> = "";
+        /// JSON messages: pass only those with this top-level field
+        require_json_field: String = "";
+        /// JSON messages: pass only those whose required field equals this value
+        require_json_value: String = "";
+        /// consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)
+        consumer_opt: Vec<String> = "", check = Config::check_opt;
+        /// producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)
+        producer_opt: Vec<String> = "", check = Config::check_opt;
     }
 }
 
 fn main() {
-    let args = nsq_cli::goflag::args();
-    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let parsed = nsq_cli::flags::parse_command_line::<Flags>();
+    let p = &parsed.flags;
     let (mut c_cfg, mut p_cfg) = (Config::default(), Config::default());
-    for opt in p.list("consumer-opt") {
+    for opt in p.consumer_opt.clone() {
         let _ = c_cfg.set_opt(&opt); // each was checked while parsing
     }
-    for opt in p.list("producer-opt") {
+    for opt in p.producer_opt.clone() {
         let _ = p_cfg.set_opt(&opt);
     }
-    let show_version = p.bool("version");
-    let channel = p.string("channel");
-    let dest_topic = p.string("destination-topic");
-    let max_in_flight = p.int("max-in-flight");
-    let status_every = p.int("status-every");
-    let mode = p.string("mode");
-    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
-    let lookupd_http_addrs = p.list("lookupd-http-address");
-    let dest_nsqd_tcp_addrs = p.list("destination-nsqd-tcp-address");
-    let whitelist_json_fields = p.list("whitelist-json-field");
-    let topics = p.list("topic");
-    let require_json_field = p.string("require-json-field");
-    let require_json_value = p.string("require-json-value");
+    let show_version = p.version;
+    let channel = p.channel.clone();
+    let dest_topic = p.destination_topic.clone();
+    let max_in_flight = p.max_in_flight;
+    let status_every = p.status_every;
+    let mode = p.mode.clone();
+    let nsqd_tcp_addrs = p.nsqd_tcp_address.clone();
+    let lookupd_http_addrs = p.lookupd_http_address.clone();
+    let dest_nsqd_tcp_addrs = p.destination_nsqd_tcp_address.clone();
+    let whitelist_json_fields = p.whitelist_json_field.clone();
+    let topics = p.topic.clone();
+    let require_json_field = p.require_json_field.clone();
+    let require_json_value = p.require_json_value.clone();
 
     if show_version {
-        println!("nsq_to_nsq v{VERSION}");
+        println!("{}", nsq_cli::app_version("nsq_to_nsq"));
         return;
     }
     if topics.is_empty() || channel.is_empty() {
@@ -151,9 +160,8 @@ fn main() {
     c_cfg.max_in_flight = max_in_flight;
     p_cfg.user_agent = user_agent;
 
-    if let Err(e) = nsq_cli::init_logging("info", "") {
-        fatal(&e);
-    }
+    // The client library's logs (warnings, errors) go to stderr at INFO.
+    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nsq_cli::goflag::{Flag, FlagSet, Kind};
 use nsq_cli::golog::{self, fatal};
 use nsq_client::{Config, Producer};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const VERSION: &str = "1.3.0";
+use nsq_cli::VERSION;
 
 /// The Go tool's throttle: a balance of send credits, one added every
 /// `1s / rate` and capped at `rate`; a send with no credit first sleeps one
@@ -76,32 +75,33 @@ async fn read_and_publish<R: tokio::io::AsyncBufRead + Unpin>(
     Ok(n > 0)
 }
 
-fn flag_set(program: &str) -> FlagSet {
-    use Kind::*;
-    FlagSet {
-        name: program.to_string(),
-        flags: vec![
-            Flag::new("topic", Str, "", "topic to publish to"),
-            Flag::new("delimiter", Str, "\n", "single byte that separates messages on stdin"),
-            Flag::new("nsqd-tcp-address", List, "", "nsqd TCP address to publish to; every message goes to each (repeatable)"),
-            Flag::new("producer-opt", List, "", "producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)")
-                .checked(Config::check_opt),
-            Flag::new("rate", Int, "0", "publish at most this many messages per second; 0 means unlimited"),
-        ],
+nsq_cli::flags! {
+    /// to_nsq's flags (NSQ 1.3.0's names, types and defaults).
+    struct Flags {
+        /// topic to publish to
+        topic: String = "";
+        /// single byte that separates messages on stdin
+        delimiter: String = "\n";
+        /// nsqd TCP address to publish to; every message goes to each (repeatable)
+        nsqd_tcp_address: Vec<String> = "";
+        /// producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)
+        producer_opt: Vec<String> = "", check = Config::check_opt;
+        /// publish at most this many messages per second; 0 means unlimited
+        rate: i64 = "0";
     }
 }
 
 fn main() {
-    let args = nsq_cli::goflag::args();
-    let p = flag_set(&args[0]).parse_or_exit(&args[1..]);
+    let parsed = nsq_cli::flags::parse_command_line::<Flags>();
+    let p = &parsed.flags;
     let mut cfg = Config::default();
-    for opt in p.list("producer-opt") {
+    for opt in p.producer_opt.clone() {
         let _ = cfg.set_opt(&opt); // each was checked while parsing
     }
-    let topic = p.string("topic");
-    let delimiter = p.string("delimiter");
-    let rate = p.int("rate");
-    let nsqd_tcp_addrs = p.list("nsqd-tcp-address");
+    let topic = p.topic.clone();
+    let delimiter = p.delimiter.clone();
+    let rate = p.rate;
+    let nsqd_tcp_addrs = p.nsqd_tcp_address.clone();
 
     if topic.is_empty() {
         fatal("--topic required");
@@ -112,9 +112,8 @@ fn main() {
     let delim = delimiter.as_bytes()[0];
     cfg.user_agent = format!("to_nsq/{VERSION} go-nsq/1.1.0");
 
-    if let Err(e) = nsq_cli::init_logging("info", "") {
-        fatal(&e);
-    }
+    // The client library's logs (warnings, errors) go to stderr at INFO.
+    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

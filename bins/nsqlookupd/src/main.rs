@@ -1,123 +1,53 @@
-//! The `nsqlookupd` binary: flags and config file, logging, signals, then
-//! [`nsqlookupd::NsqLookupd`]. No logic worth testing lives here beyond the
-//! flag handling in [`flags`] and [`duration`].
+//! `nsqlookupd`: flags and config file → [`nsqlookupd::Options`], logging,
+//! signals, then [`nsqlookupd::NsqLookupd`].
 //!
 //! Exit status: 0 after SIGINT/SIGTERM (or `--version`/`--help`), 1 on a
 //! fatal startup error, 2 on a flag error — as Go's nsqlookupd.
 
 #![forbid(unsafe_code)]
 
-mod duration;
-mod flags;
-mod logging;
-
 use std::process::ExitCode;
 
-use tokio::signal::unix::{signal, SignalKind};
-use tokio_util::sync::CancellationToken;
+use nsqlookupd::Options;
 
 /// NSQ's fatal-error prefix (hard-coded there, whatever `--log-prefix` is).
 const FATAL_PREFIX: &str = "[nsqlookupd] ";
 
-fn version_string() -> String {
-    format!(
-        "nsqlookupd v{} (built w/{})",
-        nsqlookupd::VERSION,
-        env!("NSQ_RUSTC_VERSION")
-    )
-}
-
-fn fatal(message: &str) -> ExitCode {
-    eprintln!("{}", logging::line(FATAL_PREFIX, "FATAL", message));
-    ExitCode::from(1)
-}
-
 fn main() -> ExitCode {
-    let (flags, matches) = match flags::parse(std::env::args_os()) {
-        Ok(parsed) => parsed,
-        Err(e) => e.exit(),
-    };
-    if flags.version {
-        println!("{}", version_string());
+    let mut parsed = nsq_cli::flags::parse_or_exit::<Options>("nsqlookupd");
+    if parsed.flags.version {
+        println!("{}", nsq_cli::version("nsqlookupd"));
         return ExitCode::SUCCESS;
     }
-    let config_text = if flags.config.is_empty() {
-        None
-    } else {
-        match std::fs::read_to_string(&flags.config) {
-            Ok(text) => Some(text),
-            Err(e) => {
-                return fatal(&format!(
-                    "failed to load config file {} - open {}: {}",
-                    flags.config,
-                    flags.config,
-                    go_errno(&e)
-                ))
-            }
+    if !parsed.flags.config.is_empty() {
+        let path = parsed.flags.config.clone();
+        if let Err(e) = parsed.load_config(&path) {
+            nsq_cli::fatal(FATAL_PREFIX, &e);
         }
-    };
-    let resolved = match flags::resolve(flags, &matches, config_text.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return fatal(&e.0),
-    };
-    logging::init(resolved.log_level, &resolved.log_prefix);
-    tracing::info!("{}", version_string());
-
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    }
+    let opts = parsed.flags;
+    // nsqlookupd has no /config to change the level later.
+    let _ = nsq_cli::log::init(opts.log_level, &opts.log_prefix, nsq_cli::log::Form::Nsq);
+    tracing::info!("{}", nsq_cli::version("nsqlookupd"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fatal(&format!("failed to start runtime - {e}")),
-    };
-    runtime.block_on(serve(resolved.opts))
-}
-
-async fn serve(opts: nsqlookupd::Options) -> ExitCode {
-    let daemon = match nsqlookupd::NsqLookupd::bind(opts).await {
-        Ok(d) => d,
-        // Go's nsqlookupd passes the error as an extra argument to a format
-        // string without a verb, so this is literally what it prints.
-        Err(e) => {
-            return fatal(&format!(
-                "failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={e})"
-            ))
+        .unwrap_or_else(|e| {
+            nsq_cli::fatal(FATAL_PREFIX, &format!("failed to start runtime - {e}"))
+        });
+    runtime.block_on(async move {
+        let daemon = match nsqlookupd::NsqLookupd::bind(opts).await {
+            Ok(d) => d,
+            // Go's nsqlookupd passes the error as an extra argument to a
+            // format string without a verb, so this is literally what it prints.
+            Err(e) => nsq_cli::fatal(
+                FATAL_PREFIX,
+                &format!("failed to instantiate nsqlookupd%!(EXTRA *errors.errorString={e})"),
+            ),
+        };
+        match daemon.serve(nsq_cli::shutdown_on_signals()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => nsq_cli::fatal(FATAL_PREFIX, &e.to_string()),
         }
-    };
-    let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
-    match daemon.serve(shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fatal(&e.to_string()),
-    }
-}
-
-/// SIGINT or SIGTERM → graceful shutdown.
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    let (mut int, mut term) = match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(int), Ok(term)) => (int, term),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "cannot install signal handlers");
-            return;
-        }
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
-    }
-    shutdown.cancel();
-}
-
-/// An OS error in Go's wording ("no such file or directory").
-fn go_errno(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    let text = text.split(" (os error").next().unwrap_or_default();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
+    })
 }

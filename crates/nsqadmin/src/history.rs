@@ -2,10 +2,10 @@
 //! nsqadmin 1.3.0 needs graphite for any chart).
 //!
 //! A background poller samples every nsqd's `/stats` every
-//! `history_interval` (5 s) and records, per topic, per topic and node, per
+//! `INTERVAL` (5 s) and records, per topic, per topic and node, per
 //! channel and per channel and node: depth, in-flight, deferred, message
 //! count, client count and the message rate since the previous sample. Each
-//! series is a ring buffer holding `history_window` (30 min); topics and
+//! series is a ring buffer holding `WINDOW` (30 min); topics and
 //! channels not seen for a whole window disappear.
 //!
 //! [`HistoryState`] is the pure part (time passed in, unit-tested); the
@@ -22,6 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{ClusterInfo, TopicStats};
 use crate::Shared;
+
+/// How often the cluster is sampled (not a flag).
+pub const INTERVAL: Duration = Duration::from_secs(5);
+/// How much history is kept in memory (not a flag).
+pub const WINDOW: Duration = Duration::from_secs(30 * 60);
 
 /// Counters of one series at one instant. For a topic, `depth` is the total
 /// backlog (the topic's own depth plus its channels' depths) and
@@ -303,7 +308,7 @@ pub fn now_ms() -> i64 {
 
 /// Samples the cluster every interval until `shutdown` (a poll in progress is abandoned).
 pub async fn run_poller(shared: Arc<Shared>, ci: ClusterInfo, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(shared.options().history_interval);
+    let mut tick = tokio::time::interval(INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

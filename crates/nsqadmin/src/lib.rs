@@ -45,7 +45,7 @@ pub const VERSION: &str = nsq_protocol::VERSION;
 pub const USER_AGENT: &str = "nsqadmin/v1.3.0";
 
 /// Changes the process log level (`PUT /config/log_level`); set by the binary.
-pub type LevelSetter = Box<dyn Fn(&str) -> bool + Send + Sync>;
+pub type LevelSetter = nsq_cli::log::LevelSetter;
 
 /// State shared by the HTTP handlers and background tasks.
 pub struct Shared {
@@ -80,7 +80,7 @@ impl Shared {
         }
     }
 
-    pub fn set_log_level(&self, level: &str) {
+    pub fn set_log_level(&self, level: nsq_cli::LogLevel) {
         if let Some(f) = self.log_level_hook.lock().as_ref() {
             f(level);
         }
@@ -120,12 +120,12 @@ impl Nsqadmin {
             shutdown.child_token(),
         );
         let shared = Arc::new(Shared {
-            history: History::new(opts.history_interval, opts.history_window),
+            history: History::new(history::INTERVAL, history::WINDOW),
             opts: RwLock::new(Arc::new(opts)),
             log_level_hook: Mutex::new(None),
             ci: ClusterInfo::new(client),
             notifier,
-            hostname: notify::hostname(),
+            hostname: nsq_cli::hostname().unwrap_or_default(),
         });
         Ok(Nsqadmin {
             shared,

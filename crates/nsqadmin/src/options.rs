@@ -3,87 +3,67 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::cidr::Cidr;
 use crate::error::StartError;
 
-/// Every nsqadmin flag, under its config-file name. Two options change at
-/// run time through `PUT /config`: `nsqlookupd_http_addresses` and `log_level`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Options {
-    /// 1 debug, 2 info, 3 warn, 4 error, 5 fatal (nsq's numbering).
-    pub log_level: i64,
-    pub log_prefix: String,
-    pub http_address: String,
-    pub base_path: String,
-    pub dev_static_dir: String,
-    pub graphite_url: String,
-    pub proxy_graphite: bool,
-    pub statsd_prefix: String,
-    pub statsd_counter_format: String,
-    pub statsd_gauge_format: String,
-    pub statsd_interval: Duration,
-    pub nsqlookupd_http_addresses: Vec<String>,
-    pub nsqd_http_addresses: Vec<String>,
-    pub http_client_connect_timeout: Duration,
-    pub http_client_request_timeout: Duration,
-    pub http_client_tls_insecure_skip_verify: bool,
-    pub http_client_tls_root_ca_file: String,
-    pub http_client_tls_cert: String,
-    pub http_client_tls_key: String,
-    pub allow_config_from_cidr: String,
-    pub notification_http_endpoint: String,
-    pub acl_http_header: String,
-    pub admin_users: Vec<String>,
-    /// nsq-rs: how often the history poller samples the cluster (not a flag).
-    pub history_interval: Duration,
-    /// nsq-rs: how much history is kept in memory (not a flag).
-    pub history_window: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            log_level: 2,
-            log_prefix: "[nsqadmin] ".into(),
-            http_address: "0.0.0.0:4171".into(),
-            base_path: "/".into(),
-            dev_static_dir: String::new(),
-            graphite_url: String::new(),
-            proxy_graphite: false,
-            statsd_prefix: "nsq.%s".into(),
-            statsd_counter_format: "stats.counters.%s.count".into(),
-            statsd_gauge_format: "stats.gauges.%s".into(),
-            statsd_interval: Duration::from_secs(60),
-            nsqlookupd_http_addresses: Vec::new(),
-            nsqd_http_addresses: Vec::new(),
-            http_client_connect_timeout: Duration::from_secs(2),
-            http_client_request_timeout: Duration::from_secs(5),
-            http_client_tls_insecure_skip_verify: false,
-            http_client_tls_root_ca_file: String::new(),
-            http_client_tls_cert: String::new(),
-            http_client_tls_key: String::new(),
-            allow_config_from_cidr: "127.0.0.1/8".into(),
-            notification_http_endpoint: String::new(),
-            acl_http_header: "X-Forwarded-User".into(),
-            admin_users: Vec::new(),
-            history_interval: Duration::from_secs(5),
-            history_window: Duration::from_secs(30 * 60),
-        }
+nsq_cli::flags! {
+    /// Every nsqadmin flag (NSQ 1.3.0's names, types and defaults), under its
+    /// config-file name. Two options change at run time through `PUT
+    /// /config`: `nsqlookupd_http_addresses` and `log_level`.
+    pub struct Options {
+        /// path to a TOML config file (its keys are the flag names with _ for -)
+        config: String = "", cfg = "";
+        /// print the version and exit
+        version: bool = false, cfg = "";
+        /// deprecated; use --log-level
+        verbose: bool = false, cfg = "";
+        /// log level: debug, info, warn, error or fatal
+        log_level: nsq_cli::LogLevel = "info";
+        /// text at the start of every log line
+        log_prefix: String = "[nsqadmin] ";
+        /// <addr>:<port> to listen on for HTTP clients
+        http_address: String = "0.0.0.0:4171";
+        /// the URL path nsqadmin is served under
+        base_path: String = "/";
+        /// serve /static from this directory (for UI development)
+        dev_static_dir: String = "";
+        /// graphite's HTTP address, for the rate charts
+        graphite_url: String = "";
+        /// send graphite requests through nsqadmin
+        proxy_graphite: bool = false;
+        /// the graphite key template of statsd counters (empty: none)
+        statsd_counter_format: String = "stats.counters.%s.count";
+        /// the graphite key template of statsd gauges (empty: none)
+        statsd_gauge_format: String = "stats.gauges.%s";
+        /// the statsd key prefix nsqd uses (%s: the nsqd host); must match nsqd's
+        statsd_prefix: String = "nsq.%s";
+        /// how often nsqd pushes to statsd; must match nsqd's
+        statsd_interval: Duration = "1m0s";
+        /// nsqlookupd HTTP address (may be given several times)
+        nsqlookupd_http_addresses: Vec<String> = "", flag = "lookupd-http-address";
+        /// nsqd HTTP address (may be given several times)
+        nsqd_http_addresses: Vec<String> = "", flag = "nsqd-http-address";
+        /// how long an upstream request may take to connect
+        http_client_connect_timeout: Duration = "2s";
+        /// how long an upstream request may take in all
+        http_client_request_timeout: Duration = "5s";
+        /// accept any certificate from an https upstream
+        http_client_tls_insecure_skip_verify: bool = false;
+        /// certificate authority file for https upstreams
+        http_client_tls_root_ca_file: String = "";
+        /// client certificate file for https upstreams
+        http_client_tls_cert: String = "";
+        /// client key file for https upstreams
+        http_client_tls_key: String = "";
+        /// the network from which /config may be used (empty: any)
+        allow_config_from_cidr: String = "127.0.0.1/8";
+        /// URL to POST a JSON notification of each admin action to
+        notification_http_endpoint: String = "";
+        /// the HTTP header carrying the authenticated user
+        acl_http_header: String = "X-Forwarded-User";
+        /// a user allowed to perform admin actions (may be given several times; none: anyone)
+        admin_users: Vec<String> = "", flag = "admin-user";
     }
-}
-
-/// nsq's log level names → numbers.
-pub fn parse_log_level(s: &str) -> Option<i64> {
-    Some(match s.to_lowercase().as_str() {
-        "debug" => 1,
-        "info" => 2,
-        "warn" => 3,
-        "error" => 4,
-        "fatal" => 5,
-        _ => return None,
-    })
 }
 
 /// `--base-path` as nsqadmin uses it: leading `/`, cleaned (`path.Clean`).
@@ -117,13 +97,6 @@ pub fn clean_path(p: &str) -> String {
 /// `path.Join(base, p)` for a rooted base.
 pub fn join_path(base: &str, p: &str) -> String {
     clean_path(&format!("{base}/{p}"))
-}
-
-/// What `GET /config/:opt` answers: a raw string or a JSON value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ConfigValue {
-    Text(String),
-    Json(Value),
 }
 
 impl Options {
@@ -212,41 +185,6 @@ impl Options {
         .config()
         .map_err(|e| StartError::Config(format!("failed to build TLS config - {e}")))
     }
-
-    /// The value of option `name` (config-file name), as `/config` shows it.
-    pub fn config_value(&self, name: &str) -> Option<ConfigValue> {
-        use ConfigValue::{Json, Text};
-        let ns = |d: Duration| Json(Value::from(d.as_nanos() as i64));
-        let list = |v: &Vec<String>| Json(Value::from(v.clone()));
-        Some(match name {
-            "log_level" => Json(Value::from(self.log_level)),
-            "log_prefix" => Text(self.log_prefix.clone()),
-            "http_address" => Text(self.http_address.clone()),
-            "base_path" => Text(self.base_path.clone()),
-            "dev_static_dir" => Text(self.dev_static_dir.clone()),
-            "graphite_url" => Text(self.graphite_url.clone()),
-            "proxy_graphite" => Json(Value::from(self.proxy_graphite)),
-            "statsd_prefix" => Text(self.statsd_prefix.clone()),
-            "statsd_counter_format" => Text(self.statsd_counter_format.clone()),
-            "statsd_gauge_format" => Text(self.statsd_gauge_format.clone()),
-            "statsd_interval" => ns(self.statsd_interval),
-            "nsqlookupd_http_addresses" => list(&self.nsqlookupd_http_addresses),
-            "nsqd_http_addresses" => list(&self.nsqd_http_addresses),
-            "http_client_connect_timeout" => ns(self.http_client_connect_timeout),
-            "http_client_request_timeout" => ns(self.http_client_request_timeout),
-            "http_client_tls_insecure_skip_verify" => {
-                Json(Value::from(self.http_client_tls_insecure_skip_verify))
-            }
-            "http_client_tls_root_ca_file" => Text(self.http_client_tls_root_ca_file.clone()),
-            "http_client_tls_cert" => Text(self.http_client_tls_cert.clone()),
-            "http_client_tls_key" => Text(self.http_client_tls_key.clone()),
-            "allow_config_from_cidr" => Text(self.allow_config_from_cidr.clone()),
-            "notification_http_endpoint" => Text(self.notification_http_endpoint.clone()),
-            "acl_http_header" => Text(self.acl_http_header.clone()),
-            "admin_users" => list(&self.admin_users),
-            _ => return None,
-        })
-    }
 }
 
 async fn resolve(addr: &str) -> Result<(), String> {
@@ -277,6 +215,7 @@ mod tests {
 
     #[test]
     fn config_values() {
+        use nsq_cli::flags::{ConfigValue, Flags};
         let o = Options {
             nsqlookupd_http_addresses: vec!["127.0.0.1:4161".into()],
             ..Default::default()
@@ -302,6 +241,7 @@ mod tests {
             Some(ConfigValue::Json(serde_json::json!(2)))
         );
         assert_eq!(o.config_value("verbose"), None);
+        assert_eq!(o.config_value("version"), None);
     }
 
     #[tokio::test]

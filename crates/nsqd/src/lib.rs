@@ -25,7 +25,7 @@ pub mod options;
 pub mod server;
 
 pub use nsq_protocol::VERSION;
-pub use options::{hostname, Options};
+pub use options::Options;
 pub use server::context::{now_unix_ns, Event};
 pub use server::nsqd::{Error, NsqdInner};
 pub use server::Nsqd;

@@ -1,139 +1,281 @@
-//! nsqd's settings, one field per flag, with nsqd's defaults. The binary
-//! fills this from flags and the config file; everything else reads it.
+//! nsqd's settings: every flag of NSQ 1.3.0's nsqd, declared once with
+//! its name, type, default and usage ([`nsq_cli::flags!`]), from which come
+//! the command line, `--help`, the `--config` keys and `/config/<opt>`;
+//! plus the checks nsqd makes at startup. Everything else reads this.
 
 use std::time::Duration;
 
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub node_id: i64,
-    pub log_level: String,
-    pub log_prefix: String,
-    pub tcp_address: String,
-    pub http_address: String,
-    pub https_address: String,
-    pub broadcast_address: String,
-    pub broadcast_tcp_port: u16,
-    pub broadcast_http_port: u16,
-    pub lookupd_tcp_addresses: Vec<String>,
-    pub auth_http_addresses: Vec<String>,
-    pub auth_http_request_method: String,
-    pub http_client_connect_timeout: Duration,
-    pub http_client_request_timeout: Duration,
-    pub topology_region: String,
-    pub topology_zone: String,
-    pub data_path: String,
-    pub mem_queue_size: i64,
-    pub max_bytes_per_file: i64,
-    pub sync_every: i64,
-    pub sync_timeout: Duration,
-    pub queue_scan_worker_pool_max: i64,
-    pub queue_scan_selection_count: i64,
-    pub msg_timeout: Duration,
-    pub max_msg_timeout: Duration,
-    pub max_msg_size: i64,
-    pub max_req_timeout: Duration,
-    pub max_body_size: i64,
-    pub max_heartbeat_interval: Duration,
-    pub max_rdy_count: i64,
-    pub max_output_buffer_size: i64,
-    pub max_output_buffer_timeout: Duration,
-    pub min_output_buffer_timeout: Duration,
-    pub output_buffer_timeout: Duration,
-    pub max_channel_consumers: i64,
-    /// nsq-rs: the default `max_attempts` of new channels (0: unlimited).
-    pub max_attempts: u16,
-    pub statsd_address: String,
-    pub statsd_interval: Duration,
-    pub statsd_mem_stats: bool,
-    pub statsd_prefix: String,
-    pub statsd_udp_packet_size: i64,
-    pub statsd_exclude_ephemeral: bool,
-    /// Sorted descending, each in (0, 1].
-    pub e2e_processing_latency_percentiles: Vec<f64>,
-    pub e2e_processing_latency_window_time: Duration,
-    pub tls_cert: String,
-    pub tls_key: String,
-    pub tls_client_auth_policy: String,
-    pub tls_root_ca_file: String,
-    /// 0 false, 1 tcp-https, 2 true (as `/config/tls_required` reports it).
-    pub tls_required: i64,
-    pub tls_min_version: u16,
-    pub deflate: bool,
-    pub max_deflate_level: i64,
-    pub snappy: bool,
-    pub enable_experiment: Vec<String>,
+use nsq_cli::flags::{ConfigValue, Json, TomlError, Value};
+use nsq_cli::LogLevel;
+
+nsq_cli::flags! {
+    /// nsqd's options, one per flag.
+    pub struct Options {
+        /// path to a TOML config file (its keys are the flag names with _ for -)
+        config: String = "", cfg = "";
+        /// print the version and exit
+        version: bool = false, cfg = "";
+        /// deprecated; use --log-level
+        verbose: bool = false, cfg = "";
+        /// deprecated; use --node-id
+        worker_id: bool = false, cfg = "";
+        /// log level: debug, info, warn, error or fatal
+        log_level: LogLevel = "info";
+        /// text at the start of every log line
+        log_prefix: String = "[nsqd] ";
+        /// the id part of message ids, in [0,1024); a hash of the host's name when not set
+        node_id: i64 = default_node_id(&nsq_cli::hostname().unwrap_or_default()), flag = "node-id", cfg = "id";
+        /// <addr>:<port> to listen on for TCP clients
+        tcp_address: String = "0.0.0.0:4150";
+        /// <addr>:<port> to listen on for HTTP clients (empty: no HTTP listener)
+        http_address: String = "0.0.0.0:4151";
+        /// <addr>:<port> to listen on for HTTPS clients (with --tls-cert and --tls-key)
+        https_address: String = "0.0.0.0:4152";
+        /// the address registered with nsqlookupd; the host's name when not set
+        broadcast_address: String = nsq_cli::hostname().unwrap_or_default();
+        /// the TCP port registered with nsqlookupd; the listening one when 0
+        broadcast_tcp_port: u16 = 0;
+        /// the HTTP port registered with nsqlookupd; the listening one when 0
+        broadcast_http_port: u16 = 0;
+        /// nsqlookupd TCP address to register with (may be given several times)
+        lookupd_tcp_addresses: Vec<String> = "", flag = "lookupd-tcp-address", cfg = "nsqlookupd_tcp_addresses";
+        /// auth server as <addr>:<port> or a full URL (may be given several times)
+        auth_http_addresses: Vec<String> = "", flag = "auth-http-address";
+        /// HTTP method of auth server requests: get or post
+        auth_http_request_method: String = "get";
+        /// how long an outgoing HTTP request may take to connect
+        http_client_connect_timeout: Duration = "2s";
+        /// how long an outgoing HTTP request may take in all
+        http_client_request_timeout: Duration = "5s";
+        /// this nsqd's region (topology-aware consumption)
+        topology_region: String = "";
+        /// this nsqd's zone (topology-aware consumption)
+        topology_zone: String = "";
+        /// where disk queues and nsqd.dat live (the working directory when empty)
+        data_path: String = "";
+        /// messages kept in memory per topic and per channel before the disk
+        mem_queue_size: i64 = 10000;
+        /// bytes per disk queue file before a new one is started
+        max_bytes_per_file: i64 = 104857600;
+        /// disk queue writes and reads between fsyncs
+        sync_every: i64 = 2500;
+        /// longest time between fsyncs of a disk queue with unsynced writes
+        sync_timeout: Duration = "2s";
+        /// accepted for compatibility; nsq-rs times each channel exactly instead of scanning
+        queue_scan_worker_pool_max: i64 = 4;
+        /// accepted for compatibility; nsq-rs times each channel exactly instead of scanning
+        queue_scan_selection_count: i64 = 20;
+        /// how long a delivered message may go unanswered before it is requeued
+        msg_timeout: Duration = "1m0s";
+        /// the longest message timeout a client may ask for (TOUCH included)
+        max_msg_timeout: Duration = "15m0s";
+        /// largest message body, in bytes
+        max_msg_size: i64 = 1048576;
+        /// the longest delay of a REQ or a deferred publish
+        max_req_timeout: Duration = "1h0m0s";
+        /// largest command body, in bytes
+        max_body_size: i64 = 5242880;
+        /// the longest heartbeat interval a client may ask for
+        max_heartbeat_interval: Duration = "1m0s";
+        /// the largest RDY count a client may send
+        max_rdy_count: i64 = 2500;
+        /// the largest output buffer, in bytes, a client may ask for
+        max_output_buffer_size: i64 = 65536;
+        /// the longest output buffer timeout a client may ask for
+        max_output_buffer_timeout: Duration = "30s";
+        /// the shortest output buffer timeout a client may ask for
+        min_output_buffer_timeout: Duration = "25ms";
+        /// the output buffer timeout of a client that asks for none
+        output_buffer_timeout: Duration = "250ms";
+        /// consumers allowed per channel; 0 for no limit
+        max_channel_consumers: i64 = 0;
+        /// nsq-rs: deliveries a message gets at most per channel before it goes to the channel's dead-letter topic (0: unlimited, as NSQ; per channel: /channel/config)
+        max_attempts: u16 = 0;
+        /// UDP <addr>:<port> of a statsd daemon to push stats to
+        statsd_address: String = "";
+        /// time between pushes to statsd
+        statsd_interval: Duration = "1m0s";
+        /// also push memory statistics to statsd
+        statsd_mem_stats: bool = true;
+        /// prefix of the statsd keys (%s: this host)
+        statsd_prefix: String = "nsq.%s";
+        /// largest statsd UDP packet, in bytes
+        statsd_udp_packet_size: i64 = 508;
+        /// leave ephemeral topics and channels out of statsd
+        statsd_exclude_ephemeral: bool = false;
+        /// end-to-end latency percentile to report, in (0, 1] (may be given several times, or comma separated)
+        e2e_processing_latency_percentiles: Percentiles = "", flag = "e2e-processing-latency-percentile";
+        /// the time window of the end-to-end latency percentiles
+        e2e_processing_latency_window_time: Duration = "10m0s";
+        /// path to the certificate file
+        tls_cert: String = "";
+        /// path to the key file
+        tls_key: String = "";
+        /// client certificates: require, or require-verify (checked against --tls-root-ca-file)
+        tls_client_auth_policy: String = "";
+        /// path to the certificate authority file
+        tls_root_ca_file: String = "";
+        /// TLS for clients: true, false or tcp-https (TCP must upgrade, plain HTTP allowed)
+        tls_required: TlsRequired = "false";
+        /// oldest TLS version accepted: ssl3.0, tls1.0, tls1.1, tls1.2 or tls1.3 (nsq-rs speaks 1.2 and 1.3 only)
+        tls_min_version: TlsMinVersion = "tls1.0";
+        /// let clients negotiate deflate compression
+        deflate: bool = true;
+        /// the highest deflate level a client may negotiate
+        max_deflate_level: i64 = 6;
+        /// let clients negotiate snappy compression
+        snappy: bool = true;
+        /// accepted for compatibility; nsq-rs has no experiments (may be given several times)
+        enable_experiment: Vec<String> = "";
+    }
 }
 
-/// `--tls-required` values, as `/config/tls_required` reports them.
-pub const TLS_NOT_REQUIRED: i64 = 0;
-/// `tcp-https`: TCP clients must upgrade, plain HTTP still serves.
-pub const TLS_REQUIRED_EXCEPT_HTTP: i64 = 1;
-pub const TLS_REQUIRED: i64 = 2;
+/// `--tls-required`, as `/config/tls_required` reports it: 0 false, 1
+/// tcp-https, 2 true. A boolean flag that also takes `tcp-https`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TlsRequired {
+    #[default]
+    No,
+    /// TCP clients must upgrade, plain HTTP still serves.
+    ExceptHttp,
+    Yes,
+}
+
+pub const TLS_NOT_REQUIRED: TlsRequired = TlsRequired::No;
+pub const TLS_REQUIRED_EXCEPT_HTTP: TlsRequired = TlsRequired::ExceptHttp;
+pub const TLS_REQUIRED: TlsRequired = TlsRequired::Yes;
+
+impl Value for TlsRequired {
+    const TYPE: &'static str = "";
+    const BOOL: bool = true;
+
+    fn set(&mut self, s: &str) -> Result<(), String> {
+        let s = s.to_lowercase();
+        *self = match s.as_str() {
+            "tcp-https" => TlsRequired::ExceptHttp,
+            s => match nsq_cli::flags::parse_bool(s) {
+                Some(true) => TlsRequired::Yes,
+                Some(false) => TlsRequired::No,
+                None => {
+                    return Err(format!(
+                        "strconv.ParseBool: parsing {}: invalid syntax",
+                        nsq_protocol::gofmt::quote(s)
+                    ))
+                }
+            },
+        };
+        Ok(())
+    }
+
+    fn show(&self) -> String {
+        (*self as i64).to_string()
+    }
+
+    fn config(&self) -> ConfigValue {
+        ConfigValue::Json(Json::from(*self as i64))
+    }
+
+    fn set_toml(&mut self, v: &nsq_cli::toml::Value) -> Result<(), TomlError> {
+        let text = nsq_cli::flags::go_sprint_v(v);
+        self.set(&text)
+            .map_err(|_| TomlError::Fatal(format!("failed parsing tls_required {text}")))
+    }
+}
+
+/// `--tls-min-version`: the TLS protocol number (`/config` shows 769 for tls1.0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TlsMinVersion(pub u16);
+
+impl Value for TlsMinVersion {
+    const TYPE: &'static str = "value";
+
+    fn set(&mut self, s: &str) -> Result<(), String> {
+        self.0 = match s.to_lowercase().as_str() {
+            // empty keeps the value, as in nsqd
+            "" => return Ok(()),
+            "ssl3.0" => 0x0300,
+            "tls1.0" => 0x0301,
+            "tls1.1" => 0x0302,
+            "tls1.2" => 0x0303,
+            "tls1.3" => 0x0304,
+            v => {
+                return Err(format!(
+                    "unknown tlsVersionOption {}",
+                    nsq_protocol::gofmt::quote(v)
+                ))
+            }
+        };
+        Ok(())
+    }
+
+    fn show(&self) -> String {
+        match self.0 {
+            0x0300 => "ssl3.0",
+            0x0301 => "tls1.0",
+            0x0302 => "tls1.1",
+            0x0303 => "tls1.2",
+            0x0304 => "tls1.3",
+            _ => "",
+        }
+        .into()
+    }
+
+    fn config(&self) -> ConfigValue {
+        ConfigValue::Json(Json::from(self.0))
+    }
+
+    fn set_toml(&mut self, v: &nsq_cli::toml::Value) -> Result<(), TomlError> {
+        let text = nsq_cli::flags::go_sprint_v(v);
+        self.set(&text)
+            .map_err(|_| TomlError::Fatal(format!("failed parsing tls_min_version {text}")))
+    }
+}
+
+/// `--e2e-processing-latency-percentile`: repeatable, each value possibly
+/// comma separated; kept sorted descending without duplicates.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Percentiles(pub Vec<f64>);
+
+impl std::ops::Deref for Percentiles {
+    type Target = [f64];
+
+    fn deref(&self) -> &[f64] {
+        &self.0
+    }
+}
+
+impl Value for Percentiles {
+    const TYPE: &'static str = "value";
+
+    fn set(&mut self, s: &str) -> Result<(), String> {
+        for v in s.split(',') {
+            let p: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid E2E processing latency percentile: {v}"))?;
+            self.0.push(p);
+        }
+        self.0
+            .sort_by(|a, b| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal));
+        self.0.dedup();
+        Ok(())
+    }
+
+    fn show(&self) -> String {
+        self.0
+            .iter()
+            .map(|p| nsq_protocol::gofmt::go_float(*p))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn config(&self) -> ConfigValue {
+        ConfigValue::Json(Json::from(self.0.clone()))
+    }
+}
 
 /// The fixed client timeout of nsqd (not a flag); heartbeats default to half.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl Default for Options {
-    fn default() -> Self {
-        let hostname = hostname();
-        Options {
-            node_id: default_node_id(&hostname),
-            log_level: "info".into(),
-            log_prefix: "[nsqd] ".into(),
-            tcp_address: "0.0.0.0:4150".into(),
-            http_address: "0.0.0.0:4151".into(),
-            https_address: "0.0.0.0:4152".into(),
-            broadcast_address: hostname,
-            broadcast_tcp_port: 0,
-            broadcast_http_port: 0,
-            lookupd_tcp_addresses: vec![],
-            auth_http_addresses: vec![],
-            auth_http_request_method: "get".into(),
-            http_client_connect_timeout: Duration::from_secs(2),
-            http_client_request_timeout: Duration::from_secs(5),
-            topology_region: String::new(),
-            topology_zone: String::new(),
-            data_path: String::new(),
-            mem_queue_size: 10_000,
-            max_bytes_per_file: 100 * 1024 * 1024,
-            sync_every: 2500,
-            sync_timeout: Duration::from_secs(2),
-            queue_scan_worker_pool_max: 4,
-            queue_scan_selection_count: 20,
-            msg_timeout: Duration::from_secs(60),
-            max_msg_timeout: Duration::from_secs(15 * 60),
-            max_msg_size: 1024 * 1024,
-            max_req_timeout: Duration::from_secs(3600),
-            max_body_size: 5 * 1024 * 1024,
-            max_heartbeat_interval: Duration::from_secs(60),
-            max_rdy_count: 2500,
-            max_output_buffer_size: 64 * 1024,
-            max_output_buffer_timeout: Duration::from_secs(30),
-            min_output_buffer_timeout: Duration::from_millis(25),
-            output_buffer_timeout: Duration::from_millis(250),
-            max_channel_consumers: 0,
-            max_attempts: 0,
-            statsd_address: String::new(),
-            statsd_interval: Duration::from_secs(60),
-            statsd_mem_stats: true,
-            statsd_prefix: "nsq.%s".into(),
-            statsd_udp_packet_size: 508,
-            statsd_exclude_ephemeral: false,
-            e2e_processing_latency_percentiles: vec![],
-            e2e_processing_latency_window_time: Duration::from_secs(600),
-            tls_cert: String::new(),
-            tls_key: String::new(),
-            tls_client_auth_policy: String::new(),
-            tls_root_ca_file: String::new(),
-            tls_required: 0,
-            tls_min_version: 0x0301,
-            deflate: true,
-            max_deflate_level: 6,
-            snappy: true,
-            enable_experiment: vec![],
-        }
-    }
-}
 
 /// nsqd's default node id: CRC-32 (IEEE) of the MD5 digest of the hostname, mod 1024.
 pub fn default_node_id(hostname: &str) -> i64 {
@@ -155,7 +297,7 @@ impl Options {
         if m != "get" && m != "post" {
             return Err("--auth-http-request-method must be post or get".into());
         }
-        for p in &self.e2e_processing_latency_percentiles {
+        for p in self.e2e_processing_latency_percentiles.iter() {
             if !(*p > 0.0 && *p <= 1.0) {
                 return Err(format!("invalid E2E processing latency percentile: {p}"));
             }
@@ -173,21 +315,44 @@ impl Options {
     }
 }
 
-/// The OS hostname (nsqd's default broadcast address and node id seed).
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
-    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
-    if r != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_are_nsqs() {
+        let o = Options::default();
+        assert_eq!(o.tcp_address, "0.0.0.0:4150");
+        assert_eq!(o.msg_timeout, Duration::from_secs(60));
+        assert_eq!(o.tls_min_version, TlsMinVersion(0x0301));
+        assert_eq!(o.tls_required, TLS_NOT_REQUIRED);
+        assert!(o.deflate && o.snappy);
+        assert_eq!(
+            o.node_id,
+            default_node_id(&nsq_cli::hostname().unwrap_or_default())
+        );
+        assert!(o.validate().is_ok());
+    }
+
+    #[test]
+    fn nsqd_value_types() {
+        let mut t = TlsRequired::default();
+        t.set("tcp-https").unwrap();
+        assert_eq!(t, TLS_REQUIRED_EXCEPT_HTTP);
+        t.set("TRUE").unwrap();
+        assert_eq!(t, TLS_REQUIRED);
+        assert!(t.set("maybe").is_err());
+        let mut v = TlsMinVersion::default();
+        v.set("TLS1.2").unwrap();
+        assert_eq!((v.0, v.show().as_str()), (0x0303, "tls1.2"));
+        assert!(v.set("tls9").is_err());
+        let mut p = Percentiles::default();
+        p.set("0.5,0.99").unwrap();
+        p.set("0.95").unwrap();
+        p.set("0.99").unwrap();
+        assert_eq!(p.0, [0.99, 0.95, 0.5]);
+        assert!(p.set("x").is_err());
+    }
 
     #[test]
     fn node_id_is_in_range_and_stable() {

@@ -38,34 +38,30 @@ use registration::RegistrationDb;
 /// The NSQ version this implementation answers as (`/info`, IDENTIFY).
 pub const VERSION: &str = "1.3.0";
 
-/// Runtime options; the binary fills them from flags and the config file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Options {
-    /// `--tcp-address`: `<addr>:<port>` for nsqd connections (`:port` = all
-    /// interfaces).
-    pub tcp_address: String,
-    /// `--http-address`: `<addr>:<port>` for the HTTP API.
-    pub http_address: String,
-    /// `--broadcast-address`: this node's address, returned in IDENTIFY.
-    pub broadcast_address: String,
-    /// `--inactive-producer-timeout`: a producer not heard from (IDENTIFY or
-    /// PING) for longer is hidden from `/lookup` and `/nodes`.
-    pub inactive_producer_timeout: Duration,
-    /// `--tombstone-lifetime`: how long `/topic/tombstone` hides a producer.
-    pub tombstone_lifetime: Duration,
-}
-
-impl Default for Options {
-    /// NSQ's defaults; the broadcast address is the OS hostname (empty if it
-    /// cannot be read).
-    fn default() -> Self {
-        Self {
-            tcp_address: "0.0.0.0:4160".into(),
-            http_address: "0.0.0.0:4161".into(),
-            broadcast_address: hostname().unwrap_or_default(),
-            inactive_producer_timeout: Duration::from_secs(300),
-            tombstone_lifetime: Duration::from_secs(45),
-        }
+nsq_cli::flags! {
+    /// nsqlookupd's options, one per flag of NSQ 1.3.0's nsqlookupd (names,
+    /// types and defaults), also read from the `--config` file.
+    pub struct Options {
+        /// path to a TOML config file (its keys are the flag names with _ for -)
+        config: String = "", cfg = "";
+        /// print the version and exit
+        version: bool = false, cfg = "";
+        /// log level: debug, info, warn, error or fatal
+        log_level: nsq_cli::LogLevel = "info";
+        /// text at the start of every log line
+        log_prefix: String = "[nsqlookupd] ";
+        /// deprecated; use --log-level
+        verbose: bool = false;
+        /// <addr>:<port> to listen on for nsqd's TCP connections (:<port> for all interfaces)
+        tcp_address: String = "0.0.0.0:4160";
+        /// <addr>:<port> to listen on for the HTTP API
+        http_address: String = "0.0.0.0:4161";
+        /// the address this node gives nsqd in its IDENTIFY answer; the host's name when not set
+        broadcast_address: String = nsq_cli::hostname().unwrap_or_default();
+        /// how long a producer not heard from (IDENTIFY or PING) stays listed
+        inactive_producer_timeout: Duration = "5m0s";
+        /// how long /topic/tombstone hides a producer of the topic
+        tombstone_lifetime: Duration = "45s";
     }
 }
 
@@ -81,15 +77,6 @@ pub enum Error {
     },
     #[error("unable to get hostname {0}")]
     Hostname(#[source] io::Error),
-}
-
-/// The OS hostname, read like Go's `os.Hostname` on Linux.
-pub fn hostname() -> io::Result<String> {
-    let mut name = std::fs::read_to_string("/proc/sys/kernel/hostname")?;
-    if name.ends_with('\n') {
-        name.pop();
-    }
-    Ok(name)
 }
 
 /// State shared by the TCP and HTTP sides.
@@ -153,7 +140,7 @@ impl NsqLookupd {
         let tcp = listen(&opts.tcp_address).await?;
         let http = listen(&opts.http_address).await?;
         let local_port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or_default();
-        let hostname = hostname().map_err(Error::Hostname)?;
+        let hostname = nsq_cli::hostname().map_err(Error::Hostname)?;
         let ctx = Context {
             db: Mutex::new(RegistrationDb::new(
                 opts.inactive_producer_timeout,

@@ -8,8 +8,9 @@ use hyper::Method;
 
 use super::{v1_json, v1_text, ApiErr, ApiResult, Req, MAX_BODY};
 use crate::cidr::Cidr;
-use crate::options::{parse_log_level, ConfigValue};
 use crate::Shared;
+use nsq_cli::flags::{ConfigValue, Flags};
+use nsq_cli::LogLevel;
 
 pub fn handle(s: &Arc<Shared>, req: &Req, opt: &str) -> ApiResult {
     let cidr = s.options().allow_config_from_cidr.clone();
@@ -31,9 +32,10 @@ pub fn handle(s: &Arc<Shared>, req: &Req, opt: &str) -> ApiResult {
             }
             "log_level" => {
                 let text = String::from_utf8_lossy(&req.body).into_owned();
-                let level =
-                    parse_log_level(&text).ok_or_else(|| ApiErr::new(400, "INVALID_VALUE"))?;
-                s.set_log_level(&text);
+                let level: LogLevel = text
+                    .parse()
+                    .map_err(|_| ApiErr::new(400, "INVALID_VALUE"))?;
+                s.set_log_level(level);
                 s.update_options(|o| o.log_level = level);
             }
             _ => return Err(ApiErr::new(400, "INVALID_OPTION")),

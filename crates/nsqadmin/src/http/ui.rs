@@ -73,7 +73,7 @@ pub fn index(s: &Arc<Shared>, req: &Req) -> Response {
         NSQLOOKUPD: &o.nsqlookupd_http_addresses,
         IS_ADMIN: super::actions::is_admin(s, req),
         BASE_PATH: &o.base_path,
-        HISTORY_INTERVAL_MS: o.history_interval.as_millis() as u64,
+        HISTORY_INTERVAL_MS: crate::history::INTERVAL.as_millis() as u64,
     };
     // Go's JSON escaping of <, > and & keeps this safe inside <script>.
     let globals = String::from_utf8_lossy(&nsq_protocol::gofmt::to_json(&g)).into_owned();

@@ -153,7 +153,7 @@ impl Context {
             max_attempts: self.opts.max_attempts,
             e2e: (!o.e2e_processing_latency_percentiles.is_empty()).then(|| {
                 (
-                    o.e2e_processing_latency_percentiles.clone(),
+                    o.e2e_processing_latency_percentiles.0.clone(),
                     o.e2e_processing_latency_window_time,
                 )
             }),

@@ -77,7 +77,7 @@ impl Peer {
         io(conn.write_all(nsq_protocol::lookupd::MAGIC_V1)).await?;
         let identify = Identify {
             broadcast_address: nsqd.opts().broadcast_address.clone(),
-            hostname: crate::options::hostname(),
+            hostname: nsq_cli::hostname().unwrap_or_default(),
             http_port: nsqd.http_port.load(std::sync::atomic::Ordering::Relaxed),
             tcp_port: nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed),
             topology_region: nsqd.opts().topology_region.clone(),

@@ -44,8 +44,8 @@ pub enum Error {
     ClientTls(super::tls::TlsError),
 }
 
-/// Sets the log filter to a level name; false if it could not.
-pub type LogLevelHook = Box<dyn Fn(&str) -> bool + Send + Sync>;
+/// Sets the log filter to a level; false if it could not.
+pub type LogLevelHook = nsq_cli::log::LevelSetter;
 
 /// State shared by every part of a running nsqd.
 pub struct NsqdInner {
@@ -74,7 +74,7 @@ pub struct NsqdInner {
     pub lookupd_http_addresses: Mutex<Vec<String>>,
     /// Set by the binary so `PUT /config/log_level` can change the filter.
     pub log_level_hook: Mutex<Option<LogLevelHook>>,
-    pub log_level: Mutex<String>,
+    pub log_level: Mutex<nsq_cli::LogLevel>,
     /// `--statsd-prefix` with `%s` replaced by this node's host key and a
     /// trailing `.`, as nsqd reports it; set once the ports are bound.
     pub statsd_prefix: Mutex<String>,
@@ -153,7 +153,7 @@ impl NsqdInner {
             lookupd_changed: tokio::sync::Notify::new(),
             lookupd_http_addresses: Mutex::new(Vec::new()),
             log_level_hook: Mutex::new(None),
-            log_level: Mutex::new(opts.log_level.to_lowercase()),
+            log_level: Mutex::new(opts.log_level),
             statsd_prefix: Mutex::new(opts.statsd_prefix.clone()),
             events_rx: Mutex::new(Some(rx)),
             loading: AtomicBool::new(false),

@@ -91,7 +91,7 @@ pub fn server_config(opts: &Options) -> Result<Option<Arc<rustls::ServerConfig>>
     let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey)?;
     let provider = provider();
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions(opts.tls_min_version))?;
+        .with_protocol_versions(versions(opts.tls_min_version.0))?;
     let builder = match opts.tls_client_auth_policy.as_str() {
         "require" => builder.with_client_cert_verifier(Arc::new(AnyClientCert { provider })),
         "require-verify" => {
@@ -111,7 +111,7 @@ pub fn server_config(opts: &Options) -> Result<Option<Arc<rustls::ServerConfig>>
 /// against `--tls-root-ca-file` or the system bundle.
 pub fn client_config(opts: &Options) -> Result<Arc<rustls::ClientConfig>, TlsError> {
     let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(versions(opts.tls_min_version))?
+        .with_protocol_versions(versions(opts.tls_min_version.0))?
         .with_root_certificates(roots(opts)?)
         .with_no_client_auth();
     Ok(Arc::new(cfg))

@@ -205,7 +205,7 @@ fn info(nsqd: &NsqdInner) -> Response {
     let info = NsqdInfo {
         version: nsq_protocol::VERSION.into(),
         broadcast_address: o.broadcast_address.clone(),
-        hostname: crate::options::hostname(),
+        hostname: nsq_cli::hostname().unwrap_or_default(),
         http_port: http,
         tcp_port: tcp,
         start_time: nsqd.start_time,

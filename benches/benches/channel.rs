@@ -2,6 +2,8 @@
 //! client: each call's frames go to the client's outbox (as the server's
 //! channel does), which is drained as its writer would (one swap per call).
 
+#![forbid(unsafe_code)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,9 +12,9 @@ use bytes::BytesMut;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use nsq_benches::*;
 use nsq_protocol::MessageId;
+use nsqd::bench::Client;
+use nsqd::bench::{Control, Outbox};
 use nsqd::core::{Channel, ChannelConfig, ClientId};
-use nsqd::server::client::Client;
-use nsqd::server::outbox::{Control, Outbox};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 

@@ -4,6 +4,8 @@
 //! disk, not the code) is not in the numbers; the queue is emptied outside
 //! the timed region whenever it grows past ~64 MiB.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};

@@ -1,6 +1,8 @@
 //! Wire codec: command decode (PUB, MPUB, pipelined FIN), frame and message
 //! encode, MPUB body parsing.
 
+#![forbid(unsafe_code)]
+
 use bytes::BytesMut;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use nsq_benches::*;

@@ -2,6 +2,8 @@
 //! protocol, modelled on NSQ's bench/bench_writer and bench/bench_reader.
 //! Every mode ends with one machine-readable line `RESULT {json}` on stdout.
 
+#![forbid(unsafe_code)]
+
 mod conn;
 mod http;
 mod latency;

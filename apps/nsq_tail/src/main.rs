@@ -102,12 +102,7 @@ fn main() {
     cfg.user_agent = format!("nsq_tail/{VERSION} go-nsq/1.1.0");
     cfg.max_in_flight = max_in_flight;
 
-    // The client library's logs (warnings, errors) go to stderr at INFO.
-    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fatal(e.to_string()));
+    let rt = nsq_cli::app_runtime();
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let mut consumers = Vec::new();

@@ -86,17 +86,5 @@ pub fn path_err(op: &str, path: &str, e: &std::io::Error) -> String {
     format!("{op} {path}: {}", errno_text(e))
 }
 
-/// The text of an OS error the way Go's `syscall.Errno` prints it
-/// (lower-case, no `(os error N)`).
-pub fn errno_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    let s = match s.find(" (os error") {
-        Some(i) if e.raw_os_error().is_some() => s[..i].to_string(),
-        _ => s,
-    };
-    let mut c = s.chars();
-    match c.next() {
-        Some(first) => first.to_lowercase().collect::<String>() + c.as_str(),
-        None => s,
-    }
-}
+/// The text of an OS error the way Go's `syscall.Errno` prints it.
+pub use nsq_protocol::gofmt::errno_text;

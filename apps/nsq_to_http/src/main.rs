@@ -7,22 +7,17 @@
 #![forbid(unsafe_code)]
 #![deny(rust_2018_idioms, unused_must_use)]
 
-mod hostpool;
 mod http;
 mod publish;
-mod timer_metrics;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use nsq_cli::golog::fatal as go_log_fatal;
 use nsq_client::{Consumer, ConsumerError};
-use parking_lot::Mutex;
 
-use crate::hostpool::HostPool;
 use crate::publish::{Mode, PublishHandler, Verb};
-use crate::timer_metrics::TimerMetrics;
+use nsq_cli::timer_metrics::TimerMetrics;
 
 use nsq_cli::VERSION;
 const DEFAULT_CONTENT_TYPE: &str = "application/octet-stream";
@@ -189,25 +184,7 @@ fn main() {
                 );
             }
         }
-        let pool = if mode_flag == "epsilon-greedy" {
-            HostPool::epsilon_greedy(&addresses)
-        } else {
-            HostPool::standard(&addresses)
-        };
-        let pool = Arc::new(Mutex::new(pool));
-        if pool.lock().is_epsilon_greedy() {
-            let pool = pool.clone();
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval_at(
-                    tokio::time::Instant::now() + hostpool::DECAY_TICK,
-                    hostpool::DECAY_TICK,
-                );
-                loop {
-                    tick.tick().await;
-                    pool.lock().decay();
-                }
-            });
-        }
+        let pool = nsq_cli::hostpool::start(&addresses, mode_flag == "epsilon-greedy");
         let handler = PublishHandler {
             client: http::HttpClient::new(connect_timeout, request_timeout, content_type, headers),
             verb,

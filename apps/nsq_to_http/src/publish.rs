@@ -11,16 +11,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use nsq_client::{Handler, HandlerResult, Message};
-use parking_lot::Mutex;
 
-use crate::hostpool::HostPool;
 use crate::http::{query_escape, sprintf_one, HttpClient};
-use crate::timer_metrics::TimerMetrics;
+use nsq_cli::hostpool;
+use nsq_cli::timer_metrics::TimerMetrics;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -54,7 +52,7 @@ pub struct PublishHandler {
     pub addresses: Vec<String>,
     pub mode: Mode,
     pub counter: AtomicU64,
-    pub pool: Arc<Mutex<HostPool>>,
+    pub pool: hostpool::Shared,
     pub per_address: HashMap<String, TimerMetrics>,
     pub aggregate: TimerMetrics,
     pub sample: f64,
@@ -94,7 +92,7 @@ impl PublishHandler {
 
     fn record(&self, addr: &str, start: Instant) {
         if let Some(m) = self.per_address.get(addr) {
-            m.status(start);
+            m.status(start.elapsed());
         }
     }
 }
@@ -122,15 +120,12 @@ impl Handler for PublishHandler {
             }
             Mode::HostPool => {
                 let (addr, picked_at) = {
-                    let mut pool = self.pool.lock();
-                    (
-                        pool.get(Instant::now(), rand::random::<f32>(), rand::random::<f64>()),
-                        Instant::now(),
-                    )
+                    let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+                    (pool.pick(), Instant::now())
                 };
                 let result = self.publish(&addr, body).await;
                 {
-                    let mut pool = self.pool.lock();
+                    let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
                     match &result {
                         Ok(()) => pool.mark_success(&addr, picked_at.elapsed()),
                         Err(_) => pool.mark_failed(&addr, Instant::now()),
@@ -140,7 +135,7 @@ impl Handler for PublishHandler {
                 self.record(&addr, start);
             }
         }
-        self.aggregate.status(start);
+        self.aggregate.status(start.elapsed());
         Ok(())
     }
 }

@@ -13,9 +13,10 @@ use std::time::Instant;
 
 use json_filter::{JsonFilter, Verdict};
 use nsq_cli::golog::fatal;
+use nsq_cli::timer_metrics::TimerMetrics;
 use nsq_client::{Config, Consumer, Handler, HandlerResult, Message, Producer};
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
-use route::{Router, TimerMetrics};
+use route::Router;
 
 use nsq_cli::VERSION;
 
@@ -51,7 +52,7 @@ impl Handler for TopicHandler {
         let (publisher, topic) = (self.publisher.clone(), self.destination_topic.clone());
         tokio::spawn(async move {
             let result = publisher.producers[dest].publish(&topic, &body).await;
-            publisher.router.mark(dest, result.is_ok());
+            publisher.router.mark(dest, result.is_ok(), start.elapsed());
             match result {
                 Ok(()) => message.finish(),
                 Err(e) => {
@@ -152,20 +153,13 @@ fn main() {
     if dest_nsqd_tcp_addrs.is_empty() {
         fatal("--destination-nsqd-tcp-address required");
     }
-    // Any other --mode value selects round-robin, as in the original.
-    let hostpool = matches!(mode.as_str(), "hostpool" | "epsilon-greedy");
 
     let user_agent = format!("nsq_to_nsq/{VERSION} go-nsq/1.1.0");
     c_cfg.user_agent = user_agent.clone();
     c_cfg.max_in_flight = max_in_flight;
     p_cfg.user_agent = user_agent;
 
-    // The client library's logs (warnings, errors) go to stderr at INFO.
-    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fatal(e.to_string()));
+    let rt = nsq_cli::app_runtime();
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let producers: Vec<Producer> = dest_nsqd_tcp_addrs
@@ -186,7 +180,13 @@ fn main() {
         };
         let publisher = Arc::new(Publisher {
             producers,
-            router: Router::new(dest_nsqd_tcp_addrs.len(), hostpool),
+            router: match mode.as_str() {
+                "hostpool" | "epsilon-greedy" => {
+                    Router::host_pool(&dest_nsqd_tcp_addrs, mode == "epsilon-greedy")
+                }
+                // Any other --mode value selects round-robin, as in the original.
+                _ => Router::round_robin(dest_nsqd_tcp_addrs.len()),
+            },
             filter: JsonFilter::new(
                 &require_json_field,
                 &require_json_value,

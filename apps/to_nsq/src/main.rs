@@ -112,12 +112,7 @@ fn main() {
     let delim = delimiter.as_bytes()[0];
     cfg.user_agent = format!("to_nsq/{VERSION} go-nsq/1.1.0");
 
-    // The client library's logs (warnings, errors) go to stderr at INFO.
-    let _ = nsq_cli::log::init(nsq_cli::LogLevel::Info, "", nsq_cli::log::Form::Tracing);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| fatal(e.to_string()));
+    let rt = nsq_cli::app_runtime();
     rt.block_on(async move {
         let shutdown = nsq_cli::shutdown_on_signals();
         let mut producers = Vec::new();

@@ -6,37 +6,18 @@
 
 #![forbid(unsafe_code)]
 
-use nsqadmin::Options;
-
 fn main() {
-    let mut parsed = nsq_cli::flags::parse_or_exit::<Options>("nsqadmin");
-    if parsed.flags.version {
-        println!("{}", nsq_cli::version("nsqadmin"));
-        return;
-    }
-    let prefix = parsed.flags.log_prefix.clone();
-    if !parsed.flags.config.is_empty() {
-        let path = parsed.flags.config.clone();
-        if let Err(e) = parsed.load_config(&path) {
-            nsq_cli::fatal(&prefix, &e);
-        }
-    }
-    let opts = parsed.flags;
-    let prefix = opts.log_prefix.clone();
-    let set_level = nsq_cli::log::init(opts.log_level, &prefix, nsq_cli::log::Form::Tracing);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| nsq_cli::fatal(&prefix, &e.to_string()));
-    rt.block_on(async move {
+    let (opts, set_level) =
+        nsq_cli::start_daemon::<nsqadmin::Options>("nsqadmin", nsq_cli::log::Form::Tracing);
+    let fatal = |msg: &str| -> ! { nsq_cli::daemon_fatal("nsqadmin", msg) };
+    nsq_cli::daemon_runtime("nsqadmin").block_on(async move {
         let admin = match nsqadmin::Nsqadmin::new(opts).await {
             Ok(a) => a,
-            Err(e) => nsq_cli::fatal(&prefix, &e.to_string()),
+            Err(e) => fatal(&e.to_string()),
         };
         admin.set_log_level_hook(set_level);
-        let shutdown = nsq_cli::shutdown_on_signals();
-        if let Err(e) = admin.run(shutdown).await {
-            nsq_cli::fatal(&prefix, &e.to_string());
+        if let Err(e) = admin.run(nsq_cli::shutdown_on_signals()).await {
+            fatal(&e.to_string());
         }
     });
 }

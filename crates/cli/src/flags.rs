@@ -142,6 +142,9 @@ pub trait Flags: Default {
     fn set_config(&mut self, key: &str, v: &toml::Value) -> Option<Result<(), TomlError>>;
     /// The `/config/<opt>` view of the option whose config key is `key`.
     fn config_value(&self, key: &str) -> Option<ConfigValue>;
+    /// The field named `field`, for code shared by several declarations
+    /// (`crate::start_daemon` reads `version`, `config`, `log_level`).
+    fn field(&self, field: &str) -> Option<&dyn std::any::Any>;
 }
 
 /// The value an option starts with: its declared default, as Go text.
@@ -248,6 +251,15 @@ macro_rules! flags {
                         return ::std::option::Option::Some(
                             $crate::flags::Value::set_toml(&mut self.$field, v),
                         );
+                    }
+                )*
+                ::std::option::Option::None
+            }
+
+            fn field(&self, field: &str) -> ::std::option::Option<&dyn ::std::any::Any> {
+                $(
+                    if field == stringify!($field) {
+                        return ::std::option::Option::Some(&self.$field);
                     }
                 )*
                 ::std::option::Option::None

@@ -3,7 +3,9 @@
 //! ([`flags`]), `--version`, log setup with a runtime-adjustable level
 //! ([`log`]), Go's `log` package for the apps ([`golog`]), `FATAL` exits,
 //! SIGINT/SIGTERM as one cancellation token, and the host's name
-//! ([`sys`], the one module of the workspace that calls into libc).
+//! ([`sys`], the one module of the workspace that calls into libc); and
+//! what NSQ's apps share from Go libraries: go-hostpool ([`hostpool`]) and
+//! bitly/timer_metrics ([`timer_metrics`]).
 //!
 //! Never: anything a daemon decides.
 
@@ -11,8 +13,10 @@
 
 pub mod flags;
 pub mod golog;
+pub mod hostpool;
 pub mod log;
 pub mod sys;
+pub mod timer_metrics;
 
 pub use flags::LogLevel;
 pub use sys::hostname;
@@ -33,6 +37,59 @@ pub fn version(name: &str) -> String {
 /// An app's `--version` line, as NSQ's apps print it: `nsq_tail v1.3.0`.
 pub fn app_version(name: &str) -> String {
     format!("{name} v{VERSION}")
+}
+
+/// The start of every daemon's `main`, in NSQ's order: the command line
+/// (`Usage of <name>:`), `--version`, the `--config` file (a bad one is
+/// FATAL, exit 1), then logging. Returns the options and the setter of the
+/// log level. The options must declare `version`, `config`, `log_level` and
+/// `log_prefix`.
+pub fn start_daemon<T: flags::Flags>(name: &str, form: log::Form) -> (T, log::LevelSetter) {
+    fn get<'a, V: 'static>(f: &'a impl flags::Flags, field: &str) -> &'a V {
+        f.field(field)
+            .and_then(|v| v.downcast_ref::<V>())
+            .unwrap_or_else(|| panic!("a daemon's options declare {field}"))
+    }
+    let mut parsed = flags::parse_or_exit::<T>(name);
+    if *get::<bool>(&parsed.flags, "version") {
+        println!("{}", version(name));
+        std::process::exit(0);
+    }
+    let config = get::<String>(&parsed.flags, "config").clone();
+    if !config.is_empty() {
+        if let Err(e) = parsed.load_config(&config) {
+            daemon_fatal(name, &e);
+        }
+    }
+    let level = *get::<LogLevel>(&parsed.flags, "log_level");
+    let prefix = get::<String>(&parsed.flags, "log_prefix").clone();
+    let set_level = log::init(level, &prefix, form);
+    (parsed.flags, set_level)
+}
+
+/// A daemon's `FATAL` line and exit 1; NSQ's daemons prefix it with their
+/// name whatever `--log-prefix` says.
+pub fn daemon_fatal(name: &str, msg: &str) -> ! {
+    fatal(&format!("[{name}] "), msg)
+}
+
+/// The tokio runtime of a daemon (FATAL if it cannot be built).
+pub fn daemon_runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| daemon_fatal(name, &format!("failed to start runtime - {e}")))
+}
+
+/// The start of an app's work once its flags are checked: the client
+/// library's logs (warnings, errors) on stderr at INFO, and the tokio
+/// runtime (`log.Fatal` if it cannot be built).
+pub fn app_runtime() -> tokio::runtime::Runtime {
+    let _ = log::init(LogLevel::Info, "", log::Form::Tracing);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| golog::fatal(e.to_string()))
 }
 
 /// `2006/01/02 15:04:05.000000` in UTC (the daemons' log timestamp).
@@ -57,15 +114,7 @@ pub fn fatal(prefix: &str, msg: &str) -> ! {
 }
 
 /// An OS error in Go's wording (`no such file or directory`).
-pub fn go_errno(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    let text = text.split(" (os error").next().unwrap_or_default();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
+pub use nsq_protocol::gofmt::errno_text as go_errno;
 
 /// A token cancelled by the first SIGINT or SIGTERM.
 pub fn shutdown_on_signals() -> CancellationToken {

@@ -1,9 +1,11 @@
 //! The host, as Go's `os` and `time` packages see it: its name
-//! (`os.Hostname`) and local time (`time.Local`).
+//! (`os.Hostname`) and local time (`time.Local`); and the one socket option
+//! std lacks (`SO_LINGER`).
 //!
-//! The one module of the workspace that calls into the C library
-//! (`localtime_r`, which reads `TZ` and `/etc/localtime` the way Go
-//! does); every crate else forbids `unsafe`.
+//! The one module of the workspace with `unsafe` code: `localtime_r` (which
+//! reads `TZ` and `/etc/localtime` the way Go does) has no safe wrapper, and
+//! a socket known only by its descriptor must be borrowed. Every crate else
+//! forbids `unsafe`.
 
 #![allow(unsafe_code)]
 
@@ -24,6 +26,15 @@ pub fn hostname() -> std::io::Result<String> {
             }
         }
     }
+}
+
+/// Makes closing the socket `fd` abortive (`SO_LINGER` 0: a reset, unsent
+/// bytes dropped). The caller owns `fd` and keeps it open during the call.
+pub fn abort_on_close(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: the caller guarantees `fd` is an open socket for the call.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    rustix::net::sockopt::set_socket_linger(fd, Some(std::time::Duration::ZERO))?;
+    Ok(())
 }
 
 /// A broken-down local time.

@@ -75,8 +75,8 @@ pub struct Config {
 
     /// Ask nsqd for TLS (the connection is upgraded when nsqd agrees).
     pub tls_v1: bool,
-    /// PEM file of the CAs that may sign nsqd's certificate. Without it (and
-    /// without `tls_insecure_skip_verify`) no certificate is trusted.
+    /// PEM file of the CAs that may sign nsqd's certificate; without it the
+    /// system's CAs, as Go finds them.
     pub tls_root_ca_file: Option<String>,
     /// Accept any server certificate (testing only).
     pub tls_insecure_skip_verify: bool,

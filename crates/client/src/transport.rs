@@ -9,66 +9,17 @@
 //! for every combination.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use nsq_protocol::compress::{Decoder, Encoder};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
+
+pub(crate) use nsq_http::stream::Stream;
 
 use crate::config::Config;
 use crate::error::ConnectError;
-
-/// TCP, or TLS over TCP.
-pub(crate) enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
 
 /// The reading half, decompressing once a codec is on.
 pub(crate) struct Reader {
@@ -184,7 +135,7 @@ pub(crate) async fn upgrade_tls(
         Ok(Err(e)) => return Err(ConnectError::Tls(e.to_string())),
         Ok(Ok(s)) => s,
     };
-    Ok(split(Stream::Tls(Box::new(tls))))
+    Ok(split(Stream::Tls(Box::new(tls.into()))))
 }
 
 /// The name the server certificate must carry: `tls_server_name`, else the
@@ -203,82 +154,16 @@ fn server_name(addr: &str, cfg: &Config) -> Result<ServerName<'static>, ConnectE
         .map_err(|e| ConnectError::Tls(format!("bad server name {host:?}: {e}")))
 }
 
+/// go-nsq's TLS: `tls_root_ca_file` (else the system's CAs, as Go's),
+/// or any certificate with `tls_insecure_skip_verify`.
 fn client_config(cfg: &Config) -> Result<Arc<rustls::ClientConfig>, ConnectError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ConnectError::Tls(e.to_string()))?;
-    let config = if cfg.tls_insecure_skip_verify {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-            .with_no_client_auth()
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(path) = cfg.tls_root_ca_file.as_deref().filter(|p| !p.is_empty()) {
-            let pem =
-                std::fs::read(path).map_err(|e| ConnectError::Tls(format!("read {path}: {e}")))?;
-            for c in CertificateDer::pem_slice_iter(&pem) {
-                let c = c.map_err(|e| ConnectError::Tls(format!("{path}: {e}")))?;
-                roots
-                    .add(c)
-                    .map_err(|e| ConnectError::Tls(format!("{path}: {e}")))?;
-            }
-            if roots.is_empty() {
-                return Err(ConnectError::Tls(format!("{path}: no certificates")));
-            }
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
+    let tls = nsq_http::tls::ClientTls {
+        root_ca_file: cfg.tls_root_ca_file.as_deref().unwrap_or(""),
+        insecure_skip_verify: cfg.tls_insecure_skip_verify,
+        ..Default::default()
     };
-    Ok(Arc::new(config))
-}
-
-/// `tls_insecure_skip_verify`: accepts any certificate (signatures are still
-/// checked, so the handshake itself is sound).
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+    match tls.config().map_err(ConnectError::Tls)? {
+        Some(c) => Ok(c),
+        None => nsq_http::tls::default_client_config().map_err(ConnectError::Tls),
     }
 }

@@ -186,6 +186,8 @@
 //!   then leave an empty metadata file under the real name, from which
 //!   recovery restarts the writer over segments that hold records.
 
+#![forbid(unsafe_code)]
+
 mod meta;
 pub mod vfs;
 

@@ -476,14 +476,7 @@ pub fn go_io_error(e: &std::io::Error) -> String {
         ErrorKind::ConnectionReset => "connection reset by peer".into(),
         ErrorKind::HostUnreachable => "connect: no route to host".into(),
         ErrorKind::NetworkUnreachable => "connect: network is unreachable".into(),
-        _ => {
-            let s = e.to_string();
-            // Drop Rust's " (os error N)" suffix.
-            match s.find(" (os error") {
-                Some(i) => s[..i].to_lowercase(),
-                None => s,
-            }
-        }
+        _ => nsq_protocol::gofmt::errno_text(e),
     }
 }
 

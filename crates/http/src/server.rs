@@ -131,6 +131,21 @@ pub async fn serve<E: Copy + Send + Sync + 'static>(
     site: Arc<Site<E>>,
     shutdown: CancellationToken,
 ) {
+    accept_loop(listener, shutdown.clone(), move |stream, remote| {
+        connection(stream, remote, tls.clone(), site.clone(), shutdown.clone())
+    })
+    .await;
+}
+
+/// Accepts connections until `shutdown`, runs `handle` for each on its own
+/// task, then waits for those tasks (each must end on `shutdown` itself).
+/// A failing accept (out of file descriptors, say) backs off rather than
+/// spins, as Go's servers do.
+pub async fn accept_loop<F, Fut>(listener: TcpListener, shutdown: CancellationToken, mut handle: F)
+where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let tracker = TaskTracker::new();
     let mut backoff = Duration::from_millis(5);
     loop {
@@ -141,16 +156,10 @@ pub async fn serve<E: Copy + Send + Sync + 'static>(
         match accepted {
             Ok((stream, remote)) => {
                 backoff = Duration::from_millis(5);
-                tracker.spawn(connection(
-                    stream,
-                    remote,
-                    tls.clone(),
-                    site.clone(),
-                    shutdown.clone(),
-                ));
+                tracker.spawn(handle(stream, remote));
             }
             Err(e) => {
-                tracing::warn!(error = %e, "http: Accept error");
+                tracing::warn!(error = %e, "temporary Accept() failure");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
             }

@@ -18,14 +18,21 @@
 //! the client's FIN comes back through the reader to
 //! `core::channel::Channel::finish`.
 
-#![forbid(unsafe_op_in_unsafe_fn)]
+#![forbid(unsafe_code)]
 
+// Public for the benchmarks (`benches/benches/channel.rs`).
 pub mod core;
-pub mod options;
-pub mod server;
+mod options;
+mod server;
 
 pub use nsq_protocol::VERSION;
-pub use options::Options;
-pub use server::context::{now_unix_ns, Event};
+pub use options::{Options, Percentiles, TlsMinVersion, TlsRequired};
 pub use server::nsqd::{Error, NsqdInner};
 pub use server::Nsqd;
+
+/// What the benchmarks (`benches/`) drive directly.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::server::client::Client;
+    pub use crate::server::outbox::{Control, Outbox};
+}

@@ -142,7 +142,6 @@ pub enum TlsRequired {
 }
 
 pub const TLS_NOT_REQUIRED: TlsRequired = TlsRequired::No;
-pub const TLS_REQUIRED_EXCEPT_HTTP: TlsRequired = TlsRequired::ExceptHttp;
 pub const TLS_REQUIRED: TlsRequired = TlsRequired::Yes;
 
 impl Value for TlsRequired {
@@ -338,7 +337,7 @@ mod tests {
     fn nsqd_value_types() {
         let mut t = TlsRequired::default();
         t.set("tcp-https").unwrap();
-        assert_eq!(t, TLS_REQUIRED_EXCEPT_HTTP);
+        assert_eq!(t, TlsRequired::ExceptHttp);
         t.set("TRUE").unwrap();
         assert_eq!(t, TLS_REQUIRED);
         assert!(t.set("maybe").is_err());

@@ -214,14 +214,7 @@ fn go_listen_error(addr: &str, e: &io::Error) -> String {
     if !addr.contains(':') {
         return format!("listen tcp: address {addr}: missing port in address");
     }
-    let text = e.to_string();
-    // Rust appends " (os error N)" and capitalises; Go's errno text doesn't.
-    let text = text.split(" (os error").next().unwrap_or_default();
-    let mut chars = text.chars();
-    let text = match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    };
+    let text = nsq_protocol::gofmt::errno_text(e);
     if e.raw_os_error().is_some() {
         format!("listen tcp {addr}: bind: {text}")
     } else {

@@ -107,59 +107,14 @@ impl std::fmt::Display for Registration {
     }
 }
 
-/// What an nsqd told us about itself in IDENTIFY (plus the connection's
-/// address). Field order is the JSON order of `/lookup` and `/nodes`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PeerInfo {
-    /// Registration identity: the connection's remote address.
-    pub id: PeerId,
-    /// Always equal to `id` (a client-supplied value is overwritten).
-    pub remote_address: String,
-    pub hostname: String,
-    pub broadcast_address: String,
-    pub tcp_port: i64,
-    pub http_port: i64,
-    pub version: String,
-    pub topology_zone: String,
-    pub topology_region: String,
-}
+/// What an nsqd told us about itself in IDENTIFY, as `/lookup` and `/nodes`
+/// list it; its `remote_address` (the connection's, whatever the peer
+/// sent) is its identity here.
+pub type PeerInfo = lookupd::Producer;
 
-impl From<lookupd::Producer> for PeerInfo {
-    /// A decoded IDENTIFY; the peer's identity is its connection's address.
-    fn from(p: lookupd::Producer) -> PeerInfo {
-        PeerInfo {
-            id: p.remote_address.clone(),
-            remote_address: p.remote_address,
-            hostname: p.hostname,
-            broadcast_address: p.broadcast_address,
-            tcp_port: p.tcp_port,
-            http_port: p.http_port,
-            version: p.version,
-            topology_zone: p.topology_zone,
-            topology_region: p.topology_region,
-        }
-    }
-}
-
-impl PeerInfo {
-    /// The peer as `/lookup` and `/nodes` list it.
-    pub fn producer(&self) -> lookupd::Producer {
-        lookupd::Producer {
-            remote_address: self.remote_address.clone(),
-            hostname: self.hostname.clone(),
-            broadcast_address: self.broadcast_address.clone(),
-            tcp_port: self.tcp_port,
-            http_port: self.http_port,
-            version: self.version.clone(),
-            topology_zone: self.topology_zone.clone(),
-            topology_region: self.topology_region.clone(),
-        }
-    }
-
-    /// The `node` string `/topic/tombstone` matches against.
-    fn node(&self) -> String {
-        format!("{}:{}", self.broadcast_address, self.http_port)
-    }
+/// The `node` string `/topic/tombstone` matches against.
+fn node_of(p: &PeerInfo) -> String {
+    format!("{}:{}", p.broadcast_address, p.http_port)
 }
 
 /// A peer plus the last time it identified or pinged. Shared by all of the
@@ -245,7 +200,7 @@ impl RegistrationDb {
     /// IDENTIFY: remember the peer, mark it heard-from at `now` and add it to
     /// the `client` registration. Returns whether it was newly added there.
     pub fn identify(&mut self, info: PeerInfo, now: Instant) -> bool {
-        let id = info.id.clone();
+        let id = info.remote_address.clone();
         self.peers.insert(
             id.clone(),
             Peer {
@@ -381,7 +336,7 @@ impl RegistrationDb {
             .filter(|(_, id)| {
                 self.peers
                     .get(id.as_str())
-                    .is_some_and(|p| p.info.node() == node)
+                    .is_some_and(|p| node_of(&p.info) == node)
             })
             .collect();
         for (key, id) in &targets {
@@ -456,7 +411,7 @@ impl RegistrationDb {
                     .iter()
                     .filter(|(key, _)| key.category == Category::Topic)
                     .filter_map(|(key, producers)| {
-                        let p = producers.get(&peer.info.id)?;
+                        let p = producers.get(&peer.info.remote_address)?;
                         Some((
                             key.key.clone(),
                             p.is_tombstoned(now, self.tombstone_lifetime),
@@ -584,7 +539,6 @@ mod tests {
 
     fn peer(id: &str, broadcast: &str, http_port: i64) -> PeerInfo {
         PeerInfo {
-            id: id.into(),
             remote_address: id.into(),
             hostname: "h".into(),
             broadcast_address: broadcast.into(),
@@ -600,7 +554,10 @@ mod tests {
     }
 
     fn ids(l: &Lookup) -> Vec<&str> {
-        l.producers.iter().map(|p| p.id.as_str()).collect()
+        l.producers
+            .iter()
+            .map(|p| p.remote_address.as_str())
+            .collect()
     }
 
     #[test]
@@ -773,7 +730,10 @@ mod tests {
         assert_eq!(ids(&db.lookup("u", t1).unwrap()), ["a:1"]);
         // /nodes keeps listing it, with the tombstone flag per topic.
         let nodes = db.nodes(t1);
-        let a = nodes.iter().find(|n| n.info.id == "a:1").unwrap();
+        let a = nodes
+            .iter()
+            .find(|n| n.info.remote_address == "a:1")
+            .unwrap();
         assert_eq!(a.topics, ["t", "u"]);
         assert_eq!(a.tombstones, [true, false]);
         // At the lifetime it is back.
@@ -782,7 +742,7 @@ mod tests {
         assert_eq!(
             db.nodes(t2)
                 .iter()
-                .find(|n| n.info.id == "a:1")
+                .find(|n| n.info.remote_address == "a:1")
                 .unwrap()
                 .tombstones,
             [false, false]
@@ -791,7 +751,7 @@ mod tests {
         let dump = db.dump();
         let a = dump["topic:t:"]
             .iter()
-            .find(|p| p.info.id == "a:1")
+            .find(|p| p.info.remote_address == "a:1")
             .unwrap();
         assert!(a.tombstoned);
         assert_eq!(a.tombstoned_at, Some(t0));

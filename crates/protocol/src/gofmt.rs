@@ -57,6 +57,21 @@ pub fn quote_bytes(bytes: &[u8]) -> String {
     out
 }
 
+/// An OS error's text as Go's `syscall.Errno` prints it: lower-case, no
+/// ` (os error N)` (`no such file or directory`, `address already in use`).
+pub fn errno_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    let s = match s.find(" (os error") {
+        Some(i) if e.raw_os_error().is_some() => s[..i].to_string(),
+        _ => s,
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_lowercase().collect::<String>() + c.as_str(),
+        None => s,
+    }
+}
+
 /// A serde_json formatter that writes what Go's `encoding/json` writes.
 #[derive(Default)]
 pub struct GoFormatter;
@@ -165,6 +180,10 @@ mod tests {
         assert_eq!(quote("\u{7}\u{8}\u{c}\u{b}\u{7f}"), r#""\a\b\f\v\x7f""#);
         assert_eq!(quote("\u{85}"), r#""\u0085""#);
         assert_eq!(quote("bad!topic"), "\"bad!topic\"");
+        assert_eq!(
+            errno_text(&io::Error::from_raw_os_error(2)),
+            "no such file or directory"
+        );
     }
 
     #[test]

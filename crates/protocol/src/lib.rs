@@ -7,6 +7,8 @@
 //! [`command::Command`]s by [`command::decode`]; nsqd answers with frames
 //! built by [`frame::encode_frame`] and [`message::Message::encode_frame`].
 
+#![forbid(unsafe_code)]
+
 pub mod command;
 pub mod compress;
 pub mod duration;

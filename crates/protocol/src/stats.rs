@@ -141,8 +141,10 @@ pub struct MemStats {
     pub gc_total_runs: u32,
 }
 
-/// `/info` of nsqd.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// `/info` of nsqd. Read leniently: a field missing (older nsqds have no
+/// `broadcast_address` or topology) is left empty.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct NsqdInfo {
     pub version: String,
     pub broadcast_address: String,

@@ -11,18 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-/// `GET /info` of nsqd (only what nsqadmin uses).
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(default)]
-pub struct NsqdInfo {
-    pub version: String,
-    pub broadcast_address: String,
-    pub hostname: String,
-    pub http_port: i64,
-    pub tcp_port: i64,
-    pub topology_zone: String,
-    pub topology_region: String,
-}
+/// `GET /info` of nsqd.
+pub use nsq_protocol::stats::NsqdInfo;
 
 /// `GET /stats?format=json` of nsqd.
 #[derive(Debug, Default, Deserialize)]

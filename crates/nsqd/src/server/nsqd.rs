@@ -399,39 +399,20 @@ fn data_dir(opts: &Options) -> PathBuf {
 }
 
 fn lock_data_path(dir: &Path) -> Result<File, Error> {
-    use std::os::unix::io::AsRawFd;
     let f = File::open(dir).map_err(|e| {
         Error::Lock(format!(
             "cannot open directory {} - {}",
             dir.display(),
-            go_err(&e)
+            nsq_cli::go_errno(&e)
         ))
     })?;
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r != 0 {
-        let e = std::io::Error::last_os_error();
+    if let Err(e) = rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        let e = std::io::Error::from(e);
         return Err(Error::Lock(format!(
             "cannot flock directory {} - {} (possibly in use by another instance of nsqd)",
             dir.display(),
-            go_err(&e)
+            nsq_cli::go_errno(&e)
         )));
     }
     Ok(f)
-}
-
-/// An OS error worded as Go prints it (lowercase strerror, no "(os error N)").
-fn go_err(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => "resource temporarily unavailable".into(),
-        Some(libc::ENOENT) => "no such file or directory".into(),
-        Some(libc::EACCES) => "permission denied".into(),
-        _ => {
-            let s = e.to_string();
-            match s.find(" (os error") {
-                Some(i) => s[..i].to_lowercase(),
-                None => s,
-            }
-        }
-    }
 }

@@ -159,22 +159,7 @@ pub fn split_tls(s: Tls) -> (Reader, Writer) {
 /// otherwise the kernel keeps the orphaned socket and trickles its buffered
 /// megabytes out to a peer nsqd has already forgotten.
 pub fn abort_on_close(fd: std::os::fd::RawFd) {
-    let l = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: `fd` is the socket of a write half the caller still owns, so it
-    // is open; setsockopt only reads `l` for the length given.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&l as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(error = %io::Error::last_os_error(), "SO_LINGER 0 failed");
+    if let Err(e) = nsq_cli::sys::abort_on_close(fd) {
+        tracing::debug!(error = %e, "SO_LINGER 0 failed");
     }
 }

@@ -127,7 +127,7 @@ fn lookup(q: Option<&str>, db: &RegistrationDb, now: Instant) -> Result<Reply, R
         .ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
     Ok(json(&Lookup {
         channels: found.channels,
-        producers: found.producers.iter().map(|p| p.producer()).collect(),
+        producers: found.producers,
     }))
 }
 
@@ -144,7 +144,7 @@ fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
         .nodes(now)
         .into_iter()
         .map(|n| Node {
-            producer: n.info.producer(),
+            producer: n.info,
             tombstones: n.tombstones,
             topics: n.topics,
         })
@@ -259,7 +259,7 @@ fn debug(db: &RegistrationDb, clock: &WallClock) -> Reply {
                     broadcast_address: &p.info.broadcast_address,
                     hostname: &p.info.hostname,
                     http_port: p.info.http_port,
-                    id: &p.info.id,
+                    id: &p.info.remote_address,
                     last_update: clock.unix_nanos(p.last_update),
                     tcp_port: p.info.tcp_port,
                     tombstoned: p.tombstoned,
@@ -393,7 +393,6 @@ mod tests {
 
     fn peer() -> PeerInfo {
         PeerInfo {
-            id: "127.0.0.1:52662".into(),
             remote_address: "127.0.0.1:52662".into(),
             hostname: "vm".into(),
             broadcast_address: "127.0.0.1".into(),

@@ -7,22 +7,21 @@
 //!
 //! Shutdown: every connection task selects on the server's
 //! [`CancellationToken`]; the listener stops accepting, then waits for all
-//! connection tasks (a [`TaskTracker`]) before returning.
+//! connection tasks (`nsq_http::server::accept_loop`) before returning.
 
 pub mod v1;
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info};
 
 use crate::Context;
 use nsq_protocol::lookupd::{self as wire, Command, V1Error};
@@ -41,30 +40,10 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: Ca
         .map(crate::go_addr)
         .unwrap_or_default();
     info!("TCP: listening on {local}");
-    let tracker = TaskTracker::new();
-    let mut backoff = Duration::from_millis(5);
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, remote)) => {
-                backoff = Duration::from_millis(5);
-                tracker.spawn(handle(stream, remote, ctx.clone(), shutdown.clone()));
-            }
-            Err(e) => {
-                // EMFILE and friends: NSQ retries too. Back off so a full fd
-                // table does not spin.
-                warn!(error = %e, "temporary Accept() failure");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-        }
-    }
-    drop(listener);
-    tracker.close();
-    tracker.wait().await;
+    nsq_http::server::accept_loop(listener, shutdown.clone(), |stream, remote| {
+        handle(stream, remote, ctx.clone(), shutdown.clone())
+    })
+    .await;
     info!("TCP: closing {local}");
 }
 

@@ -13,7 +13,7 @@ use std::time::Instant;
 use nsq_protocol::lookupd::{decode_identify, topic_channel, V1Error, OK};
 use tracing::{info, warn};
 
-use crate::registration::{PeerId, PeerInfo, Registration, RegistrationDb};
+use crate::registration::{PeerId, Registration, RegistrationDb};
 
 /// One connection's protocol state: who it is and whether it identified.
 #[derive(Debug)]
@@ -63,7 +63,7 @@ impl Session {
         now: Instant,
     ) -> Result<(), V1Error> {
         self.check_identify()?;
-        let info = PeerInfo::from(decode_identify(body, &self.remote_addr)?);
+        let info = decode_identify(body, &self.remote_addr)?;
         info!(
             client = %self.remote_addr,
             address = %info.broadcast_address,
@@ -72,7 +72,7 @@ impl Session {
             version = %info.version,
             "CLIENT: IDENTIFY"
         );
-        let id = info.id.clone();
+        let id = info.remote_address.clone();
         if db.identify(info, now) {
             info!(client = %id, registration = %Registration::client(), "DB: REGISTER");
         }

@@ -1,5 +1,5 @@
-//! go-hostpool v0.1.0, the endpoint chooser behind `--mode=hostpool` and
-//! `--mode=epsilon-greedy`.
+//! go-hostpool v0.1.0, the destination chooser of nsq_to_nsq and
+//! nsq_to_http behind `--mode=hostpool` and `--mode=epsilon-greedy`.
 //!
 //! * Standard pool: round robin over healthy hosts. A failed host is dead
 //!   for 30 s; after that it is tried again (and each retry doubles the wait,
@@ -14,6 +14,7 @@
 //! rules are testable without a clock or a network.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const EPSILON_BUCKETS: usize = 120;
@@ -73,6 +74,33 @@ impl HostEntry {
     }
 }
 
+/// A pool shared by a program's tasks.
+pub type Shared = Arc<Mutex<HostPool>>;
+
+/// A pool of `hosts` (epsilon-greedy or standard), with the task that ages
+/// the epsilon-greedy response times (every [`DECAY_TICK`]) started on the
+/// current tokio runtime.
+pub fn start(hosts: &[String], epsilon_greedy: bool) -> Shared {
+    let pool = if epsilon_greedy {
+        HostPool::epsilon_greedy(hosts)
+    } else {
+        HostPool::standard(hosts)
+    };
+    let pool = Arc::new(Mutex::new(pool));
+    if epsilon_greedy {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let mut tick =
+                tokio::time::interval_at(tokio::time::Instant::now() + DECAY_TICK, DECAY_TICK);
+            loop {
+                tick.tick().await;
+                pool.lock().unwrap_or_else(|e| e.into_inner()).decay();
+            }
+        });
+    }
+    pool
+}
+
 pub struct HostPool {
     hosts: Vec<HostEntry>,
     /// host → entry (the last one, for repeated addresses, as Go's map).
@@ -126,6 +154,11 @@ impl HostPool {
 
     pub fn is_epsilon_greedy(&self) -> bool {
         self.epsilon.is_some()
+    }
+
+    /// Picks a host now, with fresh random numbers ([`HostPool::get`]).
+    pub fn pick(&mut self) -> String {
+        self.get(Instant::now(), rand::random::<f32>(), rand::random::<f64>())
     }
 
     /// Picks a host. `explore` and `pick` are uniform random numbers in [0, 1).

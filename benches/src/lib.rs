@@ -4,6 +4,8 @@
 //! "Micro-benchmarks"). `cargo test --workspace` only builds the bench
 //! targets; it never runs them.
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};

@@ -3,6 +3,8 @@
 //! against apps.md: what they print, what arrives where, exit codes, and
 //! Go's flag and `log.Fatal` messages.
 
+#![forbid(unsafe_code)]
+
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;

@@ -10,6 +10,8 @@
 //! * nsq_to_http in GET (`%s`) and POST form, with round-robin, all-endpoint
 //!   and hostpool modes, and a failing endpoint making nsqd redeliver.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -3,6 +3,8 @@
 //! `/lookup?topic=`, union the producers, connect to
 //! `broadcast_address:tcp_port`). Project issue 4's "must show" list.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

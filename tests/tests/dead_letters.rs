@@ -5,6 +5,8 @@
 //! dead-letter topic; settings survive a restart; bad settings change
 //! nothing.
 
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use nsq_tests::*;

@@ -9,6 +9,8 @@
 //!
 //! Needs `strace` (Debian's package; `scripts/test.sh` installs it).
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -10,6 +10,8 @@
 //! consumer that holds, REQueues and FINs; see `scripts/crash.sh` for longer
 //! runs.
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -232,17 +234,7 @@ fn nsqd_sigterm_restart_under_consumer_delivers_everything_published_before_stop
 
 /// Shrink the socket receive buffer so the stuck consumer's socket fills fast.
 fn small_rcvbuf(c: &Conn) {
-    use std::os::fd::AsRawFd;
-    let v: libc::c_int = 4096;
-    unsafe {
-        libc::setsockopt(
-            c.stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &v as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&c.stream, 4096);
 }
 
 fn channel_clients(n: &Nsqd, topic: &str, channel: &str) -> usize {

@@ -7,6 +7,8 @@
 //! exit 2; `--version` → the daemons' `name v1.3.0 (built w/...)` or the
 //! apps' `name v1.3.0`, exit 0.
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

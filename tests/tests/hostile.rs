@@ -6,6 +6,8 @@
 //! After every phase each daemon still answers `/ping`, a normal client still
 //! gets a PUB+SUB round trip on its own connections, and RSS stays bounded.
 
+#![forbid(unsafe_code)]
+
 #[path = "../src/admin_util.rs"]
 mod admin_util;
 

@@ -29,11 +29,12 @@
 //!   `read_only_disk_pub_to_a_topic_with_channels_fails`: a PUB fanned out
 //!   straight to a channel whose disk write fails is refused, not OK'd.
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -61,27 +62,23 @@ fn create_channel(n: &Nsqd, topic: &str, channel: &str) {
 /// Raise the soft `RLIMIT_NOFILE` of this process to the hard limit (children
 /// such as nsqd inherit it). Returns (soft, hard) after the change.
 fn raise_nofile_limit() -> (u64, u64) {
-    unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        assert_eq!(
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl),
-            0,
-            "getrlimit"
-        );
-        if rl.rlim_cur < rl.rlim_max {
-            rl.rlim_cur = rl.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                eprintln!(
-                    "setrlimit(RLIMIT_NOFILE, {}) failed: {}",
-                    rl.rlim_max,
-                    std::io::Error::last_os_error()
-                );
-            }
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let rl = getrlimit(Resource::Nofile);
+    if rl.current < rl.maximum {
+        let raised = rustix::process::Rlimit {
+            current: rl.maximum,
+            maximum: rl.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            eprintln!("setrlimit(RLIMIT_NOFILE, {:?}) failed: {e}", rl.maximum);
         }
-        let mut now: libc::rlimit = std::mem::zeroed();
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut now);
-        (now.rlim_cur as u64, now.rlim_max as u64)
     }
+    // None is RLIM_INFINITY
+    let now = getrlimit(Resource::Nofile);
+    (
+        now.current.unwrap_or(u64::MAX),
+        now.maximum.unwrap_or(u64::MAX),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -153,32 +150,38 @@ fn load_worker(
         });
     }
     let mut counts: HashMap<usize, Vec<u16>> = HashMap::new();
-    let mut pfds: Vec<libc::pollfd> = Vec::with_capacity(conns.len());
     let mut chunk = vec![0u8; 16384];
     while !sh.stop.load(Ordering::SeqCst) {
-        pfds.clear();
-        for c in &conns {
-            let mut ev = 0;
-            if !c.closed {
-                ev = libc::POLLIN;
-                if !c.out.is_empty() {
-                    ev |= libc::POLLOUT;
-                }
+        // the connections poll finds ready (closed ones are left out)
+        let ready: Vec<usize> = {
+            use rustix::event::{poll, PollFd, PollFlags, Timespec};
+            let open: Vec<usize> = (0..conns.len()).filter(|&i| !conns[i].closed).collect();
+            let mut fds: Vec<PollFd<'_>> = open
+                .iter()
+                .map(|&i| {
+                    let c = &conns[i];
+                    let mut ev = PollFlags::IN;
+                    if !c.out.is_empty() {
+                        ev |= PollFlags::OUT;
+                    }
+                    PollFd::new(&c.s, ev)
+                })
+                .collect();
+            let timeout = Timespec {
+                tv_sec: 0,
+                tv_nsec: 100_000_000,
+            };
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(n) if n > 0 => {}
+                _ => continue,
             }
-            pfds.push(libc::pollfd {
-                fd: if c.closed { -1 } else { c.s.as_raw_fd() },
-                events: ev,
-                revents: 0,
-            });
-        }
-        let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
-        if r <= 0 {
-            continue;
-        }
-        for (i, pfd) in pfds.iter().enumerate() {
-            if pfd.revents == 0 {
-                continue;
-            }
+            open.iter()
+                .zip(&fds)
+                .filter(|(_, fd)| !fd.revents().is_empty())
+                .map(|(&i, _)| i)
+                .collect()
+        };
+        for i in ready {
             let c = &mut conns[i];
             // Read everything available.
             loop {

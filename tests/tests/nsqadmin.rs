@@ -5,6 +5,8 @@
 //! nsq-rs's `/api/history`.
 //! Spec: /work/shared/spec/nsqadmin.md, checklist items 121–130.
 
+#![forbid(unsafe_code)]
+
 #[path = "../src/admin_util.rs"]
 mod admin_util;
 

@@ -12,6 +12,8 @@
 //! Not repeated here (see nsqd_persist.rs): items 94–101, paused-state restore,
 //! topic delete removing files.
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -1,6 +1,8 @@
 //! nsqd command line, config file, statsd and E2E latency, black-box
 //! (nsqd.md §5.1, §7.6 E2E object, §7.7, §9, §10, §11; flags/nsqd.md).
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::fs;
 use std::net::UdpSocket;

@@ -4,6 +4,8 @@
 //! Key order of `/stats?format=json` and `/info` is compared with the real
 //! v1.3.0 samples in tests/fixtures (copies of /work/shared/spec/samples).
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -1,6 +1,8 @@
 //! nsqd persistence, metadata and lifecycle, black-box
 //! (/work/shared/spec/README.md checklist items 62, 94–101; nsqd.md §3, §5; diskqueue.md).
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::BTreeSet;
 use std::fs;

@@ -8,6 +8,8 @@
 //! rcgen — so the server is checked against other implementations, not
 //! against its own code.
 
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::io::{self, Cursor, Read, Write};
 use std::net::{TcpListener, TcpStream};

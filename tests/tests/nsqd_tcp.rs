@@ -4,6 +4,8 @@
 //! Each test starts its own nsqd on free ports with a fresh data path.
 //! Timing assertions are one-sided or generous ("not before X", "within X + several s").
 
+#![forbid(unsafe_code)]
+
 use nsq_tests::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

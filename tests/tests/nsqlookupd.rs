@@ -11,6 +11,8 @@
 //! the shared harness `nsq_tests`; everything nsqlookupd-specific (the daemon
 //! guard, the V1 TCP client) is in this file.
 
+#![forbid(unsafe_code)]
+
 use std::fs;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};

@@ -8,6 +8,8 @@
 //!
 //! Build first: `cargo build -p nsq_pubsub -p nsqd-bin -p nsqlookupd-bin`.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};

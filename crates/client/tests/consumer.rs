@@ -1,6 +1,8 @@
 //! Consumer against real nsqds: max_in_flight over several nsqds, requeue on
 //! handler error, max_attempts, manual responses, graceful stop, reconnect.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,8 @@
 //! and current JSON shapes, union over lookupds, dropping vanished nsqds,
 //! no drop while a lookupd fails).
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeSet;

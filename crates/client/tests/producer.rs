@@ -2,6 +2,8 @@
 //! consumer, nsqd's error text, reconnect after a fatal error, concurrent
 //! publishers on one connection, heartbeats.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -3,6 +3,8 @@
 //! a Producer → nsqd → Consumer round trip with large, compressible and
 //! random bodies, checked against what nsqd reports for the consumer.
 
+#![forbid(unsafe_code)]
+
 mod common;
 
 use std::collections::BTreeMap;

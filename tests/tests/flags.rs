@@ -315,3 +315,38 @@ fn listing_parser_reads_go_output() {
     assert_eq!(want["destination-topic"].default, "");
     assert_eq!(want["verbose"].type_name, "");
 }
+
+/// nsq_pubsub (NSQ's apps/nsq_pubsub, no table in the spec) and nsq_bench
+/// (ours, the mode first): the same mechanism, so the same Go behaviour.
+#[test]
+fn binaries_without_a_spec_table_behave_the_same() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("nsq_pubsub", &[], "Usage of nsq_pubsub:\n"),
+        (
+            "nsq_bench",
+            &["pub"],
+            "Usage of nsq_bench <pub|sub|pubsub|latency>:\n",
+        ),
+    ];
+    for &(bin, mode, header) in cases {
+        let with = |extra: &'static str| -> Vec<&str> {
+            let mut a = mode.to_vec();
+            a.push(extra);
+            a
+        };
+        let out = run(bin, &with("--help"));
+        assert_eq!(code(&out), Some(0), "{bin} --help: {out:?}");
+        assert!(out.stderr.starts_with(header), "{bin}:\n{}", out.stderr);
+        let listing = parse_listing(&out.stderr);
+        assert!(listing.len() > 3, "{bin}: {listing:?}");
+        let out = run(bin, &with("--bogus"));
+        assert_eq!(code(&out), Some(2), "{bin} --bogus: {out:?}");
+        let want = format!("flag provided but not defined: -bogus\n{header}");
+        assert!(out.stderr.starts_with(&want), "{bin}:\n{}", out.stderr);
+    }
+    let out = run("nsq_pubsub", &["--version"]);
+    assert_eq!(
+        (code(&out), out.stdout.as_str()),
+        (Some(0), "nsq_pubsub v1.3.0\n")
+    );
+}

@@ -1,17 +1,18 @@
-//! nsqlookupd's V1 protocol logic (`nsqlookupd::tcp::v1`) driven by a byte
-//! stream the way the connection shell (`tcp/mod.rs`, async, not pure) feeds
-//! it: 4-byte magic, then `\n`-terminated lines; IDENTIFY is followed by a
-//! big-endian i32 size and the JSON body. Every error is rendered with
-//! `wire()`. Never panics.
+//! nsqlookupd's V1 protocol (`nsq_protocol::lookupd`'s decoding, the session
+//! logic of `nsqlookupd::tcp::v1`) driven by a byte stream the way the
+//! connection shell (`tcp/mod.rs`, async, not pure) feeds it: 4-byte magic,
+//! then `\n`-terminated lines; IDENTIFY is followed by a big-endian i32 size
+//! and the JSON body. Every error is rendered with `wire()`. Never panics.
 #![no_main]
 
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
+use nsq_protocol::lookupd::{self as v1, Command, V1Error, MAGIC_V1};
 use nsqlookupd::registration::RegistrationDb;
-use nsqlookupd::tcp::v1::{self, Command, ProtocolError, Session, MAGIC_V1};
+use nsqlookupd::tcp::v1::Session;
 
-fn err(e: ProtocolError) -> bool {
+fn err(e: V1Error) -> bool {
     let w = e.wire();
     assert!(!w.is_empty());
     let _ = v1::frame(&w);

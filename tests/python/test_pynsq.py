@@ -320,3 +320,33 @@ def test_max_attempts_dead_letters_to_a_pynsq_reader():
         assert ch["depth"] == 0 and ch["in_flight_count"] == 0 and ch["deferred_count"] == 0
     finally:
         n.close()
+
+
+def test_dpub_longer_than_max_req_timeout_with_max_defer_timeout():
+    """Beyond NSQ, opt-in: with --max-defer-timeout=48h a pynsq Writer may
+    DPUB a message deferred for a day (NSQ's bound, --max-req-timeout, is
+    1h); 49h is still refused."""
+    day_ms = 24 * 3600 * 1000
+    n = Nsqd(["--max-defer-timeout=48h"])
+    try:
+        urllib.request.urlopen(urllib.request.Request(
+            "http://%s/topic/create?topic=pynsq_later" % n.http, method="POST"), timeout=5)
+        urllib.request.urlopen(urllib.request.Request(
+            "http://%s/channel/create?topic=pynsq_later&channel=c" % n.http, method="POST"), timeout=5)
+
+        async def main():
+            w = await connected_writer(n.tcp)
+            results = []
+            w.dpub("pynsq_later", day_ms, b"tomorrow", callback=lambda c, d: results.append(d))
+            try:
+                await wait_until(lambda: len(results) == 1, 30, "DPUB answered")
+            finally:
+                close_all(writer=w)
+            return results
+
+        results = asyncio.run(main())
+        assert results == [b"OK"], results
+        ch = n.channel("pynsq_later", "c")
+        assert ch["deferred_count"] == 1 and ch["depth"] == 0, ch
+    finally:
+        n.close()

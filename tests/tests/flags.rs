@@ -29,7 +29,10 @@ const BINARIES: &[(&str, &str, bool)] = &[
 
 /// nsq-rs's own flags (binary, flag, type, default as Go prints it), listed
 /// beside NSQ's and documented in the README; every other flag is NSQ's.
-const ADDITIONS: &[(&str, &str, &str, &str)] = &[("nsqd", "max-attempts", "int", "")];
+const ADDITIONS: &[(&str, &str, &str, &str)] = &[
+    ("nsqd", "max-attempts", "int", ""),
+    ("nsqd", "max-defer-timeout", "duration", ""),
+];
 
 fn run(bin: &str, args: &[&str]) -> RunOutput {
     run_bin(bin, args, Duration::from_secs(10))

@@ -71,8 +71,10 @@ nsq_cli::flags! {
         max_msg_timeout: Duration = "15m0s";
         /// largest message body, in bytes
         max_msg_size: i64 = 1048576;
-        /// the longest delay of a REQ or a deferred publish
+        /// the longest delay of a REQ (and of a deferred publish, unless --max-defer-timeout is set)
         max_req_timeout: Duration = "1h0m0s";
+        /// nsq-rs: the longest delay of a deferred publish (DPUB, /pub?defer=); 0: --max-req-timeout, as NSQ
+        max_defer_timeout: Duration = "0s";
         /// largest command body, in bytes
         max_body_size: i64 = 5242880;
         /// the longest heartbeat interval a client may ask for
@@ -309,7 +311,17 @@ impl Options {
             max_msg_size: self.max_msg_size,
             max_body_size: self.max_body_size,
             max_rdy_count: self.max_rdy_count,
-            max_req_timeout_ms: self.max_req_timeout.as_millis() as i64,
+            max_defer_timeout_ms: self.max_defer_timeout().as_millis() as i64,
+        }
+    }
+
+    /// What bounds a deferred publish: `--max-defer-timeout`, or when it is
+    /// 0 (not set) `--max-req-timeout`, as NSQ's proposal for it does.
+    pub fn max_defer_timeout(&self) -> Duration {
+        if self.max_defer_timeout.is_zero() {
+            self.max_req_timeout
+        } else {
+            self.max_defer_timeout
         }
     }
 }

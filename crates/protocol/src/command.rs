@@ -24,8 +24,9 @@ pub struct Limits {
     pub max_msg_size: i64,
     pub max_body_size: i64,
     pub max_rdy_count: i64,
-    /// `--max-req-timeout` in milliseconds; bounds DPUB.
-    pub max_req_timeout_ms: i64,
+    /// The longest DPUB delay in milliseconds: nsqd's `--max-req-timeout`
+    /// (or nsq-rs's `--max-defer-timeout`).
+    pub max_defer_timeout_ms: i64,
 }
 
 impl Default for Limits {
@@ -34,7 +35,7 @@ impl Default for Limits {
             max_msg_size: 1_048_576,
             max_body_size: 5_242_880,
             max_rdy_count: 2500,
-            max_req_timeout_ms: 3_600_000,
+            max_defer_timeout_ms: 3_600_000,
         }
     }
 }
@@ -211,10 +212,10 @@ where
             let defer_ms = parse_base10(params[1]).ok_or_else(|| {
                 ProtocolError::invalid(cat("DPUB could not parse timeout ", params[1]))
             })?;
-            if defer_ms < 0 || defer_ms > limits.max_req_timeout_ms {
+            if defer_ms < 0 || defer_ms > limits.max_defer_timeout_ms {
                 return Err(ProtocolError::invalid(format!(
                     "DPUB timeout {} out of range 0-{}",
-                    defer_ms, limits.max_req_timeout_ms
+                    defer_ms, limits.max_defer_timeout_ms
                 ))
                 .into());
             }

@@ -60,7 +60,7 @@ pub(super) async fn publish(
     let defer = match q.get("defer") {
         None => None,
         Some(d) => match d.parse::<i64>() {
-            Ok(ms) if ms >= 0 && ms <= nsqd.opts().max_req_timeout.as_millis() as i64 => {
+            Ok(ms) if ms >= 0 && ms <= nsqd.opts().max_defer_timeout().as_millis() as i64 => {
                 Some(Duration::from_millis(ms as u64))
             }
             _ => return err(StatusCode::BAD_REQUEST, "INVALID_DEFER"),

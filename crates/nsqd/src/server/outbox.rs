@@ -19,7 +19,6 @@ use nsq_protocol::compress::Encoder;
 pub struct WriterSettings {
     pub heartbeat_ms: Option<i64>,
     pub output_buffer_size: usize,
-    pub output_buffer_timeout_ms: i64,
 }
 
 /// A step for the writer that is not a frame; it runs once the frames

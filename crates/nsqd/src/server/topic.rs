@@ -294,10 +294,6 @@ impl Topic {
         }
     }
 
-    pub fn is_paused(&self) -> bool {
-        self.state.lock().is_paused()
-    }
-
     pub fn set_paused(&self, paused: bool) {
         if self.state.lock().set_paused(paused) {
             self.pump.notify_one();
@@ -350,10 +346,6 @@ impl Topic {
         for ch in self.channels() {
             ch.sync_backend();
         }
-    }
-
-    pub fn depth(&self) -> i64 {
-        self.state.lock().memory_depth() as i64 + self.backend.depth()
     }
 
     /// The topic's `/stats` entry; its E2E percentiles merge its channels'.

@@ -49,7 +49,6 @@ pub async fn identify(
     conn.client.send_control(Control::Settings(WriterSettings {
         heartbeat_ms: n.heartbeat_ms,
         output_buffer_size: n.output_buffer_size.max(1) as usize,
-        output_buffer_timeout_ms: n.output_buffer_timeout_ms,
     }));
     if !n.feature_negotiation {
         conn.respond(OK);

@@ -87,7 +87,6 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
     let settings = WriterSettings {
         heartbeat_ms: Some(hb),
         output_buffer_size: nsqd.features.default_output_buffer_size as usize,
-        output_buffer_timeout_ms: nsqd.features.default_output_buffer_timeout_ms,
     };
     let writer = tokio::spawn(writer::write_loop(
         wr,

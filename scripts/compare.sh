@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Same-run comparison of two nsqd builds (docs/performance.md, issue 8).
+# Same-run comparison of two nsqd builds (docs/performance.md).
 #
 #   A=/path/to/nsqd B=/path/to/other/nsqd bash scripts/compare.sh [ROUNDS]
 #
-# A defaults to this repository's release nsqd (built here), B to nothing
+# A defaults to this repository's nsqd built with the dist profile (fat LTO,
+# as shipped; built here), B to nothing
 # (A alone). Each round runs, for A then B, each on a fresh data dir and free
 # 127.0.0.1 ports:
 #   tput   NSQ's baseline shape: nsqd --mem-queue-size=1000000, topic and
@@ -31,12 +32,12 @@ RUNFOR="${RUNFOR:-5s}"
 PHASES="${PHASES:-tput disk http lat idle}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
-if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/release/nsq_bench" ]; then
-    (cd "$ROOT" && cargo build --release -p nsqd-bin -p nsq_bench >&2)
+if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/dist/nsq_bench" ]; then
+    (cd "$ROOT" && cargo build --profile dist -p nsqd-bin -p nsq_bench >&2)
 fi
-A="${A:-$TARGET_DIR/release/nsqd}"
+A="${A:-$TARGET_DIR/dist/nsqd}"
 B="${B:-}"
-NSQ_BENCH="$TARGET_DIR/release/nsq_bench"
+NSQ_BENCH="$TARGET_DIR/dist/nsq_bench"
 WORK="$(mktemp -d -t nsq_compare.XXXXXX)"
 NSQD_PID=""
 cleanup() {

@@ -23,6 +23,7 @@ const OUT = process.argv[3];
 const started = Date.now();
 const children = [];
 const sockets = [];
+let tmp = null; // data dirs and the browser profile; removed at the end, also on failure
 let passed = 0;
 let failed = 0;
 
@@ -113,7 +114,7 @@ async function cellNums(page, rowSelector) {
 
 async function main() {
   fs.mkdirSync(OUT, { recursive: true });
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nsqadmin-browser-"));
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nsqadmin-browser-"));
   const ports = [];
   for (let i = 0; i < 7; i++) { ports.push(await freePort()); }
   const lookupd = { tcp: `127.0.0.1:${ports[0]}`, http: `127.0.0.1:${ports[1]}` };
@@ -223,6 +224,17 @@ async function main() {
       `topic page: channel ${ch} depth/messages/connections match nsqd`, cells);
   }
   await page.waitForSelector(".chart path", { timeout: 10000, state: "attached" }).then(() => check(true, "topic page: charts drawn"), () => check(false, "topic page: charts drawn"));
+  // tombstone: a labelled button per node, which asks before doing anything
+  const tombs = await page.$$eval("#topic-nodes button[data-act=tombstone]", (bs) => bs.map((b) => b.textContent));
+  check(tombs.length === 2 && tombs.every((t) => t === "Tombstone"), "topic page: a button labelled Tombstone per node", tombs);
+  let question = null;
+  page.once("dialog", (d) => { question = d.message(); d.dismiss(); });
+  await page.click(`#topic-nodes tr[data-node="${nsqds[0].node}"] button[data-act=tombstone]`);
+  await waitFor("the tombstone question", async () => question !== null, 5000).catch(() => {});
+  await sleep(300); // had the dismissed dialog done anything, nsqlookupd would show it by now
+  const producers = ((await http("GET", lookupd.http, "/lookup?topic=orders")).json || {}).producers || [];
+  check(question !== null && question.startsWith(`Tombstone topic orders on node ${nsqds[0].node}?`) && producers.length === 2,
+    "tombstone: asks first; dismissing keeps both producers", { question, producers: producers.length });
   await shot("topic");
 
   // --- channel page with clients
@@ -326,26 +338,32 @@ async function main() {
   await page.waitForSelector("#topic-nodes");
   const warn = await page.textContent("#banners");
   check(warn.includes("WARNING:") && warn.includes(dead), "partial failure: the page shows nsqadmin's WARNING and still renders", warn);
-  check((await page.$("#actions")) === null && (await page.$("button.x")) === null, "non-admin: no action buttons");
+  check((await page.$("#actions")) === null && (await page.$("button[data-act]")) === null, "non-admin: no action buttons");
   await shot("warning-non-admin");
 
   check(jsErrors.length === 0, "no JavaScript errors or failed requests", jsErrors);
   await ctx.close();
 }
 
-function cleanup() {
+/* Stops the daemons (SIGTERM, then SIGKILL after 10 s) and removes the temp dir once they are gone. */
+async function cleanup() {
   for (const s of sockets) { s.destroy(); }
-  for (const c of children) { if (c.exitCode === null) { c.kill("SIGTERM"); } }
+  const exited = children.map((c) => (c.exitCode !== null || c.signalCode !== null) ? Promise.resolve() : new Promise((r) => c.once("exit", r)));
+  for (const c of children) { if (c.exitCode === null && c.signalCode === null) { c.kill("SIGTERM"); } }
+  const killer = setTimeout(() => { for (const c of children) { if (c.exitCode === null && c.signalCode === null) { c.kill("SIGKILL"); } } }, 10000);
+  await Promise.all(exited);
+  clearTimeout(killer);
+  if (tmp) { fs.rmSync(tmp, { recursive: true, force: true }); }
 }
 
-main().then(() => {
-  cleanup();
+main().then(async () => {
+  await cleanup();
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   console.log(`\nscreenshots: ${OUT}\nbrowser test took ${secs}s`);
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);
-}, (e) => {
-  cleanup();
+}, async (e) => {
+  await cleanup();
   console.error("ERROR:", e && e.stack ? e.stack : e);
   console.log(`${passed} passed, ${failed + 1} failed`);
   process.exit(1);

@@ -93,6 +93,61 @@
     return '<td class="num' + (cls ? " " + cls : "") + '">' + t + "</td>";
   }
 
+  /*
+   * What each column word means, the same on every page (shown as the
+   * header's tooltip). "Depth" is always one queue's own depth as nsqd
+   * reports it; "Queued" adds a topic's channels to its own queue.
+   */
+  var WORDS = {
+    queued: "messages waiting: the topic's own queue plus every channel's",
+    topicDepth: "messages in the topic's own queue (not yet copied to its channels)",
+    channelDepth: "messages waiting in the channel (not yet sent to a consumer)",
+    memDisk: "depth split into memory + disk",
+    inFlight: "sent to a consumer, not yet finished",
+    deferred: "requeued with a delay or published deferred, not yet due",
+    requeued: "messages put back by consumers (REQ) or by nsqd after a timeout",
+    timedOut: "messages not finished within the message timeout",
+    published: "messages published to the topic since nsqd started",
+    publishRate: "messages published per second (nsqadmin's last samples)",
+    received: "messages the channel received from its topic since nsqd started",
+    receiveRate: "messages received per second (nsqadmin's last samples)",
+    delivered: "messages sent to this consumer",
+    finished: "messages this consumer finished (FIN)",
+    consumers: "consumer connections over all of the topic's channels",
+    connections: "consumer connections to the channel"
+  };
+
+  /* A header cell inside a table body (the node page repeats its headers per topic). */
+  function subTh(text, title) {
+    return '<td class="num"' + (title ? ' title="' + esc(title) + '"' : "") + ">" + esc(text) + "</td>";
+  }
+
+  function th(text, title) {
+    return '<th class="num"' + (title ? ' title="' + esc(title) + '"' : "") + ">" + esc(text) + "</th>";
+  }
+
+  /* Total published (last samples of every topic) and its rate. */
+  function published(topics) {
+    var total = 0, rate = null;
+    Object.keys(topics).forEach(function (t) {
+      total += last(topics[t].messages) || 0;
+      var r = lastRate(topics[t]);
+      if (r != null) { rate = (rate || 0) + r; }
+    });
+    return { total: total, rate: rate };
+  }
+
+  /* An admin action on one node's copy of a topic, labelled (not an icon). */
+  function tombstoneButton(topic, node) {
+    return '<button class="btn mini red" data-act="tombstone" data-topic="' + esc(topic) + '" data-node="' + esc(node) +
+      '" title="Tombstone: delete topic ' + esc(topic) + " on " + esc(node) + ' and hide that nsqd as its producer on nsqlookupd (asks first)">Tombstone</button>';
+  }
+
+  function tombstoneQuestion(topic, node) {
+    return "Tombstone topic " + topic + " on node " + node + "?\n\nThe topic and its channels are deleted on that nsqd, " +
+      "and nsqlookupd stops listing that nsqd as a producer of the topic (for --tombstone-lifetime), so consumers stop connecting to it there.";
+  }
+
   function memDisk(o) {
     return tdText(num(o.memory_depth) + " + " + num(o.backend_depth));
   }
@@ -310,7 +365,7 @@
     if (!window.confirm(question)) { return; }
     if (button) { button.disabled = true; }
     api(method, path, body).then(function (d) {
-      if (d.message) { flash(p, "warn", d.message); } else { flash(p, "ok", "Done: " + question.replace(/\?$/, "")); }
+      if (d.message) { flash(p, "warn", d.message); } else { flash(p, "ok", "Done: " + question.replace(/\?[\s\S]*$/, "")); }
       if (done) { done(); } else { p.refresh(); }
     }, function (err) {
       flash(p, "error", err.message);
@@ -551,11 +606,12 @@
     function draw() {
       var hist = p.hist || { topics: {} };
       var cl = hist.cluster || {};
+      var pub = published(hist.topics || {});
       document.getElementById("cards").innerHTML =
         card("Topics", num(p.topics.length)) +
-        card("Queued", num(last(cl.depth)), "messages waiting, all channels") +
+        card("Queued", num(last(cl.depth)), "waiting in topics and channels") +
         card("In-Flight", num(last(cl.in_flight)), "sent, not yet finished") +
-        card("Processed", rateText(lastRate(cl)) + '<span class="small muted"> msg/s</span>', num(last(cl.messages)) + " messages so far") +
+        card("Published", rateText(pub.rate) + '<span class="small muted"> msg/s</span>', num(pub.total) + " messages so far") +
         card("Consumers", num(last(cl.clients)), "connections");
       var content = document.getElementById("content");
       if (!p.topics.length) {
@@ -574,10 +630,11 @@
           "<td>" + spark(s, "depth", "var(--c1)") + "</td><td>" + spark(s, "rate", "var(--c3)") + "</td></tr>";
       }).join("");
       content.innerHTML = '<div class="table-wrap"><table class="grid wide" id="topics-table"><thead><tr>' +
-        '<th>Topic</th><th class="num" title="topic + channel depths">Depth</th><th class="num">In-Flight</th><th class="num">Deferred</th>' +
-        '<th class="num">Messages</th><th class="num">Rate (msg/s)</th><th class="num">Consumers</th><th>Depth, 30 min</th><th>Rate, 30 min</th>' +
+        "<th>Topic</th>" + th("Queued", WORDS.queued) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
+        th("Published", WORDS.published) + th("Publish rate (msg/s)", WORDS.publishRate) + th("Consumers", WORDS.consumers) +
+        "<th>Queued, 30 min</th><th>Publish rate, 30 min</th>" +
         "</tr></thead><tbody>" + (rows || '<tr><td colspan="9" class="muted">no topic matches the filter</td></tr>') + "</tbody></table></div>" +
-        '<p class="muted small">Depth, in-flight and rates are sampled every ' + Math.round(HISTORY_MS / 1000) + "s by nsqadmin" +
+        '<p class="muted small">Queued, in-flight and rates are sampled every ' + Math.round(HISTORY_MS / 1000) + "s by nsqadmin" +
         (hist.updated_ms ? " (last sample " + clock(hist.updated_ms) + ")" : "") + "; open a topic for exact per-node numbers.</p>";
     }
   }
@@ -612,8 +669,7 @@
     bindActions(p, document.getElementById("content"), {
       tombstone: function (b) {
         var node = b.getAttribute("data-node");
-        act(p, "Tombstone topic " + topic + " on node " + node + "? (nsqlookupd stops listing this producer and the topic is deleted on that nsqd)",
-          "DELETE", "/api/nodes/" + enc(node), { topic: topic }, null, b);
+        act(p, tombstoneQuestion(topic, node), "DELETE", "/api/nodes/" + enc(node), { topic: topic }, null, b);
       }
     });
 
@@ -635,8 +691,8 @@
     function drawCharts(p) {
       var h = p.hist || {};
       document.getElementById("charts").innerHTML =
-        chart("Depth (topic + channels)", h.total, [{ key: "depth", label: "depth", color: "var(--c1)" }, { key: "in_flight", label: "in-flight", color: "var(--c2)" }], h) +
-        chart("Message rate (msg/s)", h.total, [{ key: "rate", label: "published", color: "var(--c3)" }], h);
+        chart("Queued (topic + channels)", h.total, [{ key: "depth", label: "queued", color: "var(--c1)" }, { key: "in_flight", label: "in-flight", color: "var(--c2)" }], h) +
+        chart("Publish rate (msg/s)", h.total, [{ key: "rate", label: "published", color: "var(--c3)" }], h);
     }
 
     function draw() {
@@ -656,23 +712,24 @@
         html += notice("Notice", "No nsqd currently has this topic");
       } else {
         html += '<div class="table-wrap"><table class="grid wide" id="topic-nodes"><thead>' +
-          (qs.length ? '<tr class="group"><th colspan="9"></th>' + e2eGroup + "</tr>" : "") +
-          '<tr><th>NSQd Host</th><th class="num">Depth</th><th class="num">Memory + Disk</th><th class="num">In-Flight</th><th class="num">Deferred</th>' +
-          '<th class="num">Messages</th><th class="num">Rate (msg/s)</th><th class="num">Channels</th><th class="num">Consumers</th>' + e2eHeads(qs) + "</tr></thead><tbody>";
+          (qs.length ? '<tr class="group"><th colspan="9"></th>' + e2eGroup + (ADMIN ? "<th></th>" : "") + "</tr>" : "") +
+          "<tr><th>NSQd Host</th>" + th("Depth", WORDS.topicDepth) + th("Memory + Disk", WORDS.memDisk) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
+          th("Published", WORDS.published) + th("Publish rate (msg/s)", WORDS.publishRate) + th("Channels") + th("Consumers", WORDS.consumers) + e2eHeads(qs) +
+          (ADMIN ? "<th>Action</th>" : "") + "</tr></thead><tbody>";
         nodes.forEach(function (n) {
           var inflight = sum(n.channels, function (c) { return c.in_flight_count; });
           var deferred = sum(n.channels, function (c) { return c.deferred_count; });
           var clients = sum(n.channels, function (c) { return c.client_count; });
           html += '<tr data-node="' + esc(n.node) + '"><td>' +
-            (ADMIN ? '<button class="x" data-act="tombstone" data-node="' + esc(n.node) + '" title="tombstone this topic on ' + esc(n.node) + '">✘</button>' : "") +
             esc(n.hostname) + " (" + nodeLink(n.node) + ")" + pausedLabel(n) + "</td>" +
             td(n.depth) + memDisk(n) + td(inflight) + td(deferred) + td(n.message_count) +
-            tdText(rateText(lastRate(hn[n.node]))) + td((n.channels || []).length) + td(clients) + e2eCells(n, qs) + "</tr>";
+            tdText(rateText(lastRate(hn[n.node]))) + td((n.channels || []).length) + td(clients) + e2eCells(n, qs) +
+            (ADMIN ? "<td>" + tombstoneButton(topic, n.node) + "</td>" : "") + "</tr>";
         });
         html += '<tr class="total"><td>Total:</td>' + td(t.depth) + memDisk(t) +
           td(sum(channels, function (c) { return c.in_flight_count; })) + td(sum(channels, function (c) { return c.deferred_count; })) +
           td(t.message_count) + tdText(rateText(lastRate(p.hist && p.hist.total))) + td(channels.length) +
-          td(sum(channels, function (c) { return c.client_count; })) + e2eCells(t, qs) + "</tr></tbody></table></div>";
+          td(sum(channels, function (c) { return c.client_count; })) + e2eCells(t, qs) + (ADMIN ? "<td></td>" : "") + "</tr></tbody></table></div>";
       }
 
       html += "<h2>Channel Message Queues</h2>";
@@ -681,9 +738,9 @@
       } else {
         html += '<div class="table-wrap"><table class="grid wide" id="topic-channels"><thead>' +
           (qs.length ? '<tr class="group"><th colspan="12"></th>' + e2eGroup + "</tr>" : "") +
-          '<tr><th>Channel</th><th class="num">Depth</th><th class="num">Memory + Disk</th><th class="num">In-Flight</th><th class="num">Deferred</th>' +
-          '<th class="num">Requeued</th><th class="num">Timed Out</th><th class="num">Messages</th><th class="num">Rate (msg/s)</th>' +
-          '<th class="num">Connections</th><th>Depth, 30 min</th><th>Rate, 30 min</th>' + e2eHeads(qs) + "</tr></thead><tbody>";
+          "<tr><th>Channel</th>" + th("Depth", WORDS.channelDepth) + th("Memory + Disk", WORDS.memDisk) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
+          th("Requeued", WORDS.requeued) + th("Timed Out", WORDS.timedOut) + th("Received", WORDS.received) + th("Receive rate (msg/s)", WORDS.receiveRate) +
+          th("Connections", WORDS.connections) + "<th>Depth, 30 min</th><th>Receive rate, 30 min</th>" + e2eHeads(qs) + "</tr></thead><tbody>";
         channels.forEach(function (c) {
           var s = hc[c.channel_name];
           html += '<tr data-channel="' + esc(c.channel_name) + '"><td><b>' + link("/topics/" + enc(topic) + "/" + enc(c.channel_name), esc(c.channel_name)) + "</b>" + pausedLabel(c) + "</td>" +
@@ -701,8 +758,8 @@
   // Channel (/topics/:topic/:channel)
   // ------------------------------------------------------------------
 
-  /* Client rows; `nested` = node page layout (indented, a spacer column before Messages). */
-  function clientRows(clients, withNode, nested) {
+  /* Client rows; `nested` = node page layout (indented, a spacer column before Delivered, `tail` cells after). */
+  function clientRows(clients, withNode, nested, tail) {
     return clients.map(function (c) {
       var host = esc(c.hostname || c.remote_address);
       if (c.client_id && c.client_id !== c.hostname) { host += ' <span class="muted">(' + esc(c.client_id) + ")</span>"; }
@@ -721,14 +778,14 @@
         "<td>" + (attrs.join(" ") || '<span class="muted">–</span>') + "</td>" +
         (withNode ? "<td>" + nodeLink(c.node) + "</td>" : "") +
         td(c.in_flight_count) + td(c.ready_count) + td(c.finish_count) + td(c.requeue_count) + (nested ? "<td></td>" : "") +
-        td(c.message_count) + tdText(since(c.connected)) + "</tr>";
+        td(c.message_count) + tdText(since(c.connected)) + (tail || "") + "</tr>";
     }).join("");
   }
 
   function clientHead(withNode) {
     return '<tr><th>Client Host</th><th>User-Agent</th><th>Attributes</th>' + (withNode ? "<th>NSQd Host</th>" : "") +
-      '<th class="num">In-Flight</th><th class="num">Ready Count</th><th class="num">Finished</th><th class="num">Requeued</th>' +
-      '<th class="num">Messages</th><th class="num">Connected</th></tr>';
+      th("In-Flight", WORDS.inFlight) + th("Ready Count", "messages nsqd may send now (the client's RDY)") + th("Finished", WORDS.finished) + th("Requeued", WORDS.requeued) +
+      th("Delivered", WORDS.delivered) + th("Connected", "time since the client connected") + "</tr>";
   }
 
   function channelPage(p, params) {
@@ -765,7 +822,7 @@
         p.hist = h;
         document.getElementById("charts").innerHTML =
           chart("Depth", h.total, [{ key: "depth", label: "depth", color: "var(--c1)" }, { key: "in_flight", label: "in-flight", color: "var(--c2)" }, { key: "deferred", label: "deferred", color: "var(--c4)" }], h) +
-          chart("Message rate (msg/s)", h.total, [{ key: "rate", label: "delivered to channel", color: "var(--c3)" }], h);
+          chart("Receive rate (msg/s)", h.total, [{ key: "rate", label: "received", color: "var(--c3)" }], h);
         if (r[0].failed) {
           if (r[0].failed.status === 500) { r[0].failed.message = "Channel " + channel + " not found on any nsqd producing " + topic + " (" + r[0].failed.message + ")"; }
           throw r[0].failed;
@@ -789,8 +846,8 @@
       var html = "<h2>Channel</h2>";
       html += '<div class="table-wrap"><table class="grid wide" id="channel-nodes"><thead><tr class="group"><th></th><th colspan="4">Message Queues</th><th colspan="' + (topo ? 8 : 5) + '">Statistics</th>' +
         (qs.length ? '<th colspan="' + qs.length + '">E2E Processing Latency</th>' : "") + "</tr>" +
-        '<tr><th>NSQd Host</th><th class="num">Depth</th><th class="num">Memory + Disk</th><th class="num">In-Flight</th><th class="num">Deferred</th>' +
-        '<th class="num">Requeued</th><th class="num">Timed Out</th><th class="num">Messages</th><th class="num">Rate (msg/s)</th><th class="num">Connections</th>' +
+        "<tr><th>NSQd Host</th>" + th("Depth", WORDS.channelDepth) + th("Memory + Disk", WORDS.memDisk) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
+        th("Requeued", WORDS.requeued) + th("Timed Out", WORDS.timedOut) + th("Received", WORDS.received) + th("Receive rate (msg/s)", WORDS.receiveRate) + th("Connections", WORDS.connections) +
         (topo ? '<th class="num">Zone-Local</th><th class="num">Region-Local</th><th class="num">Global</th>' : "") + e2eHeads(qs) + "</tr></thead><tbody>";
       function row(n, label, rate, total) {
         return "<tr" + (total ? ' class="total"' : ' data-node="' + esc(n.node) + '"') + "><td>" + label + "</td>" +
@@ -867,8 +924,7 @@
     bindActions(p, document.getElementById("content"), {
       tombstone: function (b) {
         var topic = b.getAttribute("data-topic");
-        act(p, "Tombstone topic " + topic + " on node " + node + "? (nsqlookupd stops listing this producer and the topic is deleted on that nsqd)",
-          "DELETE", "/api/nodes/" + enc(node), { topic: topic }, null, b);
+        act(p, tombstoneQuestion(topic, node), "DELETE", "/api/nodes/" + enc(node), { topic: topic }, null, b);
       }
     });
     p.load = function () {
@@ -878,30 +934,37 @@
         var topics = d.topics || [];
         var nchan = sum(topics, function (t) { return (t.channels || []).length; });
         document.getElementById("cards").innerHTML = card("Topics", num(topics.length)) + card("Channels", num(nchan)) +
-          card("Messages", num(d.total_messages)) + card("Clients", num(d.total_clients)) +
-          card("Queued", num(sum(topics, function (t) { return t.depth + sum(t.channels, function (c) { return c.depth; }); })));
+          card("Published", num(d.total_messages), "messages, all topics") + card("Consumers", num(d.total_clients), "connections") +
+          card("Queued", num(sum(topics, function (t) { return t.depth + sum(t.channels, function (c) { return c.depth; }); })), "waiting in topics and channels");
         if (!topics.length) {
           document.getElementById("content").innerHTML = notice("Notice", "This nsqd has no topics");
           return;
         }
+        var actCell = ADMIN ? "<td></td>" : "";
+        var cols = ADMIN ? 11 : 10;
         var html = '<div class="table-wrap"><table class="grid wide" id="node-topics"><tbody>';
         topics.forEach(function (t) {
-          html += '<tr class="sub-head"><td>Topic</td><td class="num">Depth</td><td class="num">Memory + Disk</td><td colspan="5"></td><td class="num">Messages</td><td class="num">Channels</td></tr>';
-          html += '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td>' +
-            (ADMIN ? '<button class="x" data-act="tombstone" data-topic="' + esc(t.topic_name) + '" title="tombstone ' + esc(t.topic_name) + ' on this node">✘</button>' : "") +
-            topicLink(t.topic_name) + pausedLabel(t) + "</td>" + td(t.depth) + memDisk(t) + '<td colspan="5"></td>' + td(t.message_count) + td((t.channels || []).length) + "</tr>";
+          html += '<tr class="sub-head"><td>Topic</td>' + subTh("Depth", WORDS.topicDepth) + subTh("Memory + Disk", WORDS.memDisk) + '<td colspan="5"></td>' +
+            subTh("Published", WORDS.published) + subTh("Channels") + (ADMIN ? "<td>Action</td>" : "") + "</tr>";
+          html += '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td>' + topicLink(t.topic_name) + pausedLabel(t) + "</td>" +
+            td(t.depth) + memDisk(t) + '<td colspan="5"></td>' + td(t.message_count) + td((t.channels || []).length) +
+            (ADMIN ? "<td>" + tombstoneButton(t.topic_name, node) + "</td>" : "") + "</tr>";
           (t.channels || []).forEach(function (c) {
-            html += '<tr class="sub-head"><td class="indent1">Channel</td><td class="num">Depth</td><td class="num">Memory + Disk</td><td class="num">In-Flight</td><td class="num">Deferred</td><td class="num">Requeued</td><td class="num">Timed Out</td><td></td><td class="num">Messages</td><td class="num">Connections</td></tr>';
+            html += '<tr class="sub-head"><td class="indent1">Channel</td>' + subTh("Depth", WORDS.channelDepth) + subTh("Memory + Disk", WORDS.memDisk) +
+              subTh("In-Flight", WORDS.inFlight) + subTh("Deferred", WORDS.deferred) + subTh("Requeued", WORDS.requeued) + subTh("Timed Out", WORDS.timedOut) + "<td></td>" +
+              subTh("Received", WORDS.received) + subTh("Connections", WORDS.connections) + actCell + "</tr>";
             html += '<tr class="channel-row" data-channel="' + esc(t.topic_name + "/" + c.channel_name) + '"><td class="indent1">' +
               link("/topics/" + enc(t.topic_name) + "/" + enc(c.channel_name), esc(c.channel_name)) + pausedLabel(c) + "</td>" +
               td(c.depth) + memDisk(c) + td(c.in_flight_count) + td(c.deferred_count) + td(c.requeue_count) + td(c.timeout_count) + "<td></td>" +
-              td(c.message_count) + td(c.client_count) + "</tr>";
+              td(c.message_count) + td(c.client_count) + actCell + "</tr>";
             var clients = c.clients || [];
             if (clients.length) {
-              html += '<tr class="sub-head"><td class="indent2">Client Host</td><td>User-Agent</td><td>Attributes</td><td class="num">In-Flight</td><td class="num">Ready Count</td><td class="num">Finished</td><td class="num">Requeued</td><td></td><td class="num">Messages</td><td class="num">Connected</td></tr>';
-              html += clientRows(clients, false, true);
+              html += '<tr class="sub-head"><td class="indent2">Client Host</td><td>User-Agent</td><td>Attributes</td>' + subTh("In-Flight", WORDS.inFlight) +
+                subTh("Ready Count", "messages nsqd may send now (the client's RDY)") + subTh("Finished", WORDS.finished) + subTh("Requeued", WORDS.requeued) + "<td></td>" +
+                subTh("Delivered", WORDS.delivered) + subTh("Connected", "time since the client connected") + actCell + "</tr>";
+              html += clientRows(clients, false, true, actCell);
             } else {
-              html += '<tr><td class="indent2 muted" colspan="10">No clients connected to this channel.</td></tr>';
+              html += '<tr><td class="indent2 muted" colspan="' + cols + '">No clients connected to this channel.</td></tr>';
             }
           });
         });
@@ -963,13 +1026,16 @@
         if (!names.length) {
           html += notice("Notice", "No inactive Topics");
         } else {
-          html += '<h2>Inactive Topics <span class="small muted">(registered, but no nsqd produces them)</span></h2><div class="table-wrap"><table class="grid" id="inactive"><thead><tr><th>Topic</th><th>Channels</th></tr></thead><tbody>';
+          html += '<h2>Inactive Topics <span class="small muted">(registered, but no nsqd produces them)</span></h2><div class="table-wrap"><table class="grid" id="inactive"><thead><tr><th>Topic</th><th>Channels</th>' +
+            (ADMIN ? "<th>Action</th>" : "") + "</tr></thead><tbody>";
           names.forEach(function (t) {
             var chans = d.topics[t] || [];
-            html += '<tr data-topic="' + esc(t) + '"><td>' + (ADMIN ? '<button class="x" data-act="delete-topic" data-topic="' + esc(t) + '" title="delete topic">✘</button>' : "") + esc(t) + "</td><td>" +
+            html += '<tr data-topic="' + esc(t) + '"><td>' + esc(t) + "</td><td>" +
               (chans.length ? chans.map(function (c) {
-                return '<span class="label-b grey">' + esc(c) + (ADMIN ? ' <button class="x" style="color:#fff;padding:0" data-act="delete-channel" data-topic="' + esc(t) + '" data-channel="' + esc(c) + '" title="delete channel">✘</button>' : "") + "</span>";
-              }).join(" ") : '<span class="muted">none</span>') + "</td></tr>";
+                return '<span class="chip"><span class="label-b grey">' + esc(c) + "</span>" +
+                  (ADMIN ? '<button class="btn mini plain" data-act="delete-channel" data-topic="' + esc(t) + '" data-channel="' + esc(c) + '" title="delete channel ' + esc(c) + ' from nsqlookupd (asks first)">Delete</button>' : "") + "</span>";
+              }).join(" ") : '<span class="muted">none</span>') + "</td>" +
+              (ADMIN ? '<td><button class="btn mini red" data-act="delete-topic" data-topic="' + esc(t) + '" title="delete topic ' + esc(t) + ' from nsqlookupd (asks first)">Delete Topic</button></td>' : "") + "</tr>";
           });
           html += "</tbody></table></div>";
         }
@@ -986,7 +1052,9 @@
     p.title = "Counter";
     document.body.className = "counter-page";
     app.innerHTML = '<div id="banners"></div><div class="counter"><div class="digits" id="digits"></div>' +
-      '<div class="caption">Messages Processed</div><div class="rate" id="rate"></div></div><div class="counter-chart" id="counter-chart"></div>';
+      '<div class="caption">Messages Processed</div><div class="rate" id="rate"></div>' +
+      '<div class="rate small">received by every channel of every topic (a message sent to three channels counts three times)</div></div>' +
+      '<div class="counter-chart" id="counter-chart"></div>';
     p.shown = null;
     p.target = null;
     p.load = function () {

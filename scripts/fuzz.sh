@@ -2,7 +2,8 @@
 # Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 60), one at
 # a time on one core. Installs cargo-fuzz if missing; needs a nightly
 # toolchain (rustup toolchain install nightly). Exits non-zero as soon as a
-# target crashes; the crashing input is left in fuzz/artifacts/<target>/.
+# target crashes; the crashing input and the run's log are left in
+# fuzz/artifacts/<target>/. Nothing else is left behind.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 set -euo pipefail
@@ -13,9 +14,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT/fuzz"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
-    echo "fuzz.sh: installing cargo-fuzz" >&2
+    echo "==> installing cargo-fuzz (cargo install --locked cargo-fuzz, into ${CARGO_HOME:-$HOME/.cargo}/bin)" >&2
     cargo install --locked cargo-fuzz
 fi
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/nsq-fuzz.XXXXXX")"
+trap 'rm -rf "$LOGS"' EXIT
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
 
 if [ "$#" -gt 0 ]; then
@@ -30,7 +33,7 @@ status=0
 for t in "${TARGETS[@]}"; do
     echo "=== $t: ${SECONDS_EACH}s ==="
     mkdir -p "corpus/$t"
-    log="${TMPDIR:-/tmp}/fuzz-$t.log"
+    log="$LOGS/$t.log"
     rc=0
     cargo "+$TOOLCHAIN" fuzz run -a "$t" "corpus/$t" -- \
         -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 \
@@ -38,7 +41,9 @@ for t in "${TARGETS[@]}"; do
     grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)' "$log" || true
     if [ "$rc" -ne 0 ]; then
         tail -n 40 "$log" >&2
-        echo "fuzz.sh: $t CRASHED (exit $rc); input in fuzz/artifacts/$t/, log $log" >&2
+        mkdir -p "artifacts/$t"
+        cp "$log" "artifacts/$t/fuzz.log"
+        echo "fuzz.sh: $t CRASHED (exit $rc); input and log in fuzz/artifacts/$t/" >&2
         status=1
         break
     fi

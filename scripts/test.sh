@@ -6,64 +6,103 @@
 # 1. checks formatting (cargo fmt --check, the workspace and fuzz/) and lints
 #    (cargo clippy --workspace --all-targets -- -D warnings),
 # 2. builds every binary (debug),
-# 3. runs every Rust test of the workspace (unit tests + black-box suites in tests/;
-#    installs Debian's strace first when missing, for tests/tests/durable_acks.rs),
-# 4. creates .venv (if missing), installs the pinned Python test deps quietly,
+# 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
+#    systemd-analyze verify where systemd is installed),
+# 4. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
 # 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
 # 6. runs nsqadmin in a real browser,
 # 7. fuzzes every cargo-fuzz target for 10 s (scripts/fuzz.sh 10) when a
 #    nightly toolchain is installed; otherwise prints a SKIPPED line.
 #
-# Needs only the Rust toolchain, Python 3 (3.11) and network access to crates.io/PyPI.
-# Exits non-zero on the first failure.
+# What it installs, each announced before it is installed:
+#   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
+#   - the pinned Python packages of tests/python/requirements.txt, into
+#     .venv/ in this repository (created if missing)
+#   - playwright-core from npm, into tests/browser/node_modules/, and Debian's
+#     chromium (apt-get) when /usr/bin/chromium is missing
+#   - cargo-fuzz (cargo install), into ~/.cargo/bin, when a nightly toolchain
+#     exists and cargo-fuzz is missing
+# Temporary files go to one directory made for the run and removed at its
+# end (TMPDIR points there), so nothing is left in /tmp. The browser test's
+# screenshots are kept in target/nsqadmin-screens/.
+#
+# Needs the Rust toolchain, Python 3 (3.11), Node.js and network access to
+# crates.io, PyPI and npm. Exits non-zero on the first failure; prints each
+# phase's wall time at the end.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
+case "$TARGET" in /*) ;; *) TARGET="$ROOT/$TARGET" ;; esac
 
 # Binaries the black-box tests start (tests/src/lib.rs and tests/python look here).
-export NSQ_BIN_DIR="${NSQ_BIN_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/debug}"
+export NSQ_BIN_DIR="${NSQ_BIN_DIR:-$TARGET/debug}"
 
-echo "==> cargo fmt --check"
+RUN_TMP="$(mktemp -d "${TMPDIR:-/tmp}/nsq-rs-test.XXXXXX")"
+export TMPDIR="$RUN_TMP"
+trap 'rm -rf "$RUN_TMP"' EXIT
+
+STARTED=$SECONDS
+TIMES=()
+phase_start=$SECONDS
+phase_name=""
+# phase NAME: ends the previous phase (recording its wall time), starts NAME.
+phase() {
+    if [ -n "$phase_name" ]; then TIMES+=("$(printf '%5ds  %s' $((SECONDS - phase_start)) "$phase_name")"); fi
+    phase_name="$1"
+    phase_start=$SECONDS
+    [ -z "$1" ] || echo "==> $1"
+}
+
+phase "cargo fmt --check"
 cargo fmt --all -- --check
 rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 
-echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+phase "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "==> cargo build --workspace --bins"
+phase "cargo build --workspace --bins"
 cargo build --workspace --bins
+
+phase "systemd units (scripts/check_deploy.sh)"
+bash scripts/check_deploy.sh "$NSQ_BIN_DIR"
 
 # tests/tests/durable_acks.rs replays a trace of nsqd's system calls
 if ! command -v strace >/dev/null; then
-    echo "==> installing Debian's strace (needed by tests/tests/durable_acks.rs)"
+    echo "==> installing Debian's strace with apt-get (needed by tests/tests/durable_acks.rs)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
 fi
 
-echo "==> cargo test --workspace --no-fail-fast"
+phase "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-fail-fast
 
+phase "pytest tests/python (pynsq interop)"
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
-    echo "==> creating .venv"
+    echo "==> creating a Python virtualenv in $ROOT/.venv"
     "$PY" -m venv .venv
 fi
-echo "==> pip install -r tests/python/requirements.txt"
+echo "==> pip install: the pinned packages of tests/python/requirements.txt into $ROOT/.venv (from PyPI unless already there)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
-echo "==> pytest tests/python"
-.venv/bin/python -m pytest -q tests/python
-
-echo "==> nsqadmin in a real browser (tests/browser/run.sh)"
-SCREENSHOT_DIR="$(mktemp -d /tmp/nsqadmin-screens.XXXXXX)" bash tests/browser/run.sh
+phase "nsqadmin in a real browser (tests/browser/run.sh)"
+rm -rf "$TARGET/nsqadmin-screens"
+SCREENSHOT_DIR="$TARGET/nsqadmin-screens" bash tests/browser/run.sh
 
 # Short fuzz smoke run: builds the fuzz targets (ASan, nightly) and runs each
 # for 10 s from fuzz/corpus/; a crash fails the run (input left in
 # fuzz/artifacts/). Longer runs: scripts/fuzz.sh 600 (see fuzz/README.md).
-echo "==> fuzz smoke run (scripts/fuzz.sh 10)"
+phase "fuzz smoke run (scripts/fuzz.sh 10)"
 TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
 if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
     bash scripts/fuzz.sh 10
 else
     echo "SKIPPED: fuzzing needs a nightly toolchain (rustup toolchain install nightly)"
 fi
+
+phase ""
+echo
+echo "==> all passed in $(((SECONDS - STARTED) / 60))m$(((SECONDS - STARTED) % 60))s; wall time per phase:"
+printf '%s\n' "${TIMES[@]}"

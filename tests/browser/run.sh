@@ -7,7 +7,9 @@
 # ones, then runs nsqadmin.test.js, which starts its own cluster on free
 # 127.0.0.1 ports and stops it afterwards.
 #
-# Screenshots go to $SCREENSHOT_DIR (default: a fresh temp dir, printed at the end).
+# Screenshots go to $SCREENSHOT_DIR (default: target/nsqadmin-screens, printed
+# at the end); the cluster's data dirs and the browser profile go to a temp
+# dir the test removes when it ends.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -21,12 +23,13 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 if [ ! -d "$HERE/node_modules/playwright-core" ]; then
-  (cd "$HERE" && npm install --no-audit --no-fund)
+  echo "==> installing playwright-core from npm into $HERE/node_modules (package-lock.json)"
+  (cd "$HERE" && npm ci --no-audit --no-fund)
 fi
 if [ -z "${NSQ_BIN_DIR:-}" ]; then
   (cd "$ROOT" && cargo build -p nsqd-bin -p nsqlookupd-bin -p nsqadmin-bin)
   NSQ_BIN_DIR="$ROOT/target/debug"
 fi
-OUT="${SCREENSHOT_DIR:-$(mktemp -d /tmp/nsqadmin-screens.XXXXXX)}"
+OUT="${SCREENSHOT_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/nsqadmin-screens}"
 
 exec node "$HERE/nsqadmin.test.js" "$NSQ_BIN_DIR" "$OUT"

@@ -198,6 +198,35 @@ impl ClusterInfo {
         Ok((producers, errs))
     }
 
+    /// The topics that have at least one producer on some nsqlookupd: those
+    /// an nsqd registered and that are not tombstoned there. One `/nodes`
+    /// request per nsqlookupd answers for every topic at once, where a
+    /// `/lookup` per topic would be one request per topic (the inactive
+    /// topics list at thousands of topics).
+    pub async fn lookupd_active_topics(
+        &self,
+        lookupds: &[String],
+    ) -> Fetched<std::collections::BTreeSet<String>> {
+        let c = self.client.clone();
+        let r = fan_out(lookupds.to_vec(), move |addr| {
+            let c = c.clone();
+            async move { c.get_v1::<Nodes>(&format!("http://{addr}/nodes")).await }
+        })
+        .await;
+        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let mut active = std::collections::BTreeSet::new();
+        for (_, resp) in ok {
+            for node in resp.producers {
+                for (i, t) in node.topics.into_iter().enumerate() {
+                    if !node.tombstones.get(i).copied().unwrap_or(false) {
+                        active.insert(t);
+                    }
+                }
+            }
+        }
+        Ok((active, errs))
+    }
+
     /// The producers of `topic` according to the nsqlookupds (`/lookup`),
     /// de-duplicated by HTTP address.
     pub async fn lookupd_topic_producers(

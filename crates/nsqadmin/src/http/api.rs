@@ -64,19 +64,15 @@ pub async fn topics(s: &Arc<Shared>, req: &Req) -> ApiResult {
     if req.param("inactive").as_deref() == Some("true") {
         let mut map = BTreeMap::new();
         if !up.lookupds.is_empty() {
+            let active = keep(
+                s.ci.lookupd_active_topics(&up.lookupds).await,
+                &mut messages,
+            )?;
             let mut set = JoinSet::new();
-            for t in topics {
+            for t in topics.into_iter().filter(|t| !active.contains(t)) {
                 let ci = s.ci.clone();
                 let lookupds = up.lookupds.clone();
                 set.spawn(async move {
-                    let producers = ci
-                        .lookupd_topic_producers(&t, &lookupds)
-                        .await
-                        .map(|(p, _)| p)
-                        .unwrap_or_default();
-                    if !producers.is_empty() {
-                        return None;
-                    }
                     let channels = ci
                         .lookupd_topic_channels(&t, &lookupds)
                         .await

@@ -86,8 +86,9 @@ done
 mkdir -p "$DATA/nsqd" "$DATA/logs"
 DATA="$(cd "$DATA" && pwd)"
 
-# A path as the user would type it from where they started the script.
-shown() { realpath --relative-to="$PWD" "$1" 2>/dev/null || echo "$1"; }
+# A path as the user would type it from where they started the script
+# (relative under the current directory, absolute elsewhere).
+shown() { case "$1" in "$PWD"/*) echo "${1#"$PWD"/}" ;; *) echo "$1" ;; esac; }
 
 # http_ok PORT PATH: the daemon's HTTP answers 200 on PATH (bash's /dev/tcp,
 # so the check needs no curl).

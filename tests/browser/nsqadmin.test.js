@@ -297,7 +297,7 @@ async function main() {
   // the summary adds up the topic rows shown (which include the live "events" topic)
   const cardText = (await page.textContent("#cards")).replace(/,/g, "");
   const rowMsgs = await page.$$eval("#node-topics tr.topic-row", (trs) => trs.reduce((a, tr) => a + Number(tr.children[4].textContent.replace(/,/g, "")), 0));
-  check(cardText.includes(`Messages${rowMsgs}`) && rowMsgs >= stats[0].topics.reduce((a, t) => a + t.message_count, 0), `node page: messages summary ${rowMsgs} adds up the topics`, cardText);
+  check(cardText.includes(`Published${rowMsgs}`) && rowMsgs >= stats[0].topics.reduce((a, t) => a + t.message_count, 0), `node page: messages summary ${rowMsgs} adds up the topics`, cardText);
   await shot("node");
 
   // --- lookup page: create a topic and channel

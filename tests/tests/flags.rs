@@ -32,6 +32,9 @@ const BINARIES: &[(&str, &str, bool)] = &[
 const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "max-attempts", "int", ""),
     ("nsqd", "max-defer-timeout", "duration", ""),
+    ("nsqd", "log-format", "string", "\"nsq\""),
+    ("nsqlookupd", "log-format", "string", "\"nsq\""),
+    ("nsqadmin", "log-format", "string", "\"nsq\""),
 ];
 
 fn run(bin: &str, args: &[&str]) -> RunOutput {

@@ -7,8 +7,7 @@
 #![forbid(unsafe_code)]
 
 fn main() {
-    let (opts, set_level) =
-        nsq_cli::start_daemon::<nsqadmin::Options>("nsqadmin", nsq_cli::log::Form::Tracing);
+    let (opts, set_level) = nsq_cli::start_daemon::<nsqadmin::Options>("nsqadmin");
     let fatal = |msg: &str| -> ! { nsq_cli::daemon_fatal("nsqadmin", msg) };
     nsq_cli::daemon_runtime("nsqadmin").block_on(async move {
         let admin = match nsqadmin::Nsqadmin::new(opts).await {

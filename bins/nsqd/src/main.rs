@@ -6,8 +6,7 @@
 #![forbid(unsafe_code)]
 
 fn main() {
-    let (opts, set_level) =
-        nsq_cli::start_daemon::<nsqd::Options>("nsqd", nsq_cli::log::Form::Tracing);
+    let (opts, set_level) = nsq_cli::start_daemon::<nsqd::Options>("nsqd");
     let fatal = |msg: &str| -> ! { nsq_cli::daemon_fatal("nsqd", msg) };
     nsq_cli::daemon_runtime("nsqd").block_on(async move {
         let nsqd = match nsqd::Nsqd::new(opts).await {

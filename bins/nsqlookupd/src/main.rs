@@ -8,8 +8,7 @@
 
 fn main() {
     // nsqlookupd has no /config to change the level later.
-    let (opts, _) =
-        nsq_cli::start_daemon::<nsqlookupd::Options>("nsqlookupd", nsq_cli::log::Form::Nsq);
+    let (opts, _) = nsq_cli::start_daemon::<nsqlookupd::Options>("nsqlookupd");
     let fatal = |msg: &str| -> ! { nsq_cli::daemon_fatal("nsqlookupd", msg) };
     tracing::info!("{}", nsq_cli::version("nsqlookupd"));
     nsq_cli::daemon_runtime("nsqlookupd").block_on(async move {

@@ -41,10 +41,11 @@ pub fn app_version(name: &str) -> String {
 
 /// The start of every daemon's `main`, in NSQ's order: the command line
 /// (`Usage of <name>:`), `--version`, the `--config` file (a bad one is
-/// FATAL, exit 1), then logging. Returns the options and the setter of the
-/// log level. The options must declare `version`, `config`, `log_level` and
-/// `log_prefix`.
-pub fn start_daemon<T: flags::Flags>(name: &str, form: log::Form) -> (T, log::LevelSetter) {
+/// FATAL, exit 1), then logging, in NSQ's line form or as JSON
+/// (`--log-format`). Returns the options and the setter of the log level.
+/// The options must declare `version`, `config`, `log_level`, `log_prefix`
+/// and `log_format`.
+pub fn start_daemon<T: flags::Flags>(name: &str) -> (T, log::LevelSetter) {
     fn get<'a, V: 'static>(f: &'a impl flags::Flags, field: &str) -> &'a V {
         f.field(field)
             .and_then(|v| v.downcast_ref::<V>())
@@ -63,6 +64,8 @@ pub fn start_daemon<T: flags::Flags>(name: &str, form: log::Form) -> (T, log::Le
     }
     let level = *get::<LogLevel>(&parsed.flags, "log_level");
     let prefix = get::<String>(&parsed.flags, "log_prefix").clone();
+    let form = log::Form::from_flag(get::<String>(&parsed.flags, "log_format"))
+        .unwrap_or_else(|e| daemon_fatal(name, &e));
     let set_level = log::init(level, &prefix, form);
     (parsed.flags, set_level)
 }

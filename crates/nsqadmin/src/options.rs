@@ -21,6 +21,8 @@ nsq_cli::flags! {
         log_level: nsq_cli::LogLevel = "info";
         /// text at the start of every log line
         log_prefix: String = "[nsqadmin] ";
+        /// nsq-rs: log line format: nsq (NSQ's lines) or json (one object per line, for log pipelines)
+        log_format: String = "nsq";
         /// <addr>:<port> to listen on for HTTP clients
         http_address: String = "0.0.0.0:4171";
         /// the URL path nsqadmin is served under

@@ -23,6 +23,8 @@ nsq_cli::flags! {
         log_level: LogLevel = "info";
         /// text at the start of every log line
         log_prefix: String = "[nsqd] ";
+        /// nsq-rs: log line format: nsq (NSQ's lines) or json (one object per line, for log pipelines)
+        log_format: String = "nsq";
         /// the id part of message ids, in [0,1024); a hash of the host's name when not set
         node_id: i64 = default_node_id(&nsq_cli::hostname().unwrap_or_default()), flag = "node-id", cfg = "id";
         /// <addr>:<port> to listen on for TCP clients

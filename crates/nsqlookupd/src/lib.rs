@@ -50,6 +50,8 @@ nsq_cli::flags! {
         log_level: nsq_cli::LogLevel = "info";
         /// text at the start of every log line
         log_prefix: String = "[nsqlookupd] ";
+        /// nsq-rs: log line format: nsq (NSQ's lines) or json (one object per line, for log pipelines)
+        log_format: String = "nsq";
         /// deprecated; use --log-level
         verbose: bool = false;
         /// <addr>:<port> to listen on for nsqd's TCP connections (:<port> for all interfaces)

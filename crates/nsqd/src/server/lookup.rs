@@ -89,7 +89,11 @@ impl Peer {
         let info: LookupdInfo = serde_json::from_slice(&resp)
             .map_err(|_| PeerError::BadResponse(String::from_utf8_lossy(&resp).into_owned()))?;
         self.http_addr = Some(format!("{}:{}", info.broadcast_address, info.http_port));
-        tracing::info!(lookupd = %self.addr, http = ?self.http_addr, "LOOKUPD identified");
+        tracing::info!(
+            lookupd = %self.addr,
+            http = self.http_addr.as_deref().unwrap_or(""),
+            "LOOKUPD identified"
+        );
         // Bring the lookupd up to date: everything we have, channels or bare topics.
         for topic in nsqd.topics() {
             let channels = topic.channel_names();

@@ -139,15 +139,15 @@ impl Nsqd {
             https,
         } = self;
         tracing::info!(version = nsq_protocol::VERSION, "nsqd (nsq-rs) starting");
-        tracing::info!(addr = ?tcp.local_addr().ok(), "TCP: listening");
+        tracing::info!("TCP: listening on {}", shown(tcp.local_addr()));
         let tcp_task = tokio::spawn(tcp::serve(tcp, inner.clone()));
         let http_task = http.map(|h| {
-            tracing::info!(addr = ?h.local_addr().ok(), "HTTP: listening");
+            tracing::info!("HTTP: listening on {}", shown(h.local_addr()));
             tokio::spawn(http::serve(h, None, inner.clone()))
         });
         let https_task = match (https, inner.tls.clone()) {
             (Some(h), Some(cfg)) => {
-                tracing::info!(addr = ?h.local_addr().ok(), "HTTPS: listening");
+                tracing::info!("HTTPS: listening on {}", shown(h.local_addr()));
                 Some(tokio::spawn(http::serve(h, Some(cfg), inner.clone())))
             }
             _ => None,
@@ -210,4 +210,9 @@ async fn sync_loop(nsqd: Arc<NsqdInner>) {
         let n = nsqd.clone();
         let _ = tokio::task::spawn_blocking(move || n.sync_all()).await;
     }
+}
+
+/// A listener's address for a log line, as NSQ prints it.
+fn shown(addr: std::io::Result<std::net::SocketAddr>) -> String {
+    addr.map_or_else(|e| format!("? ({e})"), |a| a.to_string())
 }

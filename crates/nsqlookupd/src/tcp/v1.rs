@@ -39,7 +39,7 @@ impl Session {
     pub fn ping(&self, db: &mut RegistrationDb, now: Instant) -> &'static [u8] {
         if let Some(id) = &self.peer {
             if let Some(since) = db.ping(id, now) {
-                info!(client = %id, last_ping = ?since, "CLIENT: pinged");
+                info!(client = %id, last_ping_ms = since.as_millis() as u64, "CLIENT: pinged");
             }
         }
         OK

@@ -33,6 +33,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod ledger;
+pub mod netns;
+
 pub use serde_json;
 pub use serde_json::Value;
 
@@ -693,7 +696,12 @@ pub fn http_request_timeout(
 /// Write errors are ignored (the server may answer early and close, e.g. 413);
 /// a reset after some bytes were read still yields what was read.
 pub fn http_raw(addr: &str, raw: &[u8], timeout: Duration) -> io::Result<HttpResponse> {
-    let mut s = TcpStream::connect(addr)?;
+    // The connect is bounded too: a partitioned host (cluster tests) never
+    // answers the SYN, and the kernel would retry for minutes.
+    let sock = std::net::ToSocketAddrs::to_socket_addrs(addr)?
+        .next()
+        .ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, format!("no address for {addr}")))?;
+    let mut s = TcpStream::connect_timeout(&sock, timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     let _ = s.write_all(raw);

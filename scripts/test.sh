@@ -8,7 +8,9 @@
 # 2. builds every binary (debug),
 # 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
 #    systemd-analyze verify where systemd is installed),
-# 4. runs every Rust test of the workspace (unit tests + black-box suites in tests/),
+# 4. runs every Rust test of the workspace (unit tests + black-box suites in
+#    tests/, among them a ~3.5-minute run of a 13-host cluster under faults in
+#    network namespaces, which needs root and says SKIPPED without it),
 # 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
 # 6. runs nsqadmin in a real browser,
 # 7. fuzzes every cargo-fuzz target for 10 s (scripts/fuzz.sh 10) when a
@@ -17,7 +19,7 @@
 # What it installs, each announced before it is installed:
 #   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
 #   - the pinned Python packages of tests/python/requirements.txt, into
-#     .venv/ in this repository (created if missing)
+#     .venv/ in this repository (created if missing), before the Rust tests
 #   - playwright-core from npm, into tests/browser/node_modules/, and Debian's
 #     chromium (apt-get) when /usr/bin/chromium is missing
 #   - cargo-fuzz (cargo install), into ~/.cargo/bin, when a nightly toolchain
@@ -74,10 +76,8 @@ if ! command -v strace >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
 fi
 
-phase "cargo test --workspace --no-fail-fast"
-cargo test --workspace --no-fail-fast
-
-phase "pytest tests/python (pynsq interop)"
+# before the Rust tests: the cluster test's pynsq consumer host needs it too
+phase "pynsq into .venv"
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     echo "==> creating a Python virtualenv in $ROOT/.venv"
@@ -85,6 +85,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "==> pip install: the pinned packages of tests/python/requirements.txt into $ROOT/.venv (from PyPI unless already there)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+phase "cargo test --workspace --no-fail-fast"
+cargo test --workspace --no-fail-fast
+
+phase "pytest tests/python (pynsq interop)"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 phase "nsqadmin in a real browser (tests/browser/run.sh)"

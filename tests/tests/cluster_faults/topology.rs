@@ -527,12 +527,15 @@ impl Cluster {
         Ok(())
     }
 
-    /// Every (consumer, channel, nsqd address) that should see deliveries
-    /// when `consumers` run and `nsqds` are live.
+    /// Every (consumer, durable channel, nsqd address) that should see
+    /// deliveries when `consumers` run and `nsqds` are live. The ephemeral
+    /// channel is left out: nsqd drops its messages whenever its memory
+    /// queue is full and no consumer is ready that instant, so silence on it
+    /// says nothing about recovery; its losses are reported instead.
     pub fn pairs(consumers: &[&str], nsqds: &BTreeSet<String>) -> Vec<(String, String, String)> {
         let mut out = Vec::new();
         for c in consumers {
-            for ch in consumer_spec(c).1 {
+            for ch in consumer_spec(c).1.iter().filter(|ch| DURABLE.contains(ch)) {
                 for n in nsqds {
                     out.push((c.to_string(), ch.to_string(), nsqd_tcp(n)));
                 }

@@ -27,7 +27,7 @@
 //! Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and `ip` from iproute2.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 
@@ -77,7 +77,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 /// Whether this process may create namespaces (root); `Err` says why not.
 pub fn available() -> Result<(), String> {
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("needs root (network namespaces)".into());
     }
     let out = Command::new("ip")
@@ -103,7 +103,7 @@ fn namespaces_with(prefix: &str) -> Vec<String> {
 }
 
 /// PIDs of the processes in namespace `ns`.
-fn pids_in(ns: &str) -> Vec<i32> {
+fn pids_in(ns: &str) -> Vec<u32> {
     let out = Command::new("ip").args(["netns", "pids", ns]).output();
     let Ok(out) = out else { return Vec::new() };
     String::from_utf8_lossy(&out.stdout)
@@ -114,30 +114,56 @@ fn pids_in(ns: &str) -> Vec<i32> {
 
 /// Kills what runs in every namespace of `prefix` and deletes them.
 fn remove_all(prefix: &str) {
-    let me = std::process::id() as i32;
+    let me = std::process::id();
     for ns in namespaces_with(prefix) {
         for pid in pids_in(&ns).into_iter().filter(|p| *p != me) {
-            unsafe {
-                libc::kill(pid, libc::SIGCONT);
-                libc::kill(pid, libc::SIGKILL);
-            }
+            crate::send_signal(pid, libc::SIGCONT);
+            crate::send_signal(pid, libc::SIGKILL);
         }
         let _ = ip(&["netns", "del", &ns]);
     }
 }
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Not async-signal-safe in the strict sense (it forks `ip`), but the
-    // process is about to die anyway and a leftover namespace is worse.
-    if let Ok(live) = LIVE.try_lock() {
-        for p in live.iter() {
-            remove_all(p);
+/// Once per process: a thread that waits for SIGINT or SIGTERM, removes
+/// every live run's namespaces (and what runs in them) and exits as the
+/// signal would have (128 + its number).
+fn clean_up_on_signals() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("netns-signals".into())
+            .spawn(|| {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                let sig = rt.block_on(async {
+                    use tokio::signal::unix::{signal, SignalKind};
+                    let (Ok(mut int), Ok(mut term)) = (
+                        signal(SignalKind::interrupt()),
+                        signal(SignalKind::terminate()),
+                    ) else {
+                        return None;
+                    };
+                    tokio::select! {
+                        _ = int.recv() => Some(libc::SIGINT),
+                        _ = term.recv() => Some(libc::SIGTERM),
+                    }
+                });
+                if let Some(sig) = sig {
+                    let live = LIVE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    for p in &live {
+                        remove_all(p);
+                    }
+                    std::process::exit(128 + sig);
+                }
+            });
+        if let Err(e) = spawned {
+            eprintln!("netns: no clean-up on SIGINT/SIGTERM: {e}");
         }
-    }
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
+    });
 }
 
 impl Net {
@@ -152,10 +178,7 @@ impl Net {
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(prefix.clone());
-        unsafe {
-            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        }
+        clean_up_on_signals();
         let mut net = Net {
             switch: format!("{prefix}sw"),
             prefix,
@@ -309,12 +332,11 @@ impl Net {
 }
 
 fn setns(f: &File) -> Result<(), String> {
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!("setns: {}", std::io::Error::last_os_error()))
-    }
+    rustix::thread::move_into_link_name_space(
+        f.as_fd(),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .map_err(|e| format!("setns: {e}"))
 }
 
 /// Returns the thread to its previous namespace when dropped.

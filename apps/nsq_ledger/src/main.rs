@@ -17,82 +17,55 @@ mod consume;
 mod ledger;
 mod produce;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, Subcommand};
 use nsq_client::Config;
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "nsq_ledger",
-    version,
-    about = "Producer and consumer that log every message they publish, receive and finish"
-)]
-struct Cli {
-    #[command(subcommand)]
-    mode: Mode,
+nsq_cli::flags! {
+    /// `nsq_ledger produce` flags.
+    struct ProduceFlags {
+        /// nsqd TCP address to publish to
+        nsqd_tcp_address: String = "127.0.0.1:4150";
+        /// topic to publish to
+        topic: String = "";
+        /// message ids are <id-prefix>.<n>; must be unique per producer run
+        id_prefix: String = "";
+        /// publish ticks per second
+        rate: f64 = 20.0;
+        /// every n-th tick is an MPUB (0: never)
+        mpub_every: u64 = 10;
+        /// messages per MPUB
+        mpub_size: usize = 5;
+        /// producer setting as key,value (repeatable; go-nsq Config names)
+        producer_opt: Vec<String> = "", check = Config::check_opt;
+        /// file the P / OK / ERR lines are appended to
+        ledger: String = "";
+    }
 }
 
-#[derive(Subcommand, Debug)]
-enum Mode {
-    /// publish at a steady rate to one nsqd; log OK / ERR per message
-    Produce(ProduceArgs),
-    /// consume channels of a topic found through nsqlookupd; log R / F per delivery
-    Consume(ConsumeArgs),
+nsq_cli::flags! {
+    /// `nsq_ledger consume` flags.
+    struct ConsumeFlags {
+        /// nsqlookupd HTTP address (repeatable)
+        lookupd_http_address: Vec<String> = "";
+        /// topic to consume
+        topic: String = "";
+        /// channel to consume (repeatable; one consumer each)
+        channel: Vec<String> = "";
+        /// handler tasks per channel
+        handlers: usize = 4;
+        /// each message is held for a random time below this before FIN
+        max_work: Duration = "5ms";
+        /// consumer setting as key,value, e.g. max_in_flight,50 (repeatable; go-nsq Config names)
+        consumer_opt: Vec<String> = "", check = Config::check_opt;
+        /// file the R / F lines are appended to
+        ledger: String = "";
+    }
 }
 
-#[derive(Args, Debug)]
-struct ProduceArgs {
-    /// nsqd TCP address to publish to
-    #[arg(long = "nsqd-tcp-address", default_value = "127.0.0.1:4150")]
-    nsqd_tcp_address: String,
-    #[arg(long)]
-    topic: String,
-    /// message ids are <id-prefix>.<n>; must be unique per producer run
-    #[arg(long = "id-prefix")]
-    id_prefix: String,
-    /// publish ticks per second
-    #[arg(long, default_value_t = 20.0)]
-    rate: f64,
-    /// every n-th tick is an MPUB (0: never)
-    #[arg(long = "mpub-every", default_value_t = 10)]
-    mpub_every: u64,
-    /// messages per MPUB
-    #[arg(long = "mpub-size", default_value_t = 5)]
-    mpub_size: usize,
-    /// go-nsq option as key,value (repeatable)
-    #[arg(long = "producer-opt")]
-    producer_opt: Vec<String>,
-    /// file the OK / ERR lines are appended to
-    #[arg(long)]
-    ledger: PathBuf,
-}
-
-#[derive(Args, Debug)]
-struct ConsumeArgs {
-    /// nsqlookupd HTTP address (repeatable)
-    #[arg(long = "lookupd-http-address", required = true)]
-    lookupd_http_address: Vec<String>,
-    #[arg(long)]
-    topic: String,
-    /// channel to consume (repeatable; one consumer each)
-    #[arg(long, required = true)]
-    channel: Vec<String>,
-    /// handler tasks per channel
-    #[arg(long, default_value_t = 4)]
-    handlers: usize,
-    /// each message is held for a random time below this before FIN
-    #[arg(long = "max-work", default_value = "5ms", value_parser = nsq_cli::duration_arg)]
-    max_work: Duration,
-    /// go-nsq option as key,value (repeatable), e.g. max_in_flight,50
-    #[arg(long = "consumer-opt")]
-    consumer_opt: Vec<String>,
-    /// file the R / F lines are appended to
-    #[arg(long)]
-    ledger: PathBuf,
-}
+const USAGE: &str = "usage: nsq_ledger produce|consume [flags] (-h for the flags of each)";
 
 fn config(opts: &[String]) -> Result<Config> {
     let mut cfg = Config::default();
@@ -103,21 +76,38 @@ fn config(opts: &[String]) -> Result<Config> {
     Ok(cfg)
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<()> {
-    let cli = Cli::parse();
-    let prefix = match &cli.mode {
-        Mode::Produce(_) => "[nsq_ledger produce] ",
-        Mode::Consume(_) => "[nsq_ledger consume] ",
+fn open_ledger(path: &str) -> Result<ledger::Ledger> {
+    anyhow::ensure!(!path.is_empty(), "--ledger required");
+    ledger::Ledger::open(Path::new(path)).with_context(|| format!("open {path}"))
+}
+
+fn main() -> Result<()> {
+    let argv = nsq_cli::flags::args();
+    let mode = argv.get(1).map(String::as_str).unwrap_or_default();
+    let rest = argv.get(2..).unwrap_or_default();
+    // One thread is plenty for one producer or a few consumers, and keeps
+    // each of the cluster test's many processes small.
+    let rt = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("tokio runtime")
     };
-    // The level never changes at run time, so the setter is not kept.
-    let _level = nsq_cli::init_logging("info", prefix).map_err(anyhow::Error::msg)?;
-    let stop = nsq_cli::shutdown_on_signals();
-    match cli.mode {
-        Mode::Produce(a) => {
+    match mode {
+        "produce" => {
+            let a = nsq_cli::flags::parse::<ProduceFlags>("nsq_ledger produce", rest)
+                .unwrap_or_else(|e| e.exit())
+                .flags;
+            // The level never changes at run time, so the setter is not kept.
+            let _ = nsq_cli::log::init(
+                nsq_cli::LogLevel::Info,
+                "[nsq_ledger produce] ",
+                nsq_cli::log::Form::Tracing,
+            );
             anyhow::ensure!(a.rate > 0.0, "--rate must be positive");
-            let ledger = ledger::Ledger::open(&a.ledger)
-                .with_context(|| format!("open {}", a.ledger.display()))?;
+            anyhow::ensure!(!a.topic.is_empty(), "--topic required");
+            anyhow::ensure!(!a.id_prefix.is_empty(), "--id-prefix required");
+            let ledger = open_ledger(&a.ledger)?;
             let opts = produce::ProduceOpts {
                 nsqd: a.nsqd_tcp_address,
                 topic: a.topic,
@@ -127,11 +117,26 @@ async fn main() -> Result<()> {
                 mpub_size: a.mpub_size,
                 config: config(&a.producer_opt)?,
             };
-            produce::run(opts, ledger, stop).await
+            rt()?.block_on(async move {
+                produce::run(opts, ledger, nsq_cli::shutdown_on_signals()).await
+            })
         }
-        Mode::Consume(a) => {
-            let ledger = ledger::Ledger::open(&a.ledger)
-                .with_context(|| format!("open {}", a.ledger.display()))?;
+        "consume" => {
+            let a = nsq_cli::flags::parse::<ConsumeFlags>("nsq_ledger consume", rest)
+                .unwrap_or_else(|e| e.exit())
+                .flags;
+            let _ = nsq_cli::log::init(
+                nsq_cli::LogLevel::Info,
+                "[nsq_ledger consume] ",
+                nsq_cli::log::Form::Tracing,
+            );
+            anyhow::ensure!(!a.topic.is_empty(), "--topic required");
+            anyhow::ensure!(!a.channel.is_empty(), "--channel required");
+            anyhow::ensure!(
+                !a.lookupd_http_address.is_empty(),
+                "--lookupd-http-address required"
+            );
+            let ledger = open_ledger(&a.ledger)?;
             let opts = consume::ConsumeOpts {
                 topic: a.topic,
                 channels: a.channel,
@@ -140,7 +145,13 @@ async fn main() -> Result<()> {
                 max_work: a.max_work,
                 config: config(&a.consumer_opt)?,
             };
-            consume::run(opts, ledger, stop).await
+            rt()?.block_on(async move {
+                consume::run(opts, ledger, nsq_cli::shutdown_on_signals()).await
+            })
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            std::process::exit(2);
         }
     }
 }

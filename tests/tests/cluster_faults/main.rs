@@ -35,6 +35,8 @@
 //! Needs root; prints `SKIPPED` and passes without it. `scripts/cluster.sh`
 //! runs it (short, long, and against Go binaries).
 
+#![forbid(unsafe_code)]
+
 mod observer;
 mod report;
 mod scenarios;

@@ -5,7 +5,7 @@
 #   GO_NSQD=/path/to/go/nsqd bash scripts/durable.sh [ROUNDS]
 #
 # GO_NSQD is NSQ's own nsqd (built from its source by you); without it only
-# nsq-rs runs. A (default: this repository's release nsqd) is the nsq-rs
+# nsq-rs runs. A (default: this repository's nsqd, dist profile as shipped) is the nsq-rs
 # binary. Each round, for A then GO_NSQD, each on a fresh data dir and free
 # 127.0.0.1 ports, topic and channel created first:
 #   pub    nsq_bench pub --writers W --pipeline 4 (MPUB 200 x 200 B) for
@@ -23,7 +23,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-1}"
 RUNFOR="${RUNFOR:-3s}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-PROFILE="${PROFILE:-release}"
+PROFILE="${PROFILE:-dist}"
 
 if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
     (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
@@ -39,34 +39,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_nsqd BIN: sets NSQD_PID, TCP, HTTP; retries on a port race.
-start_nsqd() {
-    local bin="$1"
-    for _ in 1 2 3 4 5; do
-        read -r tp hp < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(2)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-        rm -rf "$WORK/data"; mkdir -p "$WORK/data"
-        "$bin" --tcp-address="127.0.0.1:$tp" --http-address="127.0.0.1:$hp" \
-            --data-path="$WORK/data" --mem-queue-size=0 --sync-every=1 >"$WORK/nsqd.log" 2>&1 &
-        NSQD_PID=$!
-        TCP="127.0.0.1:$tp"; HTTP="127.0.0.1:$hp"
-        for _ in $(seq 100); do
-            curl -sf "http://$HTTP/ping" >/dev/null 2>&1 && return 0
-            kill -0 "$NSQD_PID" 2>/dev/null || break
-            sleep 0.05
-        done
-        kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true
-    done
-    echo "durable.sh: $bin did not start:" >&2; tail -5 "$WORK/nsqd.log" >&2; exit 1
-}
-stop_nsqd() { kill "$NSQD_PID"; wait "$NSQD_PID" 2>/dev/null || true; NSQD_PID=""; }
+# start_nsqd BIN [flags...] and stop_nsqd
+. "$ROOT/scripts/nsqd_lib.sh"
+DURABLE=(--mem-queue-size=0 --sync-every=1)
 rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
 
 run() { # label bin
     local label="$1" bin="$2" w n p1 p4 s1 s4
-    start_nsqd "$bin"
+    start_nsqd "$bin" "${DURABLE[@]}"
     curl -sf -X POST "http://$HTTP/topic/create?topic=d" >/dev/null
     curl -sf -X POST "http://$HTTP/channel/create?topic=d&channel=one" >/dev/null
     curl -sf -X POST "http://$HTTP/channel/create?topic=d&channel=four" >/dev/null

@@ -205,6 +205,18 @@ async function main() {
   }
   check((await page.$$("#topics-table svg.spark")).length >= 2, "index: sparklines drawn");
   await shot("index");
+  // the filter redraws the table in place: one match, no match, then all again
+  const topicRows = async () => page.$$eval("#topics-table tbody tr", (trs) => trs.map((tr) => tr.getAttribute("data-topic") || tr.textContent));
+  const allRows = await topicRows();
+  await page.fill("#filter", "ORDE");
+  const one = await waitFor("filtered rows", async () => { const r = await topicRows(); return r.length === 1 ? r : false; }, 5000).catch((e) => e.message);
+  check(JSON.stringify(one) === JSON.stringify(["orders"]), "index: the filter leaves the matching topic only", one);
+  await page.fill("#filter", "no-such-topic");
+  const none = await waitFor("no rows", async () => { const r = await topicRows(); return r.length === 1 && r[0].includes("no topic matches") ? r : false; }, 5000).catch((e) => e.message);
+  check(Array.isArray(none), "index: a filter matching nothing says so", none);
+  await page.fill("#filter", "");
+  const back = await waitFor("all rows", async () => { const r = await topicRows(); return r.length === allRows.length ? r : false; }, 5000).catch((e) => e.message);
+  check(JSON.stringify(back) === JSON.stringify(allRows), "index: clearing the filter brings every topic back", back);
 
   // --- topic page
   await page.goto(`${base}/topics/orders`);

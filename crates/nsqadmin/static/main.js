@@ -31,9 +31,12 @@
       .replace(/"/g, "&quot;").replace(/'/g, "&#39;");
   }
 
+  // One formatter for every number: toLocaleString builds a new one per
+  // call, which was most of the script time of a 1,000-topic page.
+  var NUMBER = new Intl.NumberFormat("en-US");
   function num(n) {
     if (n == null || isNaN(n)) { return "–"; }
-    return Number(n).toLocaleString("en-US");
+    return NUMBER.format(Number(n));
   }
 
   function compact(n) {
@@ -117,7 +120,7 @@
     connections: "consumer connections to the channel"
   };
 
-  /* A header cell inside a table body (the node page repeats its headers per topic). */
+  /* A header cell inside a table body (the node page's client rows). */
   function subTh(text, title) {
     return '<td class="num"' + (title ? ' title="' + esc(title) + '"' : "") + ">" + esc(text) + "</td>";
   }
@@ -146,6 +149,44 @@
   function tombstoneQuestion(topic, node) {
     return "Tombstone topic " + topic + " on node " + node + "?\n\nThe topic and its channels are deleted on that nsqd, " +
       "and nsqlookupd stops listing that nsqd as a producer of the topic (for --tombstone-lifetime), so consumers stop connecting to it there.";
+  }
+
+  /*
+   * Fills `table` with `items` (each the HTML of one topic's rows), packed
+   * ITEMS_PER_BODY to a <tbody>, a slice at a time: the first screenful at
+   * once, the rest in big slices after each frame, so a page of 1,000
+   * topics is drawn at once and a refresh never holds the tab for long. A
+   * refresh replaces the <tbody>s in place (same position, about the same
+   * height), so the page does not jump under a reader who scrolled; a newer
+   * fill of the same page cancels the slices of an older one.
+   */
+  var ITEMS_PER_BODY = 20, FIRST_BODIES = 2, SLICE_BODIES = 25;
+  function fillRows(p, table, items) {
+    var gen = (p.fillGen = (p.fillGen || 0) + 1);
+    var bodies = [];
+    for (var i = 0; i < items.length; i += ITEMS_PER_BODY) {
+      bodies.push("<tbody>" + items.slice(i, i + ITEMS_PER_BODY).join("") + "</tbody>");
+    }
+    var tpl = document.createElement("template");
+    function slice(from, to) {
+      if (p.dead || p.fillGen !== gen || !table.isConnected) { return; }
+      tpl.innerHTML = "<table>" + bodies.slice(from, to).join("") + "</table>";
+      var fresh = Array.prototype.slice.call(tpl.content.firstChild.tBodies);
+      fresh.forEach(function (tb, k) {
+        var old = table.tBodies[from + k];
+        if (old) { table.replaceChild(tb, old); } else { table.appendChild(tb); }
+      });
+      if (to < bodies.length) {
+        // After the next frame, so the rows so far are drawn before more
+        // are parsed (a chain of timers alone can starve the frames).
+        requestAnimationFrame(function () {
+          setTimeout(function () { slice(to, Math.min(to + SLICE_BODIES, bodies.length)); }, 0);
+        });
+      } else {
+        while (table.tBodies.length > bodies.length) { table.removeChild(table.tBodies[bodies.length]); }
+      }
+    }
+    slice(0, Math.min(FIRST_BODIES, bodies.length));
   }
 
   function memDisk(o) {
@@ -620,7 +661,7 @@
       }
       var f = (p.filter || "").toLowerCase();
       var shown = p.topics.filter(function (t) { return !f || t.toLowerCase().indexOf(f) >= 0; });
-      var rows = shown.map(function (t) {
+      var groups = shown.map(function (t) {
         var s = hist.topics && hist.topics[t];
         var depth = s ? last(s.depth) : null;
         return '<tr data-topic="' + esc(t) + '"><td>' + topicLink(t) + "</td>" +
@@ -628,14 +669,22 @@
             tdText(rateText(lastRate(s))) + td(last(s.clients)) :
             '<td class="num muted" colspan="6" title="nsqadmin samples every nsqd every ' + Math.round(HISTORY_MS / 1000) + 's; a topic no nsqd has (only registered on nsqlookupd) has no numbers">no stats (yet)</td>') +
           "<td>" + spark(s, "depth", "var(--c1)") + "</td><td>" + spark(s, "rate", "var(--c3)") + "</td></tr>";
-      }).join("");
-      content.innerHTML = '<div class="table-wrap"><table class="grid wide" id="topics-table"><thead><tr>' +
-        "<th>Topic</th>" + th("Queued", WORDS.queued) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
-        th("Published", WORDS.published) + th("Publish rate (msg/s)", WORDS.publishRate) + th("Consumers", WORDS.consumers) +
-        "<th>Queued, 30 min</th><th>Publish rate, 30 min</th>" +
-        "</tr></thead><tbody>" + (rows || '<tr><td colspan="9" class="muted">no topic matches the filter</td></tr>') + "</tbody></table></div>" +
-        '<p class="muted small">Queued, in-flight and rates are sampled every ' + Math.round(HISTORY_MS / 1000) + "s by nsqadmin" +
+      });
+      if (!groups.length) { groups = ['<tr><td colspan="9" class="muted">no topic matches the filter</td></tr>']; }
+      var note = '<p class="muted small" id="topics-note">Queued, in-flight and rates are sampled every ' + Math.round(HISTORY_MS / 1000) + "s by nsqadmin" +
         (hist.updated_ms ? " (last sample " + clock(hist.updated_ms) + ")" : "") + "; open a topic for exact per-node numbers.</p>";
+      var table = document.getElementById("topics-table");
+      if (!table) {
+        content.innerHTML = '<div class="table-wrap"><table class="grid wide" id="topics-table"><thead><tr>' +
+          "<th>Topic</th>" + th("Queued", WORDS.queued) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
+          th("Published", WORDS.published) + th("Publish rate (msg/s)", WORDS.publishRate) + th("Consumers", WORDS.consumers) +
+          "<th>Queued, 30 min</th><th>Publish rate, 30 min</th>" +
+          "</tr></thead></table></div>" + note;
+        table = document.getElementById("topics-table");
+      } else {
+        document.getElementById("topics-note").outerHTML = note;
+      }
+      fillRows(p, table, groups);
     }
   }
 
@@ -758,7 +807,7 @@
   // Channel (/topics/:topic/:channel)
   // ------------------------------------------------------------------
 
-  /* Client rows; `nested` = node page layout (indented, a spacer column before Delivered, `tail` cells after). */
+  /* Client rows; `nested` = node page layout (indented, `tail` cells after). */
   function clientRows(clients, withNode, nested, tail) {
     return clients.map(function (c) {
       var host = esc(c.hostname || c.remote_address);
@@ -777,7 +826,7 @@
         '<td><span class="mono">' + esc(c.user_agent || "") + '</span> <span class="muted small">' + esc(c.version) + "</span></td>" +
         "<td>" + (attrs.join(" ") || '<span class="muted">–</span>') + "</td>" +
         (withNode ? "<td>" + nodeLink(c.node) + "</td>" : "") +
-        td(c.in_flight_count) + td(c.ready_count) + td(c.finish_count) + td(c.requeue_count) + (nested ? "<td></td>" : "") +
+        td(c.in_flight_count) + td(c.ready_count) + td(c.finish_count) + td(c.requeue_count) +
         td(c.message_count) + tdText(since(c.connected)) + (tail || "") + "</tr>";
     }).join("");
   }
@@ -940,36 +989,41 @@
           document.getElementById("content").innerHTML = notice("Notice", "This nsqd has no topics");
           return;
         }
+        // One header for topic and channel rows (a header per topic made
+        // 1,000 topics into 76,000 DOM nodes and seconds of layout); client
+        // rows, which have columns of their own, keep their sub-header.
         var actCell = ADMIN ? "<td></td>" : "";
-        var cols = ADMIN ? 11 : 10;
-        var html = '<div class="table-wrap"><table class="grid wide" id="node-topics"><tbody>';
-        topics.forEach(function (t) {
-          html += '<tr class="sub-head"><td>Topic</td>' + subTh("Depth", WORDS.topicDepth) + subTh("Memory + Disk", WORDS.memDisk) + '<td colspan="5"></td>' +
-            subTh("Published", WORDS.published) + subTh("Channels") + (ADMIN ? "<td>Action</td>" : "") + "</tr>";
-          html += '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td>' + topicLink(t.topic_name) + pausedLabel(t) + "</td>" +
-            td(t.depth) + memDisk(t) + '<td colspan="5"></td>' + td(t.message_count) + td((t.channels || []).length) +
+        var head = '<div class="table-wrap"><table class="grid wide" id="node-topics"><thead><tr>' +
+          "<th>Topic / Channel</th>" + th("Depth", WORDS.topicDepth + "; channel rows: " + WORDS.channelDepth) + th("Memory + Disk", WORDS.memDisk) +
+          th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) + th("Requeued", WORDS.requeued) + th("Timed Out", WORDS.timedOut) +
+          th("Published / Received", "topic rows: " + WORDS.published + "; channel rows: " + WORDS.received) +
+          th("Channels / Connections", "topic rows: channels of the topic; channel rows: " + WORDS.connections) +
+          (ADMIN ? "<th>Action</th>" : "") + "</tr></thead></table></div>";
+        var groups = topics.map(function (t) {
+          var html = '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td>' + topicLink(t.topic_name) + pausedLabel(t) + "</td>" +
+            td(t.depth) + memDisk(t) + '<td colspan="4"></td>' + td(t.message_count) + td((t.channels || []).length) +
             (ADMIN ? "<td>" + tombstoneButton(t.topic_name, node) + "</td>" : "") + "</tr>";
           (t.channels || []).forEach(function (c) {
-            html += '<tr class="sub-head"><td class="indent1">Channel</td>' + subTh("Depth", WORDS.channelDepth) + subTh("Memory + Disk", WORDS.memDisk) +
-              subTh("In-Flight", WORDS.inFlight) + subTh("Deferred", WORDS.deferred) + subTh("Requeued", WORDS.requeued) + subTh("Timed Out", WORDS.timedOut) + "<td></td>" +
-              subTh("Received", WORDS.received) + subTh("Connections", WORDS.connections) + actCell + "</tr>";
             html += '<tr class="channel-row" data-channel="' + esc(t.topic_name + "/" + c.channel_name) + '"><td class="indent1">' +
               link("/topics/" + enc(t.topic_name) + "/" + enc(c.channel_name), esc(c.channel_name)) + pausedLabel(c) + "</td>" +
-              td(c.depth) + memDisk(c) + td(c.in_flight_count) + td(c.deferred_count) + td(c.requeue_count) + td(c.timeout_count) + "<td></td>" +
+              td(c.depth) + memDisk(c) + td(c.in_flight_count) + td(c.deferred_count) + td(c.requeue_count) + td(c.timeout_count) +
               td(c.message_count) + td(c.client_count) + actCell + "</tr>";
             var clients = c.clients || [];
             if (clients.length) {
               html += '<tr class="sub-head"><td class="indent2">Client Host</td><td>User-Agent</td><td>Attributes</td>' + subTh("In-Flight", WORDS.inFlight) +
-                subTh("Ready Count", "messages nsqd may send now (the client's RDY)") + subTh("Finished", WORDS.finished) + subTh("Requeued", WORDS.requeued) + "<td></td>" +
+                subTh("Ready Count", "messages nsqd may send now (the client's RDY)") + subTh("Finished", WORDS.finished) + subTh("Requeued", WORDS.requeued) +
                 subTh("Delivered", WORDS.delivered) + subTh("Connected", "time since the client connected") + actCell + "</tr>";
               html += clientRows(clients, false, true, actCell);
-            } else {
-              html += '<tr><td class="indent2 muted" colspan="' + cols + '">No clients connected to this channel.</td></tr>';
             }
           });
+          return html;
         });
-        html += "</tbody></table></div>";
-        document.getElementById("content").innerHTML = html;
+        var table = document.getElementById("node-topics");
+        if (!table) {
+          document.getElementById("content").innerHTML = head;
+          table = document.getElementById("node-topics");
+        }
+        fillRows(p, table, groups);
       });
     };
   }

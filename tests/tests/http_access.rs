@@ -346,6 +346,18 @@ fn connections_beyond_the_cap_wait_for_one_to_close() {
         "{:?}",
         String::from_utf8_lossy(&buf[..got])
     );
+    // an idle connection does not keep its place: closed after 10 s
+    // without a request
+    let idle = &mut held[0];
+    idle.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let start = std::time::Instant::now();
+    assert!(matches!(idle.read(&mut buf), Ok(0) | Err(_)));
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3) && waited < Duration::from_secs(19),
+        "closed after {waited:?}"
+    );
 }
 
 #[test]

@@ -17,8 +17,9 @@
 //! A site given a [`Guard`] (`--http-auth-required`) checks each routed
 //! request against the route's [`Access`] class before its handler runs,
 //! and each of its listeners keeps at most the guard's number of
-//! connections open (the next waits in the kernel's accept queue). Without
-//! one, the only cost is a `None` check per request.
+//! connections open (the next waits in the kernel's accept queue), closing
+//! those that send no request headers for [`GUARDED_HEADER_TIMEOUT`].
+//! Without one, the only cost is a `None` check per request.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -47,6 +48,10 @@ use crate::router::{Routed, Routes};
 /// shutdown began; a TLS handshake may take this long too.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// On a guarded listener, a connection whose next request's headers do not
+/// arrive within this long is closed, so that idle or slow connections
+/// cannot hold the connection cap's places.
+const GUARDED_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What one listener serves: the route table, the axum router with the
 /// endpoints' handlers, and the level of the per-request log line.
@@ -241,12 +246,18 @@ async fn connection<E: Copy + Send + Sync + 'static>(
         }
     };
     let is_tls = matches!(io, crate::stream::Stream::Tls(_));
+    let guarded = site.guard.is_some();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let site = site.clone();
         async move { Ok::<_, Infallible>(respond(&site, req, remote, is_tls).await) }
     });
     let mut builder = http1::Builder::new();
     builder.title_case_headers(true);
+    if guarded {
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(GUARDED_HEADER_TIMEOUT);
+    }
     let conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
     let res = tokio::select! {

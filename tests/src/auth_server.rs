@@ -1,6 +1,7 @@
 //! A small auth server for the tests (NSQ's `--auth-http-address`
 //! protocol, plain HTTP): a thread answering every request with
-//! `respond(secret)`, counting the questions per secret.
+//! `respond(secret)`, counting the questions per secret and keeping each
+//! request's line.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -12,6 +13,7 @@ pub struct AuthServer {
     /// `127.0.0.1:<port>`.
     pub addr: String,
     asked: Arc<Mutex<HashMap<String, usize>>>,
+    lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl AuthServer {
@@ -21,6 +23,8 @@ impl AuthServer {
         let addr = l.local_addr().expect("auth server address").to_string();
         let asked = Arc::new(Mutex::new(HashMap::new()));
         let counts = asked.clone();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = lines.clone();
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let Ok(mut s) = s else { continue };
@@ -35,6 +39,9 @@ impl AuthServer {
                 }
                 let head = String::from_utf8_lossy(&req).to_string();
                 let secret = secret_of(&head);
+                kept.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(head.lines().next().unwrap_or_default().to_string());
                 *counts
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -48,7 +55,12 @@ impl AuthServer {
                 let _ = s.write_all(resp.as_bytes());
             }
         });
-        AuthServer { addr, asked }
+        AuthServer { addr, asked, lines }
+    }
+
+    /// The request line of every question so far (`GET /auth?... HTTP/1.1`).
+    pub fn request_lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// How many times the server was asked about `secret`.

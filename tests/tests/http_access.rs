@@ -275,6 +275,74 @@ fn auth_server_down_or_garbage_is_503_and_nothing_is_done() {
     assert_eq!(req(d, "GET", "/ping", None).status, 200);
 }
 
+/// One request over HTTPS to `addr`, trusting `cert_der`.
+fn https_req(addr: &str, cert_der: &[u8], path: &str, secret: Option<&str>) -> HttpResponse {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from(cert_der.to_vec()))
+        .unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let auth = secret.map_or(String::new(), |s| format!("Authorization: Bearer {s}\r\n"));
+    let raw = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}\r\n");
+    tls.write_all(raw.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let _ = tls.read_to_end(&mut buf);
+    parse_http_response(&buf).unwrap()
+}
+
+#[test]
+fn https_is_guarded_too_and_the_auth_server_told_tls() {
+    let auth = auth_server();
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let n = guarded_nsqd(
+        &auth,
+        &[
+            &format!("--tls-cert={}", cert_path.display()),
+            &format!("--tls-key={}", key_path.display()),
+        ],
+    );
+    let der = cert.cert.der().to_vec();
+    let h = n.https_addr.as_str();
+    let r = https_req(h, &der, "/ping", None);
+    assert_eq!((r.status, r.text().as_str()), (200, "OK"));
+    https_req(h, &der, "/stats?format=json", None).assert_error(401, "UNAUTHORIZED");
+    https_req(h, &der, "/stats?format=json", Some("wrong")).assert_error(401, "UNAUTHORIZED");
+    assert_eq!(
+        https_req(h, &der, "/stats?format=json", Some("pub-t")).status,
+        200
+    );
+    let lines = auth.request_lines();
+    let asked = lines
+        .iter()
+        .find(|l| l.contains("secret=pub-t"))
+        .expect("asked about pub-t");
+    assert!(
+        asked.contains("remote_ip=127.0.0.1") && asked.contains("tls=true"),
+        "{asked}"
+    );
+    // the plain listener asks separately, with tls=false
+    assert_eq!(req(&n.http_addr, "GET", "/info", Some("pub-t")).status, 200);
+    assert!(auth
+        .request_lines()
+        .iter()
+        .any(|l| l.contains("secret=pub-t") && l.contains("tls=false")));
+}
+
 #[test]
 fn feature_off_is_nsqs_behaviour_even_with_an_auth_server() {
     let auth = auth_server();

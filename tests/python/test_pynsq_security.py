@@ -21,7 +21,9 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -136,10 +138,16 @@ class Nsqd:
             self.stop()
         raise RuntimeError("nsqd did not start")
 
+    # the secret for nsqd's HTTP API when it runs with --http-auth-required
+    http_secret = None
+
     def stats(self):
-        status, body = http_get(self.http, "/stats?format=json")
-        assert status == 200
-        return json.loads(body)
+        req = urllib.request.Request("http://%s/stats?format=json" % self.http)
+        if self.http_secret:
+            req.add_header("Authorization", "Bearer " + self.http_secret)
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.status == 200
+            return json.loads(r.read())
 
     def channel(self, topic, channel):
         for t in self.stats().get("topics") or []:
@@ -322,6 +330,82 @@ def test_auth_secret(pki):
         assert c["authed"] is True and c["auth_identity"] == "pynsq", c
         assert AuthHandler.seen and all(q["secret"] == ["py-secret"] for q in AuthHandler.seen)
         assert AuthHandler.seen[0]["remote_ip"] == ["127.0.0.1"] and AuthHandler.seen[0]["tls"] == ["false"]
+    finally:
+        n.close()
+        srv.shutdown()
+
+
+# ---------------------------------------------------------------------------
+# AUTH over TCP beside the HTTP access control (--http-auth-required)
+# ---------------------------------------------------------------------------
+
+
+class HttpAccessAuthHandler(http.server.BaseHTTPRequestHandler):
+    """py-secret may publish and subscribe to py_http_auth*; anything else is refused."""
+
+    def do_GET(self):
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query, keep_blank_values=True)
+        if q.get("secret") == ["py-secret"]:
+            body = json.dumps(
+                {
+                    "ttl": 60,
+                    "identity": "pynsq",
+                    "identity_url": "",
+                    "authorizations": [
+                        {"topic": "^py_http_auth", "channels": [".*"], "permissions": ["subscribe", "publish"]}
+                    ],
+                }
+            ).encode()
+            self.send_response(200)
+        else:
+            body = b'{"message":"denied"}'
+            self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def http_status(url, method="GET", body=None, secret=None):
+    req = urllib.request.Request(url, data=body, method=method)
+    if secret:
+        req.add_header("Authorization", "Bearer " + secret)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_tcp_auth_beside_http_access_control():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), HttpAccessAuthHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    n = Nsqd("--auth-http-address=127.0.0.1:%d" % srv.server_address[1], "--http-auth-required")
+    n.http_secret = "py-secret"
+    try:
+        base = "http://%s" % n.http
+        # HTTP: the same secret, as a bearer token
+        assert http_status(base + "/ping") == (200, b"OK")
+        status, body = http_status(base + "/pub?topic=py_http_auth", "POST", b"over-http")
+        assert (status, json.loads(body)) == (401, {"message": "UNAUTHORIZED"})
+        status, body = http_status(base + "/pub?topic=py_http_auth", "POST", b"over-http", "wrong")
+        assert status == 401
+        status, body = http_status(base + "/pub?topic=other", "POST", b"x", "py-secret")
+        assert (status, json.loads(body)) == (403, {"message": "FORBIDDEN"})
+        status, body = http_status(base + "/topic/delete?topic=py_http_auth", "POST", b"", "py-secret")
+        assert status == 403, "publish and subscribe are not admin"
+        assert http_status(base + "/pub?topic=py_http_auth_2", "POST", b"over-http", "py-secret") == (200, b"OK")
+        # TCP: pynsq's Writer and Reader AUTH with it and move messages
+        sent = bodies(b"httpauth", 20)
+        received, stats = pub_and_consume(n, "py_http_auth", sent, auth_secret="py-secret")
+        assert sorted(received) == sorted(sent)
+        c = consumer_of(stats, "py_http_auth")
+        assert c["authed"] is True and c["auth_identity"] == "pynsq", c
+        names = [t["topic_name"] for t in stats["topics"]]
+        assert sorted(names) == ["py_http_auth", "py_http_auth_2"], names
     finally:
         n.close()
         srv.shutdown()

@@ -128,14 +128,20 @@ fn wait_ping(d: &mut Daemon, what: &str, ping: &str) -> Result<(), String> {
 
 /// Starts nsqlookupd on free 127.0.0.1 ports.
 pub fn start_lookupd() -> Daemon {
+    start_lookupd_with(&[])
+}
+
+/// Starts nsqlookupd on free 127.0.0.1 ports with `extra` flags.
+pub fn start_lookupd_with(extra: &[&str]) -> Daemon {
     let mut last = String::new();
     for _ in 0..5 {
         let tcp = format!("127.0.0.1:{}", free_port());
         let http = format!("127.0.0.1:{}", free_port());
-        let args = vec![
+        let mut args = vec![
             format!("--tcp-address={tcp}"),
             format!("--http-address={http}"),
         ];
+        args.extend(extra.iter().map(|s| s.to_string()));
         let (child, log_dir) = spawn("nsqlookupd", args.clone());
         let mut d = Daemon {
             child: Some(child),

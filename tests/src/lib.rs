@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod auth_server;
 pub mod ledger;
 pub mod netns;
 

@@ -35,6 +35,37 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "log-format", "string", "\"nsq\""),
     ("nsqlookupd", "log-format", "string", "\"nsq\""),
     ("nsqadmin", "log-format", "string", "\"nsq\""),
+    // HTTP access control (README: Security)
+    ("nsqd", "http-auth-required", "", ""),
+    ("nsqd", "http-max-connections", "int", "1024"),
+    ("nsqlookupd", "http-auth-required", "", ""),
+    ("nsqlookupd", "http-max-connections", "int", "1024"),
+    ("nsqlookupd", "auth-http-address", "value", ""),
+    (
+        "nsqlookupd",
+        "auth-http-request-method",
+        "string",
+        "\"get\"",
+    ),
+    (
+        "nsqlookupd",
+        "http-client-connect-timeout",
+        "duration",
+        "2s",
+    ),
+    (
+        "nsqlookupd",
+        "http-client-request-timeout",
+        "duration",
+        "5s",
+    ),
+    ("nsqlookupd", "tls-root-ca-file", "string", ""),
+    ("nsqadmin", "http-secret", "string", ""),
+    ("nsq_tail", "http-secret", "string", ""),
+    ("nsq_to_nsq", "http-secret", "string", ""),
+    ("nsq_stat", "http-secret", "string", ""),
+    ("nsq_to_file", "http-secret", "string", ""),
+    ("nsq_to_http", "http-secret", "string", ""),
 ];
 
 fn run(bin: &str, args: &[&str]) -> RunOutput {

@@ -32,6 +32,8 @@ nsq_cli::flags! {
         nsqd_tcp_address: Vec<String> = "";
         /// nsqlookupd HTTP address (may be given several times)
         lookupd_http_address: Vec<String> = "";
+        /// nsq-rs: secret for the HTTP API of nsqlookupd started with --http-auth-required (sent as Authorization: Bearer)
+        http_secret: String = "";
     }
 }
 
@@ -50,6 +52,7 @@ fn options(cli: Flags) -> Result<server::Options, String> {
         nsqd_tcp_addresses: cli.nsqd_tcp_address,
         lookupd_http_addresses: cli.lookupd_http_address,
         max_in_flight: cli.max_in_flight,
+        http_secret: cli.http_secret,
     })
 }
 

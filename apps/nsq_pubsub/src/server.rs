@@ -40,6 +40,8 @@ pub struct Options {
     pub nsqd_tcp_addresses: Vec<String>,
     pub lookupd_http_addresses: Vec<String>,
     pub max_in_flight: i64,
+    /// For the lookupds' HTTP API (`--http-secret`; empty: none).
+    pub http_secret: String,
 }
 
 /// Serves `listener` until `shutdown` is cancelled, then drains (see the module docs).
@@ -48,6 +50,7 @@ pub async fn run(listener: TcpListener, opts: Options, shutdown: CancellationTok
         nsqd_tcp_addresses: opts.nsqd_tcp_addresses,
         lookupd_http_addresses: opts.lookupd_http_addresses,
         max_in_flight: opts.max_in_flight,
+        http_secret: opts.http_secret,
         table: Arc::new(Table::default()),
         stops: TaskTracker::new(),
         shutdown: shutdown.clone(),

@@ -133,6 +133,8 @@ pub struct Setup {
     pub nsqd_tcp_addresses: Vec<String>,
     pub lookupd_http_addresses: Vec<String>,
     pub max_in_flight: i64,
+    /// For the lookupds' HTTP API (empty: none).
+    pub http_secret: String,
     pub table: Arc<Table>,
     /// Where consumer stops run, so shutdown can wait for them.
     pub stops: TaskTracker,
@@ -164,6 +166,7 @@ pub async fn subscribe(
         max_in_flight: setup.max_in_flight,
         // As the other nsq-rs apps: `<app>/<NSQ version> nsq-rs`.
         user_agent: format!("nsq_pubsub/{} nsq-rs", nsq_protocol::VERSION),
+        http_secret: (!setup.http_secret.is_empty()).then(|| setup.http_secret.clone()),
         ..nsq_client::Config::default()
     };
     let consumer = Consumer::new(topic, channel, config)

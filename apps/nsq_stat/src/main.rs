@@ -120,6 +120,8 @@ nsq_cli::flags! {
         nsqd_http_address: Vec<String> = "";
         /// nsqlookupd HTTP address (repeatable)
         lookupd_http_address: Vec<String> = "";
+        /// nsq-rs: secret for the HTTP API of nsqlookupd and nsqd started with --http-auth-required (sent as Authorization: Bearer)
+        http_secret: String = "";
     }
 }
 
@@ -182,6 +184,7 @@ fn main() {
             nsqd_http_addrs,
             connect_timeout,
             request_timeout,
+            &p.http_secret,
         );
         let (Ok(mut hup), Ok(mut int), Ok(mut term)) = (
             signal(SignalKind::hangup()),

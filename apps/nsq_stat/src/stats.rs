@@ -66,14 +66,14 @@ impl Cluster {
         nsqd_http_addrs: Vec<String>,
         connect_timeout: Duration,
         request_timeout: Duration,
+        http_secret: &str,
     ) -> Cluster {
         Cluster {
             lookupd_http_addrs,
             nsqd_http_addrs,
-            client: nsq_http::Client::new(nsq_http::ClientOptions::new(
-                connect_timeout,
-                request_timeout,
-            )),
+            client: nsq_http::Client::new(
+                nsq_http::ClientOptions::new(connect_timeout, request_timeout).secret(http_secret),
+            ),
         }
     }
 

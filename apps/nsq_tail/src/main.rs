@@ -62,6 +62,8 @@ nsq_cli::flags! {
         topic: Vec<String> = "";
         /// consumer setting as key,value, e.g. max_attempts,10 (repeatable; go-nsq Config names)
         consumer_opt: Vec<String> = "", check = Config::check_opt;
+        /// nsq-rs: secret for the HTTP API of nsqlookupd and nsqd started with --http-auth-required (sent as Authorization: Bearer)
+        http_secret: String = "";
     }
 }
 
@@ -70,6 +72,9 @@ fn main() {
     let mut cfg = Config::default();
     for opt in &f.consumer_opt {
         let _ = cfg.set_opt(opt); // each was checked while parsing
+    }
+    if !f.http_secret.is_empty() {
+        cfg.http_secret = Some(f.http_secret.clone());
     }
     let mut channel = f.channel;
     let mut max_in_flight = f.max_in_flight;

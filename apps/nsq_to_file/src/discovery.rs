@@ -45,7 +45,7 @@ impl Discoverer {
         loop {
             tokio::select! {
                 _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
-                    match get_lookupd_topics(&self.settings.lookupd_http_addrs, self.connect_timeout, self.request_timeout).await {
+                    match get_lookupd_topics(&self.settings.lookupd_http_addrs, self.connect_timeout, self.request_timeout, self.cfg.http_secret.as_deref().unwrap_or_default()).await {
                         Ok(topics) => self.update_topics(&mut loggers, &pattern, &topics).await,
                         Err(e) => logf::error(format!("could not retrieve topic list: {e}")),
                     }
@@ -105,11 +105,11 @@ pub async fn get_lookupd_topics(
     addrs: &[String],
     connect_timeout: Duration,
     request_timeout: Duration,
+    http_secret: &str,
 ) -> Result<Vec<String>, String> {
-    let client = nsq_http::Client::new(nsq_http::ClientOptions::new(
-        connect_timeout,
-        request_timeout,
-    ));
+    let client = nsq_http::Client::new(
+        nsq_http::ClientOptions::new(connect_timeout, request_timeout).secret(http_secret),
+    );
     let mut set = JoinSet::new();
     for addr in addrs {
         let client = client.clone();

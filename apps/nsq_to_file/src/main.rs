@@ -70,6 +70,8 @@ nsq_cli::flags! {
         topic: Vec<String> = "";
         /// consumer option as key,value, e.g. lookupd_poll_interval,15s (may be given multiple times)
         consumer_opt: Vec<String> = "";
+        /// nsq-rs: secret for the HTTP API of nsqlookupd and nsqd started with --http-auth-required (sent as Authorization: Bearer)
+        http_secret: String = "";
     }
 }
 
@@ -134,6 +136,9 @@ fn main() {
         let _ = cfg.set_opt(&opt);
     }
     cfg.user_agent = format!("nsq_to_file/{VERSION} go-nsq/1.1.0");
+    if !p.http_secret.is_empty() {
+        cfg.http_secret = Some(p.http_secret.clone());
+    }
     cfg.max_in_flight = max_in_flight;
 
     let prefix = p.log_prefix.clone();

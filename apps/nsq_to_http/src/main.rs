@@ -59,6 +59,8 @@ nsq_cli::flags! {
         nsqd_tcp_address: Vec<String> = "";
         /// nsqlookupd HTTP address (may be given multiple times)
         lookupd_http_address: Vec<String> = "";
+        /// nsq-rs: secret for the HTTP API of nsqlookupd started with --http-auth-required (sent as Authorization: Bearer; not to the destinations: use --header)
+        http_secret: String = "";
     }
 }
 
@@ -152,6 +154,9 @@ fn main() {
         let _ = cfg.set_opt(&opt); // each was checked while parsing
     }
     cfg.user_agent = format!("nsq_to_http/{VERSION} go-nsq/1.1.0");
+    if !p.http_secret.is_empty() {
+        cfg.http_secret = Some(p.http_secret.clone());
+    }
     cfg.max_in_flight = p.max_in_flight;
     // Durations given as zero or negative behave as "no timeout" in Go's
     // transport; a very long timeout is the nearest equivalent.

@@ -101,6 +101,8 @@ nsq_cli::flags! {
         consumer_opt: Vec<String> = "", check = Config::check_opt;
         /// producer setting as key,value, e.g. write_timeout,5s (repeatable; go-nsq Config names)
         producer_opt: Vec<String> = "", check = Config::check_opt;
+        /// nsq-rs: secret for the HTTP API of nsqlookupd and nsqd started with --http-auth-required (sent as Authorization: Bearer)
+        http_secret: String = "";
     }
 }
 
@@ -113,6 +115,9 @@ fn main() {
     }
     for opt in p.producer_opt.clone() {
         let _ = p_cfg.set_opt(&opt);
+    }
+    if !p.http_secret.is_empty() {
+        c_cfg.http_secret = Some(p.http_secret.clone());
     }
     let show_version = p.version;
     let channel = p.channel.clone();

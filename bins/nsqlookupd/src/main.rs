@@ -11,6 +11,9 @@ fn main() {
     let (opts, _) = nsq_cli::start_daemon::<nsqlookupd::Options>("nsqlookupd");
     let fatal = |msg: &str| -> ! { nsq_cli::daemon_fatal("nsqlookupd", msg) };
     tracing::info!("{}", nsq_cli::version("nsqlookupd"));
+    if let Err(e) = opts.validate() {
+        fatal(&e);
+    }
     nsq_cli::daemon_runtime("nsqlookupd").block_on(async move {
         let daemon = match nsqlookupd::NsqLookupd::bind(opts).await {
             Ok(d) => d,

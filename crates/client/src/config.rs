@@ -72,6 +72,9 @@ pub struct Config {
     pub max_msg_size: u32,
     /// Secret for nsqd AUTH, used when nsqd says `auth_required`.
     pub auth_secret: Option<String>,
+    /// nsq-rs: secret for the lookupds' HTTP API when they run with
+    /// `--http-auth-required` (sent as `Authorization: Bearer`).
+    pub http_secret: Option<String>,
 
     /// Ask nsqd for TLS (the connection is upgraded when nsqd agrees).
     pub tls_v1: bool,
@@ -124,6 +127,7 @@ impl Default for Config {
             msg_timeout: Duration::ZERO,
             max_msg_size: 0,
             auth_secret: None,
+            http_secret: None,
             tls_v1: false,
             tls_root_ca_file: None,
             tls_insecure_skip_verify: false,
@@ -363,6 +367,7 @@ impl Config {
             "topology_region" => self.topology_region = value.to_string(),
             "topology_zone" => self.topology_zone = value.to_string(),
             "auth_secret" => self.auth_secret = Some(value.to_string()),
+            "http_secret" => self.http_secret = Some(value.to_string()),
             "backoff_strategy" => match value {
                 OptValue::Text("" | "exponential") => {}
                 OptValue::Text("full_jitter") => return Err(unsupported(o, value)),

@@ -68,7 +68,8 @@ impl LookupdEndpoint {
 pub fn client(cfg: &crate::Config) -> nsq_http::Client {
     nsq_http::Client::new(
         nsq_http::ClientOptions::new(cfg.dial_timeout, cfg.lookupd_poll_timeout)
-            .user_agent(crate::config::USER_AGENT),
+            .user_agent(crate::config::USER_AGENT)
+            .secret(cfg.http_secret.as_deref().unwrap_or_default()),
     )
 }
 

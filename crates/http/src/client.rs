@@ -74,6 +74,9 @@ pub struct ClientOptions {
     /// TLS for `https://` URLs; Go's defaults (the system's CA
     /// certificates) when `None`.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// nsq-rs: the secret sent as `Authorization: Bearer <secret>` to
+    /// daemons started with `--http-auth-required` (`--http-secret`).
+    pub secret: Option<String>,
 }
 
 impl ClientOptions {
@@ -83,7 +86,15 @@ impl ClientOptions {
             request_timeout,
             user_agent: None,
             tls: None,
+            secret: None,
         }
+    }
+
+    /// Sends `secret` (if not empty) with every request as `Authorization:
+    /// Bearer <secret>`, except after a redirect to another host.
+    pub fn secret(mut self, secret: &str) -> ClientOptions {
+        self.secret = (!secret.is_empty()).then(|| secret.to_string());
+        self
     }
 
     pub fn user_agent(mut self, ua: impl Into<String>) -> ClientOptions {
@@ -152,6 +163,8 @@ pub struct Client {
     pool: Pooled<Connector, Full<Bytes>>,
     request_timeout: Duration,
     user_agent: String,
+    /// `Bearer <secret>`, from [`ClientOptions::secret`].
+    bearer: Option<String>,
 }
 
 impl Client {
@@ -170,6 +183,7 @@ impl Client {
             pool,
             request_timeout: opts.request_timeout,
             user_agent: opts.user_agent.unwrap_or_else(|| GO_USER_AGENT.into()),
+            bearer: opts.secret.map(|s| format!("Bearer {s}")),
         }
     }
 
@@ -298,6 +312,11 @@ impl Client {
                 crate::url::base64(&crate::url::percent_decode(&u))
             );
             h.insert(AUTHORIZATION, header_value("Authorization", &basic)?);
+        }
+        if let (Some(bearer), true) = (&self.bearer, same_host) {
+            if !h.contains_key(AUTHORIZATION) {
+                h.insert(AUTHORIZATION, header_value("Authorization", bearer)?);
+            }
         }
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes())

@@ -11,6 +11,9 @@
 //!   httprouter's routing rules as a pure table, one serving path for HTTP
 //!   and HTTPS on hyper with Go's header case, NSQ's response conventions,
 //!   and the daemons' axum routers behind them.
+//! * [`auth`]: the auth server (`--auth-http-address`), asked by nsqd's TCP
+//!   `AUTH` and by [`guard`] (feature `server`), the opt-in access control
+//!   of the daemons' HTTP APIs.
 //! * [`tls`]: the CA certificates Go trusts by default.
 //! * [`url`]: URL and header text as Go's `net/url` and `net/http` write it.
 //!
@@ -19,7 +22,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod client;
+#[cfg(feature = "server")]
+pub mod guard;
 pub mod router;
 #[cfg(feature = "server")]
 pub mod server;

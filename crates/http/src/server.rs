@@ -13,6 +13,13 @@
 //! with its path re-escaped segment by segment so axum's matching and `Path`
 //! extraction see the same segments httprouter would. Handlers can read the
 //! peer's address through axum's `ConnectInfo<SocketAddr>`.
+//!
+//! A site given a [`Guard`] (`--http-auth-required`) checks each routed
+//! request against the route's [`Access`] class before its handler runs,
+//! and each of its listeners keeps at most the guard's number of
+//! connections open (the next waits in the kernel's accept queue), closing
+//! those that send no request headers for [`GUARDED_HEADER_TIMEOUT`].
+//! Without one, the only cost is a `None` check per request.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -34,12 +41,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower_service::Service as _;
 
+use crate::guard::{Access, Guard};
 use crate::router::{Routed, Routes};
 
 /// How long an open connection may take to finish its request after
 /// shutdown began; a TLS handshake may take this long too.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// On a guarded listener, a connection whose next request's headers do not
+/// arrive within this long is closed, so that idle or slow connections
+/// cannot hold the connection cap's places.
+const GUARDED_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What one listener serves: the route table, the axum router with the
 /// endpoints' handlers, and the level of the per-request log line.
@@ -51,7 +63,11 @@ pub struct Site<E> {
     pass_through: bool,
     log_level: tracing::Level,
     finish: Option<Finish>,
+    guard: Option<(Arc<Guard>, Classify<E>)>,
 }
+
+/// A daemon's permission class for each of its endpoints.
+pub type Classify<E> = fn(E) -> Access;
 
 /// A last step for every response of a site, whatever answered it (a
 /// handler, a redirect, a 404), given the request's headers.
@@ -81,6 +97,7 @@ impl<E: Copy + Send + Sync + 'static> Site<E> {
             pass_through: false,
             log_level: tracing::Level::INFO,
             finish: None,
+            guard: None,
         }
     }
 
@@ -92,12 +109,19 @@ impl<E: Copy + Send + Sync + 'static> Site<E> {
             pass_through: true,
             log_level: tracing::Level::INFO,
             finish: None,
+            guard: None,
         }
     }
 
     /// Runs `f` on every response (nsqadmin compresses them all).
     pub fn finish(mut self, f: Finish) -> Site<E> {
         self.finish = Some(f);
+        self
+    }
+
+    /// Checks every routed request against `classify(endpoint)` with `guard`.
+    pub fn guard(mut self, guard: Arc<Guard>, classify: Classify<E>) -> Site<E> {
+        self.guard = Some((guard, classify));
         self
     }
 
@@ -131,7 +155,12 @@ pub async fn serve<E: Copy + Send + Sync + 'static>(
     site: Arc<Site<E>>,
     shutdown: CancellationToken,
 ) {
-    accept_loop(listener, shutdown.clone(), move |stream, remote| {
+    let limit = site
+        .guard
+        .as_ref()
+        .and_then(|(g, _)| g.max_connections())
+        .map(|n| Arc::new(tokio::sync::Semaphore::new(n)));
+    accept_loop_limited(listener, shutdown.clone(), limit, move |stream, remote| {
         connection(stream, remote, tls.clone(), site.clone(), shutdown.clone())
     })
     .await;
@@ -141,14 +170,35 @@ pub async fn serve<E: Copy + Send + Sync + 'static>(
 /// task, then waits for those tasks (each must end on `shutdown` itself).
 /// A failing accept (out of file descriptors, say) backs off rather than
 /// spins, as Go's servers do.
-pub async fn accept_loop<F, Fut>(listener: TcpListener, shutdown: CancellationToken, mut handle: F)
+pub async fn accept_loop<F, Fut>(listener: TcpListener, shutdown: CancellationToken, handle: F)
 where
+    F: FnMut(TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    accept_loop_limited(listener, shutdown, None, handle).await;
+}
+
+/// [`accept_loop`] holding one of `limit`'s permits per open connection:
+/// with all taken, nothing is accepted until one closes.
+async fn accept_loop_limited<F, Fut>(
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    limit: Option<Arc<tokio::sync::Semaphore>>,
+    mut handle: F,
+) where
     F: FnMut(TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let tracker = TaskTracker::new();
     let mut backoff = Duration::from_millis(5);
     loop {
+        let permit = match &limit {
+            None => None,
+            Some(sem) => tokio::select! {
+                _ = shutdown.cancelled() => break,
+                p = sem.clone().acquire_owned() => p.ok(),
+            },
+        };
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
@@ -156,7 +206,11 @@ where
         match accepted {
             Ok((stream, remote)) => {
                 backoff = Duration::from_millis(5);
-                tracker.spawn(handle(stream, remote));
+                let conn = handle(stream, remote);
+                tracker.spawn(async move {
+                    conn.await;
+                    drop(permit);
+                });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "temporary Accept() failure");
@@ -191,12 +245,19 @@ async fn connection<E: Copy + Send + Sync + 'static>(
             }
         }
     };
+    let is_tls = matches!(io, crate::stream::Stream::Tls(_));
+    let guarded = site.guard.is_some();
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let site = site.clone();
-        async move { Ok::<_, Infallible>(respond(&site, req, remote).await) }
+        async move { Ok::<_, Infallible>(respond(&site, req, remote, is_tls).await) }
     });
     let mut builder = http1::Builder::new();
     builder.title_case_headers(true);
+    if guarded {
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(GUARDED_HEADER_TIMEOUT);
+    }
     let conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
     let res = tokio::select! {
@@ -219,6 +280,7 @@ async fn respond<E: Copy + Send + Sync + 'static>(
     site: &Site<E>,
     req: Request<Incoming>,
     remote: SocketAddr,
+    tls: bool,
 ) -> Response {
     let start = Instant::now();
     let method = req.method().clone();
@@ -227,7 +289,7 @@ async fn respond<E: Copy + Send + Sync + 'static>(
         .path_and_query()
         .map_or_else(|| "/".to_string(), |pq| pq.as_str().to_string());
     let headers = site.finish.as_ref().map(|_| req.headers().clone());
-    let resp = route(site, req, remote).await;
+    let resp = route(site, req, remote, tls).await;
     let status = resp.status().as_u16();
     let elapsed = start.elapsed();
     let remote = go_addr(remote);
@@ -246,6 +308,7 @@ async fn route<E: Copy + Send + Sync + 'static>(
     site: &Site<E>,
     req: Request<Incoming>,
     remote: SocketAddr,
+    tls: bool,
 ) -> Response {
     let (mut parts, body) = req.into_parts();
     parts.extensions.insert(ConnectInfo(remote));
@@ -259,7 +322,25 @@ async fn route<E: Copy + Send + Sync + 'static>(
         };
         let query = parts.uri.query().map(str::to_string);
         match site.routes.route(parts.method.as_str(), &path) {
-            Routed::Handle(_) => {
+            Routed::Handle(endpoint) => {
+                if let Some((guard, classify)) = &site.guard {
+                    let checked = guard
+                        .check(
+                            classify(endpoint),
+                            &parts.headers,
+                            parts.uri.query(),
+                            remote.ip(),
+                            tls,
+                        )
+                        .await;
+                    match checked {
+                        Ok(Some(grant)) => {
+                            parts.extensions.insert(grant);
+                        }
+                        Ok(None) => {}
+                        Err(refusal) => return refusal,
+                    }
+                }
                 let escaped = escape_path(&path);
                 if escaped != parts.uri.path() {
                     let pq = match &query {

@@ -52,6 +52,9 @@ pub struct Shared {
     opts: RwLock<Arc<Options>>,
     log_level_hook: Mutex<Option<LevelSetter>>,
     pub ci: ClusterInfo,
+    /// For graphite: the same settings as `ci`'s, without `--http-secret`
+    /// (which is for the daemons only).
+    pub graphite_client: nsq_http::Client,
     pub history: History,
     pub notifier: Notifier,
     /// This machine's host name (notifications' `via`).
@@ -105,14 +108,16 @@ impl Nsqadmin {
                 addr: opts.http_address.clone(),
                 source,
             })?;
-        let client = nsq_http::Client::new(
-            nsq_http::ClientOptions::new(
-                opts.http_client_connect_timeout,
-                opts.http_client_request_timeout,
-            )
-            .user_agent(USER_AGENT)
-            .tls(opts.http_client_tls()?),
-        );
+        let client_options = nsq_http::ClientOptions::new(
+            opts.http_client_connect_timeout,
+            opts.http_client_request_timeout,
+        )
+        .user_agent(USER_AGENT)
+        .tls(opts.http_client_tls()?);
+        // the daemons' secret goes to the lookupds and nsqds only, never to
+        // graphite or the notification endpoint
+        let daemons = nsq_http::Client::new(client_options.clone().secret(&opts.http_secret));
+        let client = nsq_http::Client::new(client_options);
         let shutdown = CancellationToken::new();
         let notifier = Notifier::start(
             opts.notification_http_endpoint.clone(),
@@ -123,7 +128,8 @@ impl Nsqadmin {
             history: History::new(history::INTERVAL, history::WINDOW),
             opts: RwLock::new(Arc::new(opts)),
             log_level_hook: Mutex::new(None),
-            ci: ClusterInfo::new(client),
+            ci: ClusterInfo::new(daemons),
+            graphite_client: client,
             notifier,
             hostname: nsq_cli::hostname().unwrap_or_default(),
         });

@@ -65,6 +65,8 @@ nsq_cli::flags! {
         acl_http_header: String = "X-Forwarded-User";
         /// a user allowed to perform admin actions (may be given several times; none: anyone)
         admin_users: Vec<String> = "", flag = "admin-user";
+        /// nsq-rs: the secret sent to nsqd and nsqlookupd (Authorization: Bearer) when they run with --http-auth-required; grant it admin for the actions nsqadmin should take (README: Security)
+        http_secret: String = "";
     }
 }
 

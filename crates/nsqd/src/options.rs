@@ -45,6 +45,10 @@ nsq_cli::flags! {
         auth_http_addresses: Vec<String> = "", flag = "auth-http-address";
         /// HTTP method of auth server requests: get or post
         auth_http_request_method: String = "get";
+        /// nsq-rs: every HTTP/HTTPS request but /ping needs a secret (Authorization: Bearer <secret>) that --auth-http-address grants the endpoint's permission (README: Security)
+        http_auth_required: bool = false;
+        /// nsq-rs: with --http-auth-required, the most connections each HTTP/HTTPS listener keeps open (0: no cap)
+        http_max_connections: i64 = 1024;
         /// how long an outgoing HTTP request may take to connect
         http_client_connect_timeout: Duration = "2s";
         /// how long an outgoing HTTP request may take in all
@@ -299,6 +303,12 @@ impl Options {
         let m = self.auth_http_request_method.as_str();
         if m != "get" && m != "post" {
             return Err("--auth-http-request-method must be post or get".into());
+        }
+        if self.http_auth_required && self.auth_http_addresses.is_empty() {
+            return Err("--http-auth-required needs --auth-http-address".into());
+        }
+        if self.http_max_connections < 0 {
+            return Err("--http-max-connections must be >= 0".into());
         }
         for p in self.e2e_processing_latency_percentiles.iter() {
             if !(*p > 0.0 && *p <= 1.0) {

@@ -64,6 +64,66 @@ nsq_cli::flags! {
         inactive_producer_timeout: Duration = "5m0s";
         /// how long /topic/tombstone hides a producer of the topic
         tombstone_lifetime: Duration = "45s";
+        /// nsq-rs: every HTTP request but /ping needs a secret (Authorization: Bearer <secret>) that --auth-http-address grants the endpoint's permission (README: Security)
+        http_auth_required: bool = false;
+        /// nsq-rs: with --http-auth-required, the most connections the HTTP listener keeps open (0: no cap)
+        http_max_connections: i64 = 1024;
+        /// nsq-rs: auth server as <addr>:<port> or a full URL, for --http-auth-required (may be given several times)
+        auth_http_addresses: Vec<String> = "", flag = "auth-http-address";
+        /// nsq-rs: HTTP method of auth server requests: get or post
+        auth_http_request_method: String = "get";
+        /// nsq-rs: how long a request to the auth server may take to connect
+        http_client_connect_timeout: Duration = "2s";
+        /// nsq-rs: how long a request to the auth server may take in all
+        http_client_request_timeout: Duration = "5s";
+        /// nsq-rs: PEM file of the CAs that may sign an https:// auth server's certificate (default: the system's)
+        tls_root_ca_file: String = "";
+    }
+}
+
+impl Options {
+    /// Checks made at startup; the message is what follows `FATAL: `.
+    pub fn validate(&self) -> Result<(), String> {
+        let m = self.auth_http_request_method.as_str();
+        if m != "get" && m != "post" {
+            return Err("--auth-http-request-method must be post or get".into());
+        }
+        if self.http_auth_required && self.auth_http_addresses.is_empty() {
+            return Err("--http-auth-required needs --auth-http-address".into());
+        }
+        if self.http_max_connections < 0 {
+            return Err("--http-max-connections must be >= 0".into());
+        }
+        self.http_guard().map(drop)
+    }
+
+    /// The HTTP access control, with `--http-auth-required`; the auth
+    /// server verified as nsqd verifies it (`--tls-root-ca-file`, else the
+    /// system's CAs).
+    fn http_guard(&self) -> Result<Option<Arc<nsq_http::guard::Guard>>, String> {
+        if !self.http_auth_required || self.auth_http_addresses.is_empty() {
+            return Ok(None);
+        }
+        let tls = nsq_http::tls::ClientTls {
+            root_ca_file: &self.tls_root_ca_file,
+            ..Default::default()
+        }
+        .config()
+        .map_err(|e| format!("--tls-root-ca-file: {e}"))?;
+        let client = nsq_http::Client::new(
+            nsq_http::ClientOptions::new(
+                self.http_client_connect_timeout,
+                self.http_client_request_timeout,
+            )
+            .tls(tls),
+        );
+        let auth = nsq_http::auth::AuthConfig {
+            addresses: self.auth_http_addresses.clone(),
+            post: self.auth_http_request_method == "post",
+            client,
+        };
+        let max = usize::try_from(self.http_max_connections).unwrap_or(0);
+        Ok(Some(Arc::new(nsq_http::guard::Guard::new(auth, max))))
     }
 }
 
@@ -79,6 +139,9 @@ pub enum Error {
     },
     #[error("unable to get hostname {0}")]
     Hostname(#[source] io::Error),
+    /// A bad option (normally caught by [`Options::validate`] first).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// State shared by the TCP and HTTP sides.
@@ -89,6 +152,8 @@ pub(crate) struct Context {
     /// IDENTIFY's answer never changes for a running server: built once.
     identify_response: Bytes,
     clock: WallClock,
+    /// `--http-auth-required`: the HTTP API's access control.
+    http_guard: Option<Arc<nsq_http::guard::Guard>>,
 }
 
 impl Context {
@@ -156,6 +221,7 @@ impl NsqLookupd {
                 version: VERSION.to_string(),
             })),
             clock: WallClock::now(),
+            http_guard: opts.http_guard().map_err(Error::Config)?,
         };
         Ok(Self {
             tcp,

@@ -122,10 +122,6 @@ impl ClusterInfo {
         ClusterInfo { client }
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// Union of every nsqlookupd's `/topics`, sorted.
     pub async fn lookupd_topics(&self, lookupds: &[String]) -> Fetched<Vec<String>> {
         let c = self.client.clone();

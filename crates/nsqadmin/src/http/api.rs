@@ -259,11 +259,11 @@ pub async fn graphite(s: &Arc<Shared>, req: &Req) -> ApiResult {
         tracing::error!("graphite request failed - {e}");
         ApiErr::new(500, "INTERNAL_ERROR")
     };
-    let resp: serde_json::Value =
-        s.ci.client()
-            .get_v1(&url)
-            .await
-            .map_err(|e| internal(e.to_string()))?;
+    let resp: serde_json::Value = s
+        .graphite_client
+        .get_v1(&url)
+        .await
+        .map_err(|e| internal(e.to_string()))?;
     let v = resp
         .get(0)
         .and_then(|t| t.get("datapoints"))

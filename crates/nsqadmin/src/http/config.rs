@@ -41,6 +41,10 @@ pub fn handle(s: &Arc<Shared>, req: &Req, opt: &str) -> ApiResult {
             _ => return Err(ApiErr::new(400, "INVALID_OPTION")),
         }
     }
+    if opt == "http_secret" {
+        // a credential: settable in the --config file, never read back
+        return Err(ApiErr::new(400, "INVALID_OPTION"));
+    }
     match s.options().config_value(opt) {
         Some(ConfigValue::Text(t)) => Ok(v1_text(&t)),
         Some(ConfigValue::Json(v)) => Ok(v1_json(&v)),

@@ -132,7 +132,11 @@ pub async fn render_proxy(s: &Arc<Shared>, req: &Req) -> Response {
         url.push('?');
         url.push_str(&req.query);
     }
-    match s.ci.client().request(Method::GET, &url, &[], None).await {
+    match s
+        .graphite_client
+        .request(Method::GET, &url, &[], None)
+        .await
+    {
         Ok(r) => {
             let ct = r
                 .headers

@@ -12,11 +12,10 @@
 //! shutdown token); [`lookup`] registers with the lookupds and
 //! [`precreate`] asks them which channels a new topic has.
 //!
-//! Around that path: [`tls`] configures TLS for TCP and HTTPS,
-//! [`auth_server`] asks the auth servers what a client may do, and
+//! Around that path: [`tls`] configures TLS for TCP and HTTPS (the auth
+//! servers are asked through `nsq_http::auth`), and
 //! [`stats`], [`statsd`] and [`metrics`] report on all of it.
 
-pub mod auth_server;
 pub mod backend;
 pub mod channel;
 pub mod client;

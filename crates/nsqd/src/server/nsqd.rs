@@ -18,13 +18,13 @@ use nsq_protocol::Limits;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
-use super::auth_server::AuthConfig;
 use super::client::Client;
 use super::context::{now_unix_ns, Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
 use super::topic::Topic;
 use crate::core::ClientId;
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
+use nsq_http::auth::AuthConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -65,6 +65,8 @@ pub struct NsqdInner {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// How to reach the auth servers; None without `--auth-http-address`.
     pub auth: Option<AuthConfig>,
+    /// The HTTP/HTTPS access control; None without `--http-auth-required`.
+    pub http_guard: Option<Arc<nsq_http::guard::Guard>>,
     /// For the lookupds' HTTP API (Go's defaults for TLS, as nsqd's).
     pub http_client: nsq_http::Client,
     pub lookupd_tcp_addresses: Mutex<Vec<String>>,
@@ -113,6 +115,13 @@ impl NsqdInner {
             post: opts.auth_http_request_method == "post",
             client: http_client(Some(client_tls)),
         });
+        let http_guard = match (&auth, opts.http_auth_required) {
+            (Some(auth), true) => Some(Arc::new(nsq_http::guard::Guard::new(
+                auth.clone(),
+                usize::try_from(opts.http_max_connections).unwrap_or(0),
+            ))),
+            _ => None,
+        };
         let data_lock = lock_data_path(&data_dir(&opts))?;
         let features = ServerFeatures {
             default_heartbeat_ms: (CLIENT_TIMEOUT / 2).as_millis() as i64,
@@ -148,6 +157,7 @@ impl NsqdInner {
             https_port: AtomicU16::new(0),
             tls,
             auth,
+            http_guard,
             http_client: http_client(None),
             lookupd_tcp_addresses: Mutex::new(opts.lookupd_tcp_addresses.clone()),
             lookupd_changed: tokio::sync::Notify::new(),

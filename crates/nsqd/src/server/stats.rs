@@ -15,6 +15,26 @@ pub struct StatsQuery<'a> {
     pub include_mem: bool,
 }
 
+/// Keeps what `grant` may see (`--http-auth-required`): its topics, their
+/// channels it may see, and the producers' counts for its topics (a
+/// producer publishing to none of them is left out).
+pub fn retain_visible(s: &mut Stats, grant: &nsq_http::guard::Grant) {
+    if let Some(topics) = &mut s.topics {
+        topics.retain(|t| grant.sees_topic(&t.topic_name));
+        for t in topics.iter_mut() {
+            let name = t.topic_name.clone();
+            t.channels
+                .retain(|c| grant.sees_channel(&name, &c.channel_name));
+        }
+    }
+    if let Some(producers) = &mut s.producers {
+        for p in producers.iter_mut() {
+            p.pub_counts.retain(|c| grant.sees_topic(&c.topic));
+        }
+        producers.retain(|p| !p.pub_counts.is_empty());
+    }
+}
+
 pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
     let topics: Option<Vec<TopicStats>> = match q.topic {
         Some(name) => nsqd

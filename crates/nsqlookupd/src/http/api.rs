@@ -14,6 +14,7 @@ use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 use serde::Serialize;
 use tracing::info;
 
+use nsq_http::guard::Grant;
 use nsq_http::url::Params;
 
 use super::Endpoint;
@@ -60,13 +61,29 @@ fn json<T: Serialize>(v: &T) -> Reply {
     Reply::Json(to_json(v))
 }
 
-/// Runs `endpoint`. `raw_query` is the URL's query string, if any.
+/// What a request's secret may see (`--http-auth-required`): everything
+/// without a [`Grant`].
+#[derive(Clone, Copy)]
+pub struct Sees<'a>(pub Option<&'a Grant>);
+
+impl Sees<'_> {
+    fn topic(&self, t: &str) -> bool {
+        self.0.is_none_or(|g| g.sees_topic(t))
+    }
+    fn channel(&self, t: &str, c: &str) -> bool {
+        self.0.is_none_or(|g| g.sees_channel(t, c))
+    }
+}
+
+/// Runs `endpoint`. `raw_query` is the URL's query string, if any; listings
+/// keep what `sees` allows.
 pub fn handle(
     endpoint: Endpoint,
     raw_query: Option<&str>,
     db: &mut RegistrationDb,
     now: Instant,
     clock: &WallClock,
+    sees: Sees<'_>,
 ) -> Reply {
     let result = match endpoint {
         Endpoint::Ping => Ok(Reply::Plain("OK")),
@@ -81,18 +98,18 @@ pub fn handle(
         }
         Endpoint::Debug => Ok(debug(db, clock)),
         Endpoint::Topics => Ok(json(&Topics {
-            topics: db.topics(),
+            topics: db.topics().into_iter().filter(|t| sees.topic(t)).collect(),
         })),
-        Endpoint::Nodes => Ok(nodes(db, now)),
-        Endpoint::Lookup => lookup(raw_query, db, now),
-        Endpoint::Channels => channels(raw_query, db),
+        Endpoint::Nodes => Ok(nodes(db, now, sees)),
+        Endpoint::Lookup => lookup(raw_query, db, now, sees),
+        Endpoint::Channels => channels(raw_query, db, sees),
         Endpoint::TopicCreate => topic_create(raw_query, db),
         Endpoint::TopicDelete => topic_delete(raw_query, db),
         Endpoint::TopicTombstone => topic_tombstone(raw_query, db, now),
         Endpoint::ChannelCreate => channel_create(raw_query, db),
         Endpoint::ChannelDelete => channel_delete(raw_query, db),
         Endpoint::Pprof(name) => Ok(pprof(name)),
-        Endpoint::Metrics => Ok(metrics(db, now)),
+        Endpoint::Metrics => Ok(metrics(db, now, sees)),
     };
     result.unwrap_or_else(|e| e)
 }
@@ -119,34 +136,56 @@ fn topic_channel(p: &Params) -> Result<(&str, &str), Reply> {
     Ok((topic, channel))
 }
 
-fn lookup(q: Option<&str>, db: &RegistrationDb, now: Instant) -> Result<Reply, Reply> {
+fn lookup(
+    q: Option<&str>,
+    db: &RegistrationDb,
+    now: Instant,
+    sees: Sees<'_>,
+) -> Result<Reply, Reply> {
     let p = params(q)?;
     let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
     let found = db
         .lookup(topic, now)
         .ok_or_else(|| err(404, "TOPIC_NOT_FOUND"))?;
     Ok(json(&Lookup {
-        channels: found.channels,
+        channels: found
+            .channels
+            .into_iter()
+            .filter(|c| sees.channel(topic, c))
+            .collect(),
         producers: found.producers,
     }))
 }
 
-fn channels(q: Option<&str>, db: &RegistrationDb) -> Result<Reply, Reply> {
+fn channels(q: Option<&str>, db: &RegistrationDb, sees: Sees<'_>) -> Result<Reply, Reply> {
     let p = params(q)?;
     let topic = required(&p, "topic", "MISSING_ARG_TOPIC")?;
     Ok(json(&Channels {
-        channels: db.channels(topic),
+        channels: db
+            .channels(topic)
+            .into_iter()
+            .filter(|c| sees.channel(topic, c))
+            .collect(),
     }))
 }
 
-fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
+fn nodes(db: &RegistrationDb, now: Instant, sees: Sees<'_>) -> Reply {
     let producers = db
         .nodes(now)
         .into_iter()
-        .map(|n| Node {
-            producer: n.info,
-            tombstones: n.tombstones,
-            topics: n.topics,
+        .map(|n| {
+            // topics and tombstones are parallel lists: filter them together
+            let (tombstones, topics) = n
+                .tombstones
+                .into_iter()
+                .zip(n.topics)
+                .filter(|(_, t)| sees.topic(t))
+                .unzip();
+            Node {
+                producer: n.info,
+                tombstones,
+                topics,
+            }
         })
         .collect();
     json(&Nodes { producers })
@@ -154,10 +193,10 @@ fn nodes(db: &RegistrationDb, now: Instant) -> Reply {
 
 /// Prometheus text format 0.0.4: what `/nodes`, `/topics` and `/lookup`
 /// say, as numbers a scraper can alert on (a topic with no live producer).
-fn metrics(db: &RegistrationDb, now: Instant) -> Reply {
+fn metrics(db: &RegistrationDb, now: Instant, sees: Sees<'_>) -> Reply {
     use std::fmt::Write;
     let nodes = db.nodes(now);
-    let topics = db.topics();
+    let topics: Vec<String> = db.topics().into_iter().filter(|t| sees.topic(t)).collect();
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, rows: &[(String, usize)]| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
@@ -381,7 +420,7 @@ mod tests {
         now: Instant,
         clock: &WallClock,
     ) -> (u16, String) {
-        let r = handle(e, Some(q), db, now, clock);
+        let r = handle(e, Some(q), db, now, clock, Sees(None));
         let body = match &r {
             Reply::Plain(s) => s.as_bytes().to_vec(),
             Reply::Empty => Vec::new(),

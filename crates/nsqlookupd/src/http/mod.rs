@@ -16,7 +16,9 @@ use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::Extension;
 use hyper::StatusCode;
+use nsq_http::guard::{Access, Grant};
 use nsq_http::router::Routes;
 use nsq_http::server::{reply, Site};
 use tokio::net::TcpListener;
@@ -79,11 +81,27 @@ fn routes() -> Routes<Endpoint> {
         .add("GET", "/debug/pprof/threadcreate", Pprof("threadcreate"))
 }
 
+/// What each endpoint needs under `--http-auth-required`.
+fn access(e: Endpoint) -> Access {
+    use Endpoint::*;
+    match e {
+        Ping => Access::Open,
+        Info | Topics | Nodes | Metrics => Access::Known,
+        Lookup | Channels => Access::SeeTopic,
+        TopicCreate | TopicDelete | TopicTombstone => Access::Admin { channel: false },
+        ChannelCreate | ChannelDelete => Access::Admin { channel: true },
+        Debug | Pprof(_) => Access::NodeAdmin,
+    }
+}
+
 /// Every endpoint has the same handler: run it against the database.
 fn handler(endpoint: Endpoint, method: MethodFilter, ctx: Arc<Context>) -> MethodRouter {
     on(
         method,
-        move |State(ctx): State<Arc<Context>>, RawQuery(query): RawQuery, body: Body| async move {
+        move |State(ctx): State<Arc<Context>>,
+              RawQuery(query): RawQuery,
+              grant: Option<Extension<Grant>>,
+              body: Body| async move {
             // NSQ's handlers read the whole body (and ignore it); reading it
             // also keeps the connection reusable.
             let _ = axum::body::to_bytes(body, MAX_BODY).await;
@@ -95,6 +113,7 @@ fn handler(endpoint: Endpoint, method: MethodFilter, ctx: Arc<Context>) -> Metho
                     &mut db,
                     Instant::now(),
                     &ctx.clock,
+                    api::Sees(grant.as_ref().map(|g| &g.0)),
                 )
             };
             response(reply)
@@ -112,6 +131,10 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: Ca
         .unwrap_or_default();
     info!("HTTP: listening on {local}");
     let site = Site::new(routes(), |e, m| handler(e, m, ctx.clone()));
+    let site = match &ctx.http_guard {
+        Some(guard) => site.guard(guard.clone(), access),
+        None => site,
+    };
     nsq_http::server::serve(listener, None, Arc::new(site), shutdown).await;
     info!("HTTP: closing {local}");
 }

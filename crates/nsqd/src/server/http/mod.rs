@@ -18,6 +18,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::Extension;
+use nsq_http::guard::{Access, Grant};
 use nsq_http::router::Routes;
 use nsq_http::server::{reply, Site};
 use nsq_protocol::stats::NsqdInfo;
@@ -84,6 +86,25 @@ fn routes() -> Routes<Endpoint> {
         .add("GET", "/metrics", Metrics)
 }
 
+/// What each endpoint needs under `--http-auth-required`.
+fn access(e: Endpoint) -> Access {
+    use admin::Action::*;
+    match e {
+        Endpoint::Ping => Access::Open,
+        Endpoint::Info | Endpoint::Stats | Endpoint::Metrics | Endpoint::ConfigGet => Access::Known,
+        Endpoint::Pub | Endpoint::Mpub => Access::Publish,
+        Endpoint::Topic(Create | Delete | Empty | Pause | Unpause) => {
+            Access::Admin { channel: false }
+        }
+        Endpoint::Channel(Create | Delete | Empty | Pause | Unpause) => {
+            Access::Admin { channel: true }
+        }
+        Endpoint::ChannelConfig { set: false } => Access::SeeTopic,
+        Endpoint::ChannelConfig { set: true } => Access::Admin { channel: true },
+        Endpoint::ConfigPut => Access::NodeAdmin,
+    }
+}
+
 type Nsqd = State<Arc<NsqdInner>>;
 
 fn query(q: Option<String>) -> Query {
@@ -107,9 +128,12 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
                 publish::mpublish(&n, &query(q), &h, body).await
             },
         ),
-        Endpoint::Stats => on(m, |State(n): Nsqd, RawQuery(q): RawQuery| async move {
-            stats_handler(&n, &query(q))
-        }),
+        Endpoint::Stats => on(
+            m,
+            |State(n): Nsqd, RawQuery(q): RawQuery, g: Option<Extension<Grant>>| async move {
+                stats_handler(&n, &query(q), g.map(|g| g.0))
+            },
+        ),
         Endpoint::Topic(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
             admin::topic_action(&n, a, &query(q))
         }),
@@ -130,7 +154,12 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
                 config::put(&n, &opt, body).await
             },
         ),
-        Endpoint::Metrics => on(m, |State(n): Nsqd| async move { metrics_handler(&n) }),
+        Endpoint::Metrics => on(
+            m,
+            |State(n): Nsqd, g: Option<Extension<Grant>>| async move {
+                metrics_handler(&n, g.map(|g| g.0))
+            },
+        ),
     };
     r.with_state(nsqd)
 }
@@ -148,7 +177,11 @@ pub async fn serve(
             axum::Router::new().fallback(move || async move { tls_required_response(&n) }),
         )
     } else {
-        Site::new(routes(), |e, m| handler(e, m, nsqd.clone()))
+        let site = Site::new(routes(), |e, m| handler(e, m, nsqd.clone()));
+        match &nsqd.http_guard {
+            Some(guard) => site.guard(guard.clone(), access),
+            None => site,
+        }
     };
     let site = Arc::new(site.log_level(tracing::Level::DEBUG));
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -237,7 +270,7 @@ pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<Bytes, bool
     Ok(out.freeze())
 }
 
-fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
+fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query, grant: Option<Grant>) -> Response {
     let flag = |k: &str| !matches!(q.get(k), Some("false") | Some("0"));
     // an empty filter is no filter, as in nsqd
     let filter = |k: &str| q.get(k).filter(|v| !v.is_empty());
@@ -247,7 +280,10 @@ fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
         include_clients: flag("include_clients"),
         include_mem: flag("include_mem"),
     };
-    let s = stats::collect(nsqd, &sq);
+    let mut s = stats::collect(nsqd, &sq);
+    if let Some(g) = grant {
+        stats::retain_visible(&mut s, &g);
+    }
     if q.get("format") == Some("json") {
         reply::v1_json(&s)
     } else {
@@ -255,14 +291,17 @@ fn stats_handler(nsqd: &Arc<NsqdInner>, q: &Query) -> Response {
     }
 }
 
-fn metrics_handler(nsqd: &Arc<NsqdInner>) -> Response {
+fn metrics_handler(nsqd: &Arc<NsqdInner>, grant: Option<Grant>) -> Response {
     let sq = StatsQuery {
         topic: None,
         channel: None,
         include_clients: false,
         include_mem: true,
     };
-    let s = stats::collect(nsqd, &sq);
+    let mut s = stats::collect(nsqd, &sq);
+    if let Some(g) = grant {
+        stats::retain_visible(&mut s, &g);
+    }
     let body = crate::server::metrics::render(&s, nsqd.clients().len());
     reply::plain(StatusCode::OK, crate::server::metrics::CONTENT_TYPE, body)
 }

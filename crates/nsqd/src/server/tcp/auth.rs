@@ -7,7 +7,7 @@ use nsq_protocol::ProtocolError;
 use serde::Serialize;
 
 use super::conn::Conn;
-use crate::server::auth_server::{query_any, AuthQuery, AuthState};
+use nsq_http::auth::{query_any, AuthQuery, AuthState};
 
 /// The AUTH response; field order is the wire order.
 #[derive(Serialize)]

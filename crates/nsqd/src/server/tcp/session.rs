@@ -13,7 +13,7 @@ use nsq_protocol::error::{go_quote, E_AUTH_DISABLED, E_AUTH_FAILED, E_AUTH_FIRST
 use nsq_protocol::identify::Negotiated;
 use nsq_protocol::ProtocolError;
 
-use crate::server::auth_server::AuthState;
+use nsq_http::auth::AuthState;
 
 /// Where a connection is in nsqd's state machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,25 +1,35 @@
-//! AUTH: asking the auth servers (`--auth-http-address`) what a client's
-//! secret allows, and deciding from the answer whether it may publish to or
-//! subscribe on a topic/channel.
+//! The auth server (`--auth-http-address`): asking it what a secret allows,
+//! and deciding from its answer what the secret may do. nsqd's TCP `AUTH`
+//! and the daemons' HTTP access control ([`crate::guard`]) both use this
+//! one client and this one decision.
 //!
-//! The decision ([`AuthState::is_allowed`]) is a pure function of the
-//! server's answer; the query ([`query_any`]) is one NSQ "V1" request per
-//! server tried (`nsq_http`'s client, as nsqd's `http_api` client), made by
-//! the connection's own reader task so no other client waits on it. Errors are detailed here for the log only: clients are told
-//! just `E_AUTH_FAILED AUTH failed`, as Go nsqd tells them.
+//! The decision ([`AuthState::allows`]) is a pure function of the server's
+//! answer; the query ([`query_any`]) is one NSQ "V1" request per server
+//! tried (this crate's client, as nsqd's `http_api` client). Errors are
+//! detailed for the log only: TCP clients are told just `E_AUTH_FAILED AUTH
+//! failed`, as Go nsqd tells them, HTTP clients a bare status.
+//!
+//! Permissions: `subscribe` and `publish` keep NSQ's meaning; `admin` is an
+//! nsq-rs extension (create, delete, empty, pause topics and channels,
+//! tombstones, `PUT /config`), granted nothing over TCP. Go nsqd refuses an
+//! answer naming `admin`, so an auth server shared with Go daemons should
+//! grant it only on a separate endpoint.
+//!
+//! Never: caching answers (the TCP session keeps its own, the HTTP guard its
+//! own) or talking to clients.
 
 use std::time::{Duration, Instant};
 
+use crate::url::query_escape;
 use bytes::Bytes;
 use hyper::Method;
-use nsq_http::url::query_escape;
 use regex::Regex;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
     #[error(transparent)]
-    Http(#[from] nsq_http::Error),
+    Http(#[from] crate::Error),
     #[error("{0}")]
     Json(String),
     #[error("unknown permission {0}")]
@@ -34,13 +44,30 @@ pub enum AuthError {
     All(String),
 }
 
-/// How this nsqd reaches its auth servers (from the flags).
+impl AuthError {
+    /// The auth server answered and refused the secret (401 or 403), as
+    /// opposed to being unreachable or answering nonsense.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, AuthError::Http(e) if matches!(e.status_code(), Some(401 | 403)))
+    }
+}
+
+/// What an authorization can grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    Subscribe,
+    Publish,
+    /// nsq-rs extension: administering topics, channels and the node.
+    Admin,
+}
+
+/// How a daemon reaches its auth servers (from the flags).
 #[derive(Clone)]
 pub struct AuthConfig {
     pub addresses: Vec<String>,
     pub post: bool,
     /// With `--http-client-*-timeout` and nsqd's client TLS.
-    pub client: nsq_http::Client,
+    pub client: crate::Client,
 }
 
 /// The facts about a connection the auth server is told.
@@ -114,20 +141,34 @@ pub struct Authorization {
     channels: Vec<Regex>,
     subscribe: bool,
     publish: bool,
+    admin: bool,
 }
 
 impl Authorization {
+    fn has(&self, p: Permission) -> bool {
+        match p {
+            Permission::Subscribe => self.subscribe,
+            Permission::Publish => self.publish,
+            Permission::Admin => self.admin,
+        }
+    }
+
+    /// The topic pattern must match somewhere in the name and some channel
+    /// pattern must match the channel (the empty string for a topic-wide
+    /// action, as for a publish).
+    fn covers(&self, topic: &str, channel: &str) -> bool {
+        self.topic.is_match(topic) && self.channels.iter().any(|c| c.is_match(channel))
+    }
+
     /// SUB (channel ≠ "") needs `subscribe`, publishing (channel "") needs
-    /// `publish`; then the topic pattern must match somewhere in the name
-    /// and some channel pattern must match the channel (for a publish, the
-    /// empty string).
+    /// `publish`.
     fn is_allowed(&self, topic: &str, channel: &str) -> bool {
-        let permitted = if channel.is_empty() {
-            self.publish
+        let p = if channel.is_empty() {
+            Permission::Publish
         } else {
-            self.subscribe
+            Permission::Subscribe
         };
-        permitted && self.topic.is_match(topic) && self.channels.iter().any(|c| c.is_match(channel))
+        self.has(p) && self.covers(topic, channel)
     }
 }
 
@@ -147,11 +188,12 @@ impl AuthState {
             serde_json::from_slice(body).map_err(|e| AuthError::Json(e.to_string()))?;
         let mut authorizations = Vec::new();
         for a in raw.authorizations.unwrap_or_default() {
-            let (mut subscribe, mut publish) = (false, false);
+            let (mut subscribe, mut publish, mut admin) = (false, false, false);
             for p in a.permissions.unwrap_or_default() {
                 match p.as_str() {
                     "subscribe" => subscribe = true,
                     "publish" => publish = true,
+                    "admin" => admin = true,
                     _ => return Err(AuthError::Permission(p)),
                 }
             }
@@ -170,6 +212,7 @@ impl AuthState {
                 channels,
                 subscribe,
                 publish,
+                admin,
             });
         }
         let ttl = raw.ttl.unwrap_or(0);
@@ -188,30 +231,69 @@ impl AuthState {
         self.expires < now
     }
 
+    /// NSQ's TCP decision: SUB on (topic, channel), or publishing to topic
+    /// (channel "").
     pub fn is_allowed(&self, topic: &str, channel: &str) -> bool {
         self.authorizations
             .iter()
             .any(|a| a.is_allowed(topic, channel))
+    }
+
+    /// Whether `p` is granted on (topic, channel); channel "" is the topic
+    /// itself, and topic "" with channel "" the whole node (an `admin`
+    /// grant whose patterns match the empty name, as `.*` does).
+    pub fn allows(&self, p: Permission, topic: &str, channel: &str) -> bool {
+        self.authorizations
+            .iter()
+            .any(|a| a.has(p) && a.covers(topic, channel))
+    }
+
+    /// Whether the secret may see `topic` in listings: some grant of any
+    /// permission names it (its channels aside, so a subscriber sees a
+    /// topic before its channel exists).
+    pub fn sees_topic(&self, topic: &str) -> bool {
+        self.authorizations.iter().any(|a| a.topic.is_match(topic))
+    }
+
+    /// Whether the secret may see channel `channel` of `topic`: it may
+    /// subscribe to it or administer it, or publish to the topic.
+    pub fn sees_channel(&self, topic: &str, channel: &str) -> bool {
+        self.allows(Permission::Subscribe, topic, channel)
+            || self.allows(Permission::Admin, topic, channel)
+            || self.allows(Permission::Publish, topic, "")
     }
 }
 
 /// Asks each auth server once, starting at a random one, until one answers
 /// well; the errors of all failed ones joined by `; ` otherwise.
 pub async fn query_any(cfg: &AuthConfig, q: &AuthQuery) -> Result<AuthState, AuthError> {
+    query_any_refused(cfg, q).await.map_err(|(e, _)| e)
+}
+
+/// [`query_any`], telling also whether some server refused the secret
+/// (answered 401 or 403) rather than every one failing to answer.
+pub async fn query_any_refused(
+    cfg: &AuthConfig,
+    q: &AuthQuery,
+) -> Result<AuthState, (AuthError, bool)> {
     let n = cfg.addresses.len();
     if n == 0 {
-        return Err(AuthError::All("no auth servers".into()));
+        return Err((AuthError::All("no auth servers".into()), false));
     }
     let start = rand::random::<usize>() % n;
     let mut errors: Vec<String> = Vec::new();
+    let mut refused = false;
     for i in 0..n {
         let addr = &cfg.addresses[(start + i) % n];
         match query(cfg, addr, q).await {
             Ok(s) => return Ok(s),
-            Err(e) => errors.push(format!("failed to auth against {addr} - {e}")),
+            Err(e) => {
+                refused |= e.is_refusal();
+                errors.push(format!("failed to auth against {addr} - {e}"));
+            }
         }
     }
-    Err(AuthError::All(errors.join("; ")))
+    Err((AuthError::All(errors.join("; ")), refused))
 }
 
 /// `host:port` → `http://host:port/auth`; anything with `://` as given.
@@ -270,6 +352,27 @@ mod tests {
     }
 
     #[test]
+    fn admin_is_an_extension_granting_nothing_over_tcp() {
+        let s = state(r#"{"ttl":60,"authorizations":[{"topic":"^t$","channels":["^$","^c$"],"permissions":["admin"]},{"topic":"^p$","channels":[".*"],"permissions":["publish"]}]}"#).unwrap();
+        assert!(!s.is_allowed("t", ""), "admin is not publish");
+        assert!(!s.is_allowed("t", "c"), "admin is not subscribe");
+        assert!(s.allows(Permission::Admin, "t", ""));
+        assert!(s.allows(Permission::Admin, "t", "c"));
+        assert!(!s.allows(Permission::Admin, "t", "d"));
+        assert!(!s.allows(Permission::Admin, "", ""), "not node-wide");
+        assert!(!s.allows(Permission::Admin, "p", ""));
+        assert!(s.allows(Permission::Publish, "p", ""));
+        assert!(s.sees_topic("t") && s.sees_topic("p") && !s.sees_topic("x"));
+        assert!(s.sees_channel("t", "c") && !s.sees_channel("t", "d"));
+        assert!(
+            s.sees_channel("p", "any"),
+            "a publisher sees its topic's channels"
+        );
+        let node = state(r#"{"ttl":60,"authorizations":[{"topic":".*","channels":[".*"],"permissions":["admin"]}]}"#).unwrap();
+        assert!(node.allows(Permission::Admin, "", ""));
+    }
+
+    #[test]
     fn invalid_answers() {
         assert_eq!(
             state(r#"{"ttl":0,"authorizations":[]}"#).unwrap_err(),
@@ -279,7 +382,13 @@ mod tests {
             state(r#"{"authorizations":[]}"#).unwrap_err(),
             "invalid TTL 0 (must be >0)"
         );
-        assert_eq!(state(r#"{"ttl":5,"authorizations":[{"topic":"t","channels":[],"permissions":["admin"]}]}"#).unwrap_err(), "unknown permission admin");
+        assert_eq!(
+            state(
+                r#"{"ttl":5,"authorizations":[{"topic":"t","channels":[],"permissions":["root"]}]}"#
+            )
+            .unwrap_err(),
+            "unknown permission root"
+        );
         assert!(state(
             r#"{"ttl":5,"authorizations":[{"topic":"(","channels":[],"permissions":[]}]}"#
         )

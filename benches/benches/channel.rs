@@ -84,7 +84,7 @@ impl Fixture {
         let body = body(BODY_LEN);
         let ids: Vec<MessageId> = (first..first + n).map(MessageId::from_guid).collect();
         for i in first..first + n {
-            self.ch.put(vec![message(i, &body)], self.now);
+            self.ch.put(vec![message(i, &body)], self.now, 0);
             self.flush();
         }
         self.drain();
@@ -105,7 +105,7 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
             let msg = message(n, &body);
             let id = msg.id;
             n += 1;
-            f.ch.put(vec![msg], f.now);
+            f.ch.put(vec![msg], f.now, 0);
             f.flush();
             f.ch.finish(f.cid, &[id], f.now, 0, |_, _| unreachable!());
             black_box(f.drain())
@@ -126,7 +126,7 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
             let msg = message(next, &body);
             live[k] = msg.id;
             next += 1;
-            f.ch.put(vec![msg], f.now);
+            f.ch.put(vec![msg], f.now, 0);
             black_box(f.drain())
         })
     });

@@ -350,3 +350,51 @@ def test_dpub_longer_than_max_req_timeout_with_max_defer_timeout():
         assert ch["deferred_count"] == 1 and ch["depth"] == 0, ch
     finally:
         n.close()
+
+
+def test_publish_refused_at_max_depth_is_a_failed_publish_for_pynsq():
+    """Beyond NSQ, opt-in: a channel with max_depth=3 and the reject
+    policy. A pynsq Writer's PUBs succeed until the channel holds three;
+    the fourth, and an MPUB that would cross the limit, come back to the
+    callback as an nsq.Error (E_PUB_FAILED / E_MPUB_FAILED), the
+    connection stays up, and nothing refused is queued anywhere."""
+    topic = "pynsq_bounded"
+    n = Nsqd()
+    try:
+        for path in ("/topic/create?topic=%s" % topic,
+                     "/channel/create?topic=%s&channel=c" % topic,
+                     "/channel/create?topic=%s&channel=other" % topic,
+                     "/channel/config?topic=%s&channel=c&max_depth=3&max_depth_policy=reject" % topic):
+            urllib.request.urlopen(urllib.request.Request(
+                "http://%s%s" % (n.http, path), method="POST"), timeout=5)
+
+        async def main():
+            w = await connected_writer(n.tcp)
+            results = []
+
+            def cb(conn, data):
+                results.append(data)
+
+            try:
+                for i in range(3):
+                    w.pub(topic, b"m%d" % i, callback=cb)
+                    await wait_until(lambda: len(results) == i + 1, 30, "PUB %d answered" % i)
+                w.pub(topic, b"m3", callback=cb)
+                await wait_until(lambda: len(results) == 4, 30, "the fourth PUB answered")
+                w.mpub(topic, [b"a", b"b"], callback=cb)
+                await wait_until(lambda: len(results) == 5, 30, "the MPUB answered")
+                connected = any(c.connected() for c in w.conns.values())
+            finally:
+                close_all(writer=w)
+            return results, connected
+
+        results, connected = asyncio.run(main())
+        assert results[:3] == [b"OK"] * 3, results
+        for r, code in ((results[3], "E_PUB_FAILED"), (results[4], "E_MPUB_FAILED")):
+            assert isinstance(r, nsq.Error), r
+            assert code in str(r) and "max_depth 3" in str(r), str(r)
+        assert connected, "a refused publish keeps the connection"
+        assert n.channel(topic, "c")["depth"] == 3
+        assert n.channel(topic, "other")["depth"] == 3, "refused for every channel"
+    finally:
+        n.close()

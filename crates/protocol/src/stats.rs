@@ -24,9 +24,24 @@ pub struct TopicStats {
     pub message_bytes: u64,
     pub paused: bool,
     pub e2e_processing_latency: E2eLatency,
+    /// nsq-rs limits, each absent (as from NSQ) while not set: the topic's
+    /// own `mem_queue_size`, its `max_depth` and policy, and what a
+    /// `drop-oldest` limit dropped.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mem_queue_size: Option<i64>,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub max_depth: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_depth_policy: Option<String>,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub dropped_count: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_u16(v: &u16) -> bool {
     *v == 0
 }
 
@@ -54,6 +69,19 @@ pub struct ChannelStats {
     /// `max_attempts`; absent (as from NSQ) while none was.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub dead_letter_count: u64,
+    /// nsq-rs settings, each absent (as from NSQ) while not set:
+    /// `max_attempts` and where messages past it go, the depth limit and
+    /// its policy, and what a `drop-oldest` limit dropped.
+    #[serde(skip_serializing_if = "is_zero_u16", default)]
+    pub max_attempts: u16,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dead_letter_topic: Option<String>,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub max_depth: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_depth_policy: Option<String>,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub dropped_count: u64,
     pub client_count: i64,
     pub clients: Option<Vec<ClientStats>>,
     pub paused: bool,

@@ -25,14 +25,16 @@ use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
 use nsq_protocol::stats::{ChannelStats, E2eLatency};
 use nsq_protocol::{Message, MessageId};
 
 use super::deferred::Deferred;
 use super::e2e::QuantileStream;
+pub use super::effects::DiskWork;
+use super::effects::Effects;
 use super::ids::{ClientId, IdMap};
 use super::in_flight::{Delivery, InFlight, InFlightError};
+use super::limits::Limit;
 use super::queue::{Queue, Refill};
 use super::rng::Rng;
 
@@ -94,53 +96,6 @@ impl Subscriber {
     }
 }
 
-/// What the server must carry out after a call. Frames are taken with
-/// [`Channel::flush_deliveries`], disk work with [`Channel::take_disk_work`].
-#[derive(Debug, Default)]
-pub struct Effects {
-    /// Frames encoded for each client during this call, in order.
-    deliveries: Vec<(ClientId, BytesMut)>,
-    /// Emptied frame buffers, kept for the next call.
-    spare: Vec<BytesMut>,
-    /// Messages past the memory bound, to append to the backend in order.
-    append: Vec<Message>,
-    /// Messages that used up their attempts.
-    dead_letters: Vec<Message>,
-    /// Backend records this channel is done with.
-    acks: Vec<u64>,
-    /// Backend records of `dead_letters`, done with once they are published.
-    dead_letter_acks: Vec<(MessageId, u64)>,
-    refill: Option<Refill>,
-    /// An earlier deadline than the timer sleeps toward appeared.
-    wake: bool,
-}
-
-/// Backend work for the server, to do with no lock held and report back
-/// ([`Channel::appended`], [`Channel::refilled`]).
-#[derive(Debug, Default)]
-pub struct DiskWork {
-    pub append: Vec<Message>,
-    pub refill: Option<Refill>,
-    /// Messages past `max_attempts`, to publish to the dead-letter topic
-    /// (those refused go back with [`Channel::dead_letters_refused`]).
-    pub dead_letters: Vec<Message>,
-    /// Backend records (by read number) to acknowledge once `append` is
-    /// written.
-    pub acks: Vec<u64>,
-    /// Backend records of `dead_letters`, to acknowledge once they are
-    /// published.
-    pub dead_letter_acks: Vec<(MessageId, u64)>,
-}
-
-impl DiskWork {
-    pub fn is_empty(&self) -> bool {
-        self.append.is_empty()
-            && self.refill.is_none()
-            && self.dead_letters.is_empty()
-            && self.acks.is_empty()
-    }
-}
-
 #[derive(Debug)]
 pub struct Channel {
     queue: Queue<Message>,
@@ -154,6 +109,14 @@ pub struct Channel {
     hand_off: bool,
     max_attempts: u16,
     dead_letter_count: u64,
+    limit: Limit,
+    /// Messages a `drop-oldest` limit dropped.
+    dropped_count: u64,
+    /// Messages handed to the server to append, not yet confirmed, and
+    /// backend records it was asked to drop, not yet dropped: the depth a
+    /// limit sees counts the disk as it will be.
+    appending: u64,
+    skipping: u64,
     message_count: u64,
     requeue_count: u64,
     timeout_count: u64,
@@ -184,6 +147,10 @@ impl Channel {
             hand_off: cfg.hand_off,
             max_attempts: cfg.max_attempts,
             dead_letter_count: 0,
+            limit: Limit::default(),
+            dropped_count: 0,
+            appending: 0,
+            skipping: 0,
             message_count: 0,
             requeue_count: 0,
             timeout_count: 0,
@@ -235,7 +202,9 @@ impl Channel {
 
     /// Messages from the topic (one PUB, or an MPUB's batch): memory while it
     /// has room, else one append to the backend for the whole overflow.
-    pub fn put(&mut self, msgs: Vec<Message>, now: Instant) {
+    /// `backend_depth`: the disk queue's depth, which only a limit reads.
+    pub fn put(&mut self, msgs: Vec<Message>, now: Instant, backend_depth: u64) {
+        let msgs = self.make_room(msgs, backend_depth);
         let mut msgs = msgs.into_iter();
         while let Some(msg) = msgs.next() {
             self.message_count += 1;
@@ -274,6 +243,7 @@ impl Channel {
             if self.effects.append.is_empty() {
                 self.queue.append_started();
             }
+            self.appending += 1;
             if let Some(read) = self.take_unacked(&msg.id) {
                 // its new record replaces the old one once written
                 self.effects.acks.push(read);
@@ -588,6 +558,7 @@ impl Channel {
         DiskWork {
             append: std::mem::take(&mut self.effects.append),
             refill: self.effects.refill.take(),
+            skip: std::mem::take(&mut self.effects.skip),
             dead_letters: std::mem::take(&mut self.effects.dead_letters),
             acks: std::mem::take(&mut self.effects.acks),
             dead_letter_acks: std::mem::take(&mut self.effects.dead_letter_acks),
@@ -627,8 +598,9 @@ impl Channel {
         std::mem::take(&mut self.effects.wake)
     }
 
-    /// An append from [`DiskWork`] is done (worked or not).
-    pub fn appended(&mut self, now: Instant) {
+    /// An append of `n` messages from [`DiskWork`] is done (worked or not).
+    pub fn appended(&mut self, n: usize, now: Instant) {
+        self.appending = self.appending.saturating_sub(n as u64);
         self.queue.appended();
         self.pump(now);
     }
@@ -744,6 +716,12 @@ impl Channel {
             requeue_count: self.requeue_count,
             timeout_count: self.timeout_count,
             dead_letter_count: self.dead_letter_count,
+            max_attempts: self.max_attempts,
+            // the server knows the dead-letter topic's name
+            dead_letter_topic: None,
+            max_depth: self.limit.max_depth,
+            max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
+            dropped_count: self.dropped_count,
             client_count: self.subscribers.len() as i64,
             clients: None,
             paused: self.paused,
@@ -756,6 +734,10 @@ impl Channel {
         self.e2e.as_mut().map(|e| e.samples(now))
     }
 }
+
+// the channel's side of its depth limit
+#[path = "channel_limits.rs"]
+mod limits;
 
 #[cfg(test)]
 #[path = "channel_tests.rs"]

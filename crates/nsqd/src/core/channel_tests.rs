@@ -41,6 +41,8 @@ struct Harness {
     gated: bool,
     /// What went to the dead-letter topic.
     dead: Vec<Message>,
+    /// Backend records a `drop-oldest` limit dropped.
+    skipped: Vec<Message>,
     /// The dead-letter topic refuses publishes.
     refuse_dead: bool,
     /// The backend keeps what it hands out until it is acknowledged (nsqd
@@ -64,6 +66,7 @@ impl Harness {
             refills: 0,
             gated: false,
             dead: Vec::new(),
+            skipped: Vec::new(),
             refuse_dead: false,
             acked: false,
             reads: 0,
@@ -99,8 +102,14 @@ impl Harness {
             }
             if !work.append.is_empty() {
                 self.appends += 1;
+                let n = work.append.len();
                 self.disk.extend(work.append);
-                self.ch.appended(self.now);
+                self.ch.appended(n, self.now);
+            }
+            if work.skip > 0 {
+                let n = (work.skip as usize).min(self.disk.len());
+                self.skipped.extend(self.disk.drain(..n));
+                self.ch.skipped(work.skip);
             }
             for read in work.acks {
                 self.ack(read);
@@ -146,7 +155,9 @@ impl Harness {
     }
 
     fn put(&mut self, ns: impl IntoIterator<Item = u64>) {
-        self.ch.put(ns.into_iter().map(msg).collect(), self.now);
+        let backend_depth = self.disk.len() as u64;
+        self.ch
+            .put(ns.into_iter().map(msg).collect(), self.now, backend_depth);
         self.settle();
     }
 
@@ -488,10 +499,10 @@ fn later_messages_of_a_batch_never_overtake_its_overflow() {
     // must not get 3 before 2.
     let mut h = Harness::new(cfg(0));
     h.sub(1, 2);
-    h.ch.put(vec![msg(1)], h.now);
+    h.ch.put(vec![msg(1)], h.now, 0);
     h.settle();
     h.ch.set_rdy(1, 1, h.now); // credit used up
-    h.ch.put(vec![msg(2), msg(3)], h.now);
+    h.ch.put(vec![msg(2), msg(3)], h.now, 0);
     h.ch.set_rdy(1, 5, h.now);
     h.settle();
     assert_eq!(nums(&h.take(1)), vec![1, 2, 3]);
@@ -796,4 +807,65 @@ fn with_durable_acks_a_replayed_second_record_of_a_message_is_acknowledged_and_d
     assert!(h.fin(1, &ids(&got)).is_empty());
     assert!(h.outstanding().is_empty());
     assert_eq!(h.ch.subscriber(1).unwrap().in_flight, 0);
+}
+
+fn limit(max_depth: u64, policy: crate::core::Policy) -> crate::core::Limit {
+    crate::core::Limit { max_depth, policy }
+}
+
+#[test]
+fn drop_oldest_keeps_the_depth_at_max_and_counts_what_it_dropped() {
+    // memory 2, the rest on disk: the oldest go from memory first, then
+    // from the disk's head
+    let mut h = Harness::new(cfg(2));
+    h.ch.set_limit(limit(5, crate::core::Policy::DropOldest));
+    h.put(0..5);
+    assert_eq!(h.depth(), 5);
+    h.put(5..8);
+    assert_eq!(h.depth(), 5);
+    assert_eq!(h.ch.stats("c", h.disk.len() as i64, h.now).dropped_count, 3);
+    assert_eq!(h.skipped.iter().map(n_of).collect::<Vec<_>>(), vec![2]);
+    // a batch larger than the limit keeps its newest five
+    h.put(100..110);
+    assert_eq!(h.depth(), 5);
+    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
+    assert_eq!((s.dropped_count, s.message_count), (13, 18));
+    h.sub(1, 100);
+    let mut got: Vec<u64> = h.take(1).iter().map(n_of).collect();
+    got.sort();
+    assert_eq!(got, vec![105, 106, 107, 108, 109]);
+}
+
+#[test]
+fn reject_refuses_what_would_cross_max_depth_and_never_a_requeue() {
+    let mut h = Harness::new(cfg(10));
+    h.ch.set_limit(limit(3, crate::core::Policy::Reject));
+    assert!(!h.ch.refuses(3, 0));
+    h.put(0..3);
+    assert!(h.ch.refuses(1, 0), "full");
+    assert!(h.ch.refuses(1, 0) && !h.ch.refuses(0, 0));
+    // counted with the disk: two in memory and one on disk is three
+    let mut h2 = Harness::new(cfg(2));
+    h2.ch.set_limit(limit(3, crate::core::Policy::Reject));
+    h2.put(0..3);
+    assert!(h2.ch.refuses(1, h2.disk.len() as u64));
+    // a message already accepted goes back whatever the limit
+    h.sub(1, 1);
+    let m = h.take(1).remove(0);
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    assert_eq!(h.depth() + h.ch.in_flight_count(), 3);
+}
+
+#[test]
+fn no_limit_is_nsqs_behaviour() {
+    let mut h = Harness::new(cfg(2));
+    h.put(0..50);
+    assert_eq!(h.depth(), 50);
+    assert!(!h.ch.refuses(1_000_000, 50));
+    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
+    assert_eq!(
+        (s.dropped_count, s.max_depth, s.max_depth_policy),
+        (0, 0, None)
+    );
 }

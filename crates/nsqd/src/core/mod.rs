@@ -4,7 +4,8 @@
 //! topic to its channels ([`topic`]), the memory queue and its overflow
 //! ([`queue`]), delivery to clients with RDY credit, in-flight timeouts and
 //! deferrals ([`channel`], [`in_flight`], [`deferred`]), message ids
-//! ([`guid`]) and E2E latency percentiles ([`e2e`]).
+//! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
+//! limits of topics and channels ([`limits`]).
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
 //! server passes in monotonic time, wall-clock nanoseconds and RNG seeds;
@@ -16,9 +17,11 @@
 pub mod channel;
 pub mod deferred;
 pub mod e2e;
+mod effects;
 pub mod guid;
 pub mod ids;
 pub mod in_flight;
+pub mod limits;
 pub mod queue;
 pub mod rng;
 pub mod topic;
@@ -26,5 +29,6 @@ pub mod topic;
 pub use channel::{Channel, ChannelConfig, DiskWork, SubError, Subscriber};
 pub use ids::{ClientId, IdMap};
 pub use in_flight::InFlightError;
+pub use limits::{Full, Limit, Policy};
 pub use queue::Refill;
-pub use topic::{Backlogged, Exiting, Publish, Pump, Topic, TopicConfig};
+pub use topic::{Backlogged, Exiting, Publish, Pump, Refused, Topic, TopicConfig};

@@ -73,6 +73,12 @@ impl<T> Queue<T> {
         self.memory.len()
     }
 
+    /// A new memory bound (a topic's own `mem_queue_size`); items already
+    /// past a smaller one stay until they leave.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        self.capacity = capacity;
+    }
+
     pub fn has_room(&self) -> bool {
         self.memory.len() < self.capacity
     }

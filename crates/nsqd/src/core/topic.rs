@@ -12,12 +12,18 @@
 //! know for it exist (nsqd's pre-creation), so its first messages reach
 //! every consumer group.
 //!
+//! A topic may have a depth limit of its own (its backlog) and channels
+//! with `reject` limits ([`super::limits`]): a publish any of them refuses
+//! is refused whole, before a message id is drawn, so nothing is
+//! half-published. A topic's `mem_queue_size` may differ from the flag's;
+//! the server applies it to the topic's channels too.
+//!
 //! Never: reads the clock (wall-clock nanoseconds are passed in for the
 //! ids and timestamps), locks a channel or touches the disk. It is generic
 //! over what it keeps per channel: the server keeps a shared handle to a
 //! locked [`super::channel::Channel`], the tests the state machine itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,6 +31,7 @@ use nsq_protocol::stats::{E2eLatency, TopicStats};
 use nsq_protocol::Message;
 
 use super::guid::GuidFactory;
+use super::limits::{Admit, Full, Limit};
 use super::queue::{Queue, Refill};
 
 /// How many backlog messages one pump pass moves, so a long backlog never
@@ -35,6 +42,22 @@ pub const PUMP_BATCH: usize = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("exiting")]
 pub struct Exiting;
+
+/// Why a publish was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("exiting")]
+    Exiting,
+    /// A `reject` limit: the topic's or a channel's.
+    #[error(transparent)]
+    Full(#[from] Full),
+}
+
+impl From<Exiting> for Refused {
+    fn from(_: Exiting) -> Refused {
+        Refused::Exiting
+    }
+}
 
 /// What a new topic starts from.
 #[derive(Debug, Clone)]
@@ -70,6 +93,9 @@ pub struct Publish {
     pub append: Vec<Message>,
     /// The backlog can flow: run the pump.
     pub pump: bool,
+    /// Oldest backend records to read and drop (a `drop-oldest` limit),
+    /// then [`Topic::skipped`].
+    pub skip: u64,
 }
 
 /// One pump pass's work.
@@ -93,6 +119,16 @@ pub struct Topic<C> {
     message_count: u64,
     message_bytes: u64,
     guid: GuidFactory,
+    limit: Limit,
+    dropped_count: u64,
+    /// Backlog messages handed out to append, not yet confirmed, and
+    /// backend records to drop, not yet dropped (see [`Topic::depth`]).
+    appending: u64,
+    skipping: u64,
+    /// Its own `mem_queue_size` (None: the flag's).
+    mem_queue_size: Option<usize>,
+    /// Channels with a `reject` limit, asked before each publish.
+    rejecting: BTreeSet<String>,
 }
 
 impl<C> Topic<C> {
@@ -106,6 +142,12 @@ impl<C> Topic<C> {
             message_count: 0,
             message_bytes: 0,
             guid: GuidFactory::new(cfg.node_id),
+            limit: Limit::default(),
+            dropped_count: 0,
+            appending: 0,
+            skipping: 0,
+            mem_queue_size: None,
+            rejecting: BTreeSet::new(),
         }
     }
 
@@ -134,14 +176,56 @@ impl<C> Topic<C> {
     /// Stamps `bodies` as new messages (id, `now_unix_ns` timestamp) and
     /// routes them: straight to the channels when the topic can flow and has
     /// no backlog (so nothing overtakes the backlog), else into it.
+    ///
+    /// Limits first: each channel with a `reject` limit is asked
+    /// (`channel_refuses`: its max_depth if it refuses this many), then the
+    /// topic's own limit applies to what joins the backlog (`backend_depth`:
+    /// the disk queue's, read only when the topic has a limit).
     pub fn publish(
         &mut self,
         bodies: Vec<Bytes>,
         defer: Option<Duration>,
         now_unix_ns: i64,
-    ) -> Result<Publish, Exiting> {
+        backend_depth: u64,
+        channel_refuses: impl Fn(&C, usize) -> Option<u64>,
+    ) -> Result<Publish, Refused> {
         if self.exiting {
-            return Err(Exiting);
+            return Err(Refused::Exiting);
+        }
+        for name in &self.rejecting {
+            let max = self
+                .channels
+                .get(name)
+                .and_then(|c| channel_refuses(c, bodies.len()));
+            if let Some(max) = max {
+                return Err(Full::Channel(name.clone(), max).into());
+            }
+        }
+        let flows = self.can_flow() && self.backlog.is_empty();
+        let mut skip = 0;
+        let mut bodies = bodies;
+        if !flows && self.limit.is_set() {
+            match self
+                .limit
+                .admit(self.depth(backend_depth), bodies.len() as u64)
+            {
+                Admit::All => {}
+                Admit::Refuse => return Err(Full::Topic(self.limit.max_depth).into()),
+                Admit::Drop { old, new } => {
+                    self.dropped_count += old + new;
+                    self.message_count += new;
+                    self.message_bytes += bodies
+                        .drain(..new as usize)
+                        .map(|b| b.len() as u64)
+                        .sum::<u64>();
+                    let mut left = old;
+                    while left > 0 && self.backlog.pop().is_some() {
+                        left -= 1;
+                    }
+                    skip = left;
+                    self.skipping += left;
+                }
+            }
         }
         let mut msgs = Vec::with_capacity(bodies.len());
         for body in bodies {
@@ -149,7 +233,7 @@ impl<C> Topic<C> {
             self.message_bytes += body.len() as u64;
             msgs.push(Message::new(self.guid.next(now_unix_ns), now_unix_ns, body));
         }
-        if self.can_flow() && self.backlog.is_empty() {
+        if flows {
             return Ok(Publish {
                 fan_out: msgs,
                 defer,
@@ -167,12 +251,14 @@ impl<C> Topic<C> {
         }
         if !append.is_empty() {
             self.backlog.append_started();
+            self.appending += append.len() as u64;
         }
         Ok(Publish {
             fan_out: Vec::new(),
             defer,
             append,
             pump: self.should_pump(),
+            skip,
         })
     }
 
@@ -183,8 +269,10 @@ impl<C> Topic<C> {
         self.message_bytes = self.message_bytes.saturating_sub(bytes);
     }
 
-    /// A [`Publish::append`] is done (worked or not). True: pump.
-    pub fn appended(&mut self) -> bool {
+    /// A [`Publish::append`] of `n` messages is done (worked or not).
+    /// True: pump.
+    pub fn appended(&mut self, n: usize) -> bool {
+        self.appending = self.appending.saturating_sub(n as u64);
         self.backlog.appended();
         self.should_pump()
     }
@@ -252,7 +340,50 @@ impl<C> Topic<C> {
     }
 
     pub fn remove_channel(&mut self, name: &str) -> Option<C> {
+        self.rejecting.remove(name);
         self.channels.remove(name)
+    }
+
+    // ---- limits ----
+
+    pub fn limit(&self) -> Limit {
+        self.limit
+    }
+
+    /// The topic's own limit, for new messages from now on.
+    pub fn set_limit(&mut self, limit: Limit) {
+        self.limit = limit;
+    }
+
+    /// Whether channel `name` has a `reject` limit the topic must ask.
+    pub fn set_channel_rejects(&mut self, name: &str, rejects: bool) {
+        if rejects {
+            self.rejecting.insert(name.to_string());
+        } else {
+            self.rejecting.remove(name);
+        }
+    }
+
+    /// Its own `mem_queue_size`, or None for the flag's (`default`).
+    pub fn mem_queue_size(&self) -> Option<usize> {
+        self.mem_queue_size
+    }
+
+    pub fn set_mem_queue_size(&mut self, size: Option<usize>, default: usize) {
+        self.mem_queue_size = size;
+        self.backlog.set_capacity(size.unwrap_or(default));
+    }
+
+    /// The backlog's depth as `/stats` will show it once the disk work
+    /// handed out is done.
+    fn depth(&self, backend_depth: u64) -> u64 {
+        (self.backlog.memory_len() as u64 + backend_depth + self.appending)
+            .saturating_sub(self.skipping)
+    }
+
+    /// A [`Publish::skip`] of `n` records is done.
+    pub fn skipped(&mut self, n: u64) {
+        self.skipping = self.skipping.saturating_sub(n);
     }
 
     // ---- administration ----
@@ -305,6 +436,10 @@ impl<C> Topic<C> {
                 count: 0,
                 percentiles: None,
             },
+            mem_queue_size: self.mem_queue_size.map(|n| n as i64),
+            max_depth: self.limit.max_depth,
+            max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
+            dropped_count: self.dropped_count,
         }
     }
 }

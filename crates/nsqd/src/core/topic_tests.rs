@@ -11,6 +11,11 @@ use crate::core::channel::{Channel, ChannelConfig};
 
 const NOW_NS: i64 = 1_796_012_200_000_000_000;
 
+/// No channel refuses (no limits).
+fn no_refusal(_: &Channel, _: usize) -> Option<u64> {
+    None
+}
+
 fn cfg(mem: usize) -> TopicConfig {
     TopicConfig {
         mem_queue_size: mem,
@@ -54,16 +59,34 @@ impl Harness {
             .iter()
             .map(|b| Bytes::copy_from_slice(b.as_bytes()))
             .collect();
-        let p = self.topic.publish(bodies, defer, NOW_NS).unwrap();
+        self.try_publish(bodies, defer).unwrap();
+    }
+
+    /// A publish as the server carries it out: channels with a `reject`
+    /// limit asked first (their disk queues are empty here).
+    fn try_publish(&mut self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Result<(), Refused> {
+        let backend_depth = self.disk.len() as u64;
+        let p = self
+            .topic
+            .publish(bodies, defer, NOW_NS, backend_depth, |c: &Channel, n| {
+                c.refuses(n, 0).then_some(c.limit().max_depth)
+            })?;
+        if p.skip > 0 {
+            let n = (p.skip as usize).min(self.disk.len());
+            self.disk.drain(..n);
+            self.topic.skipped(p.skip);
+        }
         self.fan_out(p.fan_out, p.defer);
         let mut pump = p.pump;
         if !p.append.is_empty() {
+            let n = p.append.len();
             self.disk.extend(p.append);
-            pump |= self.topic.appended();
+            pump |= self.topic.appended(n);
         }
         if pump {
             self.pump();
         }
+        Ok(())
     }
 
     fn fan_out(&mut self, msgs: Vec<Message>, defer: Option<Duration>) {
@@ -72,7 +95,7 @@ impl Harness {
         for ((_, ch), batch) in self.topic.channels_mut().zip(copies(msgs, n)) {
             match defer {
                 Some(d) if !d.is_zero() => ch.put_deferred(batch, d, now),
-                _ => ch.put(batch, now),
+                _ => ch.put(batch, now, 0),
             }
         }
     }
@@ -144,7 +167,7 @@ fn every_channel_gets_every_message_with_the_same_id_and_one_shared_body() {
     let big = "x".repeat(1000);
     let p = h
         .topic
-        .publish(vec![Bytes::from(big.clone())], None, NOW_NS)
+        .publish(vec![Bytes::from(big.clone())], None, NOW_NS, 0, no_refusal)
         .unwrap();
     let batches: Vec<Vec<Message>> = copies(p.fan_out, 2).collect();
     assert_eq!(batches[0][0].id, batches[1][0].id);
@@ -174,6 +197,8 @@ fn ids_are_unique_and_increasing_within_one_instant() {
             (0..1000).map(|i| Bytes::from(i.to_string())).collect(),
             None,
             NOW_NS,
+            0,
+            no_refusal,
         )
         .unwrap();
     assert!(p.fan_out.windows(2).all(|w| w[0].id < w[1].id));
@@ -215,7 +240,7 @@ fn while_a_backlog_drains_new_messages_queue_behind_it() {
     assert!(h.topic.set_paused(false));
     let p = h
         .topic
-        .publish(vec![Bytes::from_static(b"2")], None, NOW_NS)
+        .publish(vec![Bytes::from_static(b"2")], None, NOW_NS, 0, no_refusal)
         .unwrap();
     assert!(p.fan_out.is_empty() && p.pump);
     h.pump();
@@ -250,6 +275,8 @@ fn an_ephemeral_topic_drops_what_overflows_its_backlog() {
             (0..5).map(|i| Bytes::from(i.to_string())).collect(),
             None,
             NOW_NS,
+            0,
+            no_refusal,
         )
         .unwrap();
     assert!(p.append.is_empty() && p.fan_out.is_empty());
@@ -276,6 +303,8 @@ fn refused_messages_are_not_counted() {
             vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")],
             None,
             NOW_NS,
+            0,
+            no_refusal,
         )
         .unwrap();
     assert_eq!(p.fan_out.len(), 2);
@@ -328,7 +357,7 @@ fn delete_hands_over_the_channels_and_refuses_everything_after() {
     assert_eq!(h.topic.channel_count(), 0);
     assert!(h
         .topic
-        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS)
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, 0, no_refusal)
         .is_err());
     assert!(h.topic.add_channel("c", channel()).is_err());
 }
@@ -341,6 +370,84 @@ fn close_returns_the_backlog_in_order_and_refuses_publishes() {
     assert!(h.topic.is_exiting());
     assert!(h
         .topic
-        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS)
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, 0, no_refusal)
         .is_err());
+}
+
+fn batch(n: std::ops::Range<u32>) -> Vec<Bytes> {
+    n.map(|i| Bytes::from(format!("b{i}"))).collect()
+}
+
+#[test]
+fn a_channel_that_rejects_refuses_the_whole_publish_for_every_channel() {
+    use crate::core::{Full, Limit, Policy};
+    let mut h = Harness::new(cfg(100));
+    h.add("a");
+    h.add("b");
+    let limit = Limit {
+        max_depth: 3,
+        policy: Policy::Reject,
+    };
+    h.topic
+        .channels_mut()
+        .find(|(n, _)| *n == "b")
+        .unwrap()
+        .1
+        .set_limit(limit);
+    h.topic.set_channel_rejects("b", true);
+    h.try_publish(batch(0..2), None).unwrap();
+    // two more would take b to four: refused whole, a gets nothing either
+    assert_eq!(
+        h.try_publish(batch(2..4), None),
+        Err(Refused::Full(Full::Channel("b".into(), 3)))
+    );
+    assert_eq!((h.depth("a"), h.depth("b")), (2, 2));
+    assert_eq!(h.topic.stats("t", 0).message_count, 2, "nothing counted");
+    h.try_publish(batch(4..5), None).unwrap();
+    assert_eq!((h.depth("a"), h.depth("b")), (3, 3));
+    // the channel gone, so is its refusal
+    h.topic.remove_channel("b");
+    h.try_publish(batch(5..9), None).unwrap();
+    assert_eq!(h.depth("a"), 7);
+}
+
+#[test]
+fn the_topics_own_limit_bounds_its_backlog() {
+    use crate::core::{Full, Limit, Policy};
+    // no channel: everything waits in the backlog, memory 2 then disk
+    let mut h = Harness::new(cfg(2));
+    h.topic.set_limit(Limit {
+        max_depth: 4,
+        policy: Policy::Reject,
+    });
+    h.try_publish(batch(0..4), None).unwrap();
+    assert_eq!(
+        h.try_publish(batch(4..5), None),
+        Err(Refused::Full(Full::Topic(4)))
+    );
+    let s = h.topic.stats("t", h.disk.len() as i64);
+    assert_eq!((s.depth, s.message_count), (4, 4));
+    // drop-oldest: memory's first, then the disk's head
+    h.topic.set_limit(Limit {
+        max_depth: 4,
+        policy: Policy::DropOldest,
+    });
+    h.try_publish(batch(4..7), None).unwrap();
+    let s = h.topic.stats("t", h.disk.len() as i64);
+    assert_eq!((s.depth, s.dropped_count, s.message_count), (4, 3, 7));
+    h.add("c");
+    let mut got = bodies(&h.drain("c"));
+    got.sort();
+    assert_eq!(got, ["b3", "b4", "b5", "b6"]);
+}
+
+#[test]
+fn a_topics_mem_queue_size_overrides_the_flag() {
+    let mut h = Harness::new(cfg(100));
+    h.topic.set_mem_queue_size(Some(1), 100);
+    h.try_publish(batch(0..3), None).unwrap();
+    assert_eq!((h.topic.memory_depth(), h.disk.len()), (1, 2));
+    assert_eq!(h.topic.stats("t", 2).mem_queue_size, Some(1));
+    h.topic.set_mem_queue_size(None, 100);
+    assert_eq!(h.topic.stats("t", 2).mem_queue_size, None);
 }

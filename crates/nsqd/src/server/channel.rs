@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::backend::{Backend, BackendError, Ticket};
 use super::client::Client;
 use super::context::{now, Context};
-use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, SubError};
+use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, Limit, SubError};
 
 struct Locked {
     core: core::Channel,
@@ -131,7 +131,15 @@ impl Channel {
                 .flatten();
             let _io = self.backend.lock_io();
             let appended = (!work.append.is_empty()).then(|| self.append(&work.append));
+            // a drop-oldest limit's share of the disk: its oldest records,
+            // read and done with before a refill could hand them out
+            let skip = work.skip;
+            if skip > 0 {
+                let dropped = self.backend.read(skip as usize);
+                self.backend.ack(&dropped.reads);
+            }
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
+            let appended_n = work.append.len();
             let did_append = appended.is_some();
             match appended {
                 Some(Err(e)) => {
@@ -156,7 +164,10 @@ impl Channel {
             ((), work) = self.enter(|st| {
                 let now = now();
                 if did_append {
-                    st.core.appended(now);
+                    st.core.appended(appended_n, now);
+                }
+                if skip > 0 {
+                    st.core.skipped(skip);
                 }
                 if let Some((r, read)) = refilled {
                     st.core.refilled(r, read.msgs, read.reads, read.more, now);
@@ -210,10 +221,14 @@ impl Channel {
     }
 
     /// Only what differs from the defaults, for `nsqd.dat`.
-    pub fn settings(&self) -> (Option<u16>, Option<String>) {
+    pub fn settings(&self) -> (Option<u16>, Option<String>, Limit) {
         let st = self.state.lock();
         let max = st.core.max_attempts();
-        ((max > 0).then_some(max), st.dead_letter_topic.clone())
+        (
+            (max > 0).then_some(max),
+            st.dead_letter_topic.clone(),
+            st.core.limit(),
+        )
     }
 
     fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
@@ -241,9 +256,46 @@ impl Channel {
     pub fn put(&self, msgs: Vec<Message>, defer: Option<Duration>, now: Instant) -> DiskWork {
         let ((), work) = self.enter(|st| match defer {
             Some(d) if !d.is_zero() => st.core.put_deferred(msgs, d, now),
-            _ => st.core.put(msgs, now),
+            _ => {
+                let backend_depth = self.limited_backend_depth(st.core.limit().drops());
+                st.core.put(msgs, now, backend_depth)
+            }
         });
         work
+    }
+
+    /// The disk queue's depth when a limit needs it (reading it takes the
+    /// disk queue's lock, which a channel with no limit never does).
+    fn limited_backend_depth(&self, needed: bool) -> u64 {
+        if needed {
+            self.backend.depth().max(0) as u64
+        } else {
+            0
+        }
+    }
+
+    /// Its `max_depth` if a `reject` limit refuses `incoming` new messages.
+    pub fn refuses(&self, incoming: usize) -> Option<u64> {
+        let st = self.state.lock();
+        let limit = st.core.limit();
+        let backend_depth = self.limited_backend_depth(limit.rejects());
+        st.core
+            .refuses(incoming, backend_depth)
+            .then_some(limit.max_depth)
+    }
+
+    pub fn limit(&self) -> Limit {
+        self.state.lock().core.limit()
+    }
+
+    /// Set through the topic ([`super::topic::Topic::set_channel_limit`]),
+    /// which must know the channels that may refuse its publishes.
+    pub(super) fn set_limit(&self, limit: Limit) {
+        self.state.lock().core.set_limit(limit);
+    }
+
+    pub(super) fn set_mem_queue_size(&self, size: usize) {
+        self.state.lock().core.set_mem_queue_size(size);
     }
 
     // ---- from a subscribed client ----
@@ -407,6 +459,14 @@ impl Channel {
         let backend_depth = self.backend.depth();
         let mut st = self.state.lock();
         let mut s = st.core.stats(&self.name, backend_depth, now);
+        s.max_attempts = st.core.max_attempts();
+        if s.max_attempts > 0 {
+            s.dead_letter_topic = Some(
+                st.dead_letter_topic
+                    .clone()
+                    .unwrap_or_else(|| default_dead_letter_topic(&self.topic_name, &self.name)),
+            );
+        }
         if include_clients {
             s.clients = Some(
                 st.clients

@@ -18,6 +18,13 @@ pub struct TopicMeta {
     #[serde(default)]
     pub paused: bool,
     pub channels: Option<Vec<ChannelMeta>>,
+    /// nsq-rs limits, present only when set (Go nsqd ignores them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_queue_size: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_policy: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -30,6 +37,10 @@ pub struct ChannelMeta {
     pub max_attempts: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_letter_topic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth_policy: Option<String>,
 }
 
 /// The file's contents; `Ok(None)` when there is none yet. Errors are
@@ -82,6 +93,9 @@ mod tests {
                 name: "t".into(),
                 paused: true,
                 channels: None,
+                mem_queue_size: None,
+                max_depth: None,
+                max_depth_policy: None,
             }]),
             version: "1.3.0".into(),
         };

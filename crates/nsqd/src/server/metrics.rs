@@ -108,6 +108,16 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "gauge",
         "End-to-end processing latency quantile over the topic's channels, in the current window.",
     );
+    let mut t_max = Family::new(
+        "nsqd_topic_max_depth",
+        "gauge",
+        "The topic's max_depth limit (only topics that have one).",
+    );
+    let mut t_dropped = Family::new(
+        "nsqd_topic_dropped_total",
+        "counter",
+        "Messages the topic's drop-oldest limit dropped.",
+    );
 
     let mut c_depth = Family::new(
         "nsqd_channel_depth",
@@ -149,6 +159,16 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "counter",
         "Messages moved to the channel's dead-letter topic after max_attempts.",
     );
+    let mut c_max = Family::new(
+        "nsqd_channel_max_depth",
+        "gauge",
+        "The channel's max_depth limit (only channels that have one).",
+    );
+    let mut c_dropped = Family::new(
+        "nsqd_channel_dropped_total",
+        "counter",
+        "Messages the channel's drop-oldest limit dropped.",
+    );
     let mut c_clients = Family::new(
         "nsqd_channel_clients",
         "gauge",
@@ -178,6 +198,10 @@ pub fn render(s: &Stats, clients: usize) -> String {
         t_bytes.add(tl.clone(), t.message_bytes);
         t_paused.add(tl.clone(), t.paused as u8);
         t_chans.add(tl.clone(), t.channels.len());
+        t_dropped.add(tl.clone(), t.dropped_count);
+        if t.max_depth > 0 {
+            t_max.add(tl.clone(), t.max_depth);
+        }
         for p in t.e2e_processing_latency.percentiles.iter().flatten() {
             t_e2e.add(
                 format!("{tl},quantile=\"{}\"", p.quantile),
@@ -194,6 +218,10 @@ pub fn render(s: &Stats, clients: usize) -> String {
             c_requeue.add(cl.clone(), c.requeue_count);
             c_timeout.add(cl.clone(), c.timeout_count);
             c_dead.add(cl.clone(), c.dead_letter_count);
+            c_dropped.add(cl.clone(), c.dropped_count);
+            if c.max_depth > 0 {
+                c_max.add(cl.clone(), c.max_depth);
+            }
             c_clients.add(cl.clone(), c.client_count);
             c_paused.add(cl.clone(), c.paused as u8);
             if let Some(ps) = &c.e2e_processing_latency.percentiles {
@@ -218,8 +246,8 @@ pub fn render(s: &Stats, clients: usize) -> String {
 
     let families = [
         up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e,
-        c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout, c_dead,
-        c_clients, c_paused, c_e2e, c_e2e_n,
+        t_max, t_dropped, c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout,
+        c_dead, c_max, c_dropped, c_clients, c_paused, c_e2e, c_e2e_n,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -262,6 +290,11 @@ mod tests {
                     requeue_count: 3,
                     timeout_count: 1,
                     dead_letter_count: 0,
+                    max_attempts: 0,
+                    dead_letter_topic: None,
+                    max_depth: 0,
+                    max_depth_policy: None,
+                    dropped_count: 0,
                     client_count: 1,
                     clients: None,
                     paused: true,
@@ -279,6 +312,10 @@ mod tests {
                 message_bytes: 90,
                 paused: false,
                 e2e_processing_latency: E2eLatency::default(),
+                mem_queue_size: None,
+                max_depth: 0,
+                max_depth_policy: None,
+                dropped_count: 0,
             }]),
             memory: None,
             producers: None,

@@ -23,6 +23,7 @@ use super::context::{now_unix_ns, Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
 use super::topic::Topic;
 use crate::core::ClientId;
+use crate::core::{Limit, Policy};
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
 use nsq_http::auth::AuthConfig;
 
@@ -328,6 +329,10 @@ impl NsqdInner {
             if t.paused {
                 topic.set_paused(true);
             }
+            let limit = limit_from_meta(&t.name, t.max_depth, t.max_depth_policy.as_deref());
+            if limit.is_set() || t.mem_queue_size.is_some() {
+                topic.configure(limit, t.mem_queue_size.map(|n| n.max(0) as usize));
+            }
             for c in t.channels.unwrap_or_default() {
                 if !is_valid_channel_name(&c.name) {
                     tracing::warn!(channel = %c.name, "skipping creation of invalid channel");
@@ -339,6 +344,11 @@ impl NsqdInner {
                     }
                     if c.max_attempts.is_some() || c.dead_letter_topic.is_some() {
                         ch.configure(c.max_attempts.unwrap_or(0), c.dead_letter_topic);
+                    }
+                    let limit =
+                        limit_from_meta(&c.name, c.max_depth, c.max_depth_policy.as_deref());
+                    if limit.is_set() {
+                        topic.set_channel_limit(&ch, limit);
                     }
                 }
             }
@@ -357,15 +367,7 @@ impl NsqdInner {
             .topics()
             .iter()
             .filter(|t| !t.ephemeral)
-            .map(|t| {
-                let (paused, chans) = t.metadata();
-                let channels = (!chans.is_empty()).then_some(chans);
-                TopicMeta {
-                    name: t.name.clone(),
-                    paused,
-                    channels,
-                }
-            })
+            .map(|t| t.metadata())
             .collect();
         let meta = Metadata {
             topics: (!topics.is_empty()).then_some(topics),
@@ -425,4 +427,17 @@ fn lock_data_path(dir: &Path) -> Result<File, Error> {
         )));
     }
     Ok(f)
+}
+
+/// A limit as `nsqd.dat` keeps it; a policy this nsqd does not know (a
+/// file edited by hand) is logged and read as `reject`, the safe one.
+fn limit_from_meta(name: &str, max_depth: Option<u64>, policy: Option<&str>) -> Limit {
+    let policy = policy.map_or(Ok(Policy::Reject), str::parse).unwrap_or_else(|e| {
+        tracing::warn!(name, error = %e, "max_depth_policy in nsqd.dat not understood, using reject");
+        Policy::Reject
+    });
+    Limit {
+        max_depth: max_depth.unwrap_or(0),
+        policy,
+    }
 }

@@ -159,6 +159,31 @@ fn client_line(c: &ClientStats, now_secs: i64) -> String {
     }
 }
 
+/// nsq-rs limits at the end of a topic's or channel's line, only those set
+/// (an nsqd with none prints NSQ's lines).
+fn limits_text(
+    mem_queue_size: Option<i64>,
+    max_depth: u64,
+    policy: Option<&str>,
+    dropped: u64,
+) -> String {
+    let mut s = String::new();
+    if let Some(m) = mem_queue_size {
+        let _ = write!(s, " mem-queue-size: {m}");
+    }
+    if max_depth > 0 {
+        let _ = write!(
+            s,
+            " max-depth: {max_depth} ({})",
+            policy.unwrap_or("reject")
+        );
+    }
+    if dropped > 0 {
+        let _ = write!(s, " dropped: {dropped}");
+    }
+    s
+}
+
 /// nsqd's plain-text `/stats`.
 pub fn text(stats: &Stats) -> String {
     let now_ns = super::context::now_unix_ns();
@@ -195,18 +220,24 @@ pub fn text(stats: &Stats) -> String {
                 let p = if t.paused { "*P " } else { "   " };
                 let _ = write!(
                     s,
-                    "\n{p}[{:<15}] depth: {:<5} be-depth: {:<5} msgs: {:<8} e2e%: {}\n",
+                    "\n{p}[{:<15}] depth: {:<5} be-depth: {:<5} msgs: {:<8} e2e%: {}{}\n",
                     t.topic_name,
                     t.depth,
                     t.backend_depth,
                     t.message_count,
-                    e2e_text(&t.e2e_processing_latency)
+                    e2e_text(&t.e2e_processing_latency),
+                    limits_text(
+                        t.mem_queue_size,
+                        t.max_depth,
+                        t.max_depth_policy.as_deref(),
+                        t.dropped_count
+                    )
                 );
                 for c in &t.channels {
                     let p = if c.paused { "   *P " } else { "      " };
                     let _ = writeln!(
                         s,
-                        "{p}[{:<25}] depth: {:<5} be-depth: {:<5} inflt: {:<4} def: {:<4} re-q: {:<5} timeout: {:<5} msgs: {:<8} e2e%: {}",
+                        "{p}[{:<25}] depth: {:<5} be-depth: {:<5} inflt: {:<4} def: {:<4} re-q: {:<5} timeout: {:<5} msgs: {:<8} e2e%: {}{}",
                         c.channel_name,
                         c.depth,
                         c.backend_depth,
@@ -215,7 +246,13 @@ pub fn text(stats: &Stats) -> String {
                         c.requeue_count,
                         c.timeout_count,
                         c.message_count,
-                        e2e_text(&c.e2e_processing_latency)
+                        e2e_text(&c.e2e_processing_latency),
+                        limits_text(
+                            None,
+                            c.max_depth,
+                            c.max_depth_policy.as_deref(),
+                            c.dropped_count
+                        )
                     );
                     for cl in c.clients.iter().flatten() {
                         let _ = writeln!(s, "        {}", client_line(cl, now));

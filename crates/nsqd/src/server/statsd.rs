@@ -65,6 +65,14 @@ pub fn lines(
             format!("topic.{tn}.backend_depth"),
             t.backend_depth,
         );
+        // nsq-rs: only once a limit has dropped (NSQ's lines otherwise)
+        if t.dropped_count > 0 || prev.contains_key(&format!("topic.{tn}.dropped_count")) {
+            counter(
+                &mut out,
+                format!("topic.{tn}.dropped_count"),
+                t.dropped_count,
+            );
+        }
         for p in t.e2e_processing_latency.percentiles.iter().flatten() {
             gauge(
                 &mut out,
@@ -98,6 +106,9 @@ pub fn lines(
                     format!("{base}.dead_letter_count"),
                     c.dead_letter_count,
                 );
+            }
+            if c.dropped_count > 0 || prev.contains_key(&format!("{base}.dropped_count")) {
+                counter(&mut out, format!("{base}.dropped_count"), c.dropped_count);
             }
             gauge(&mut out, format!("{base}.clients"), c.client_count);
             for p in c.e2e_processing_latency.percentiles.iter().flatten() {
@@ -257,6 +268,11 @@ mod tests {
             requeue_count: 0,
             timeout_count: 0,
             dead_letter_count: 0,
+            max_attempts: 0,
+            dead_letter_topic: None,
+            max_depth: 0,
+            max_depth_policy: None,
+            dropped_count: 0,
             client_count: 1,
             clients: None,
             paused: false,
@@ -281,6 +297,10 @@ mod tests {
                 message_bytes: msgs * 4,
                 paused: false,
                 e2e_processing_latency: E2eLatency::default(),
+                mem_queue_size: None,
+                max_depth: 0,
+                max_depth_policy: None,
+                dropped_count: 0,
             }]),
             memory: Some(MemStats::default()),
             producers: None,

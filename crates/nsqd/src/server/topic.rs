@@ -20,15 +20,18 @@ use tokio_util::sync::CancellationToken;
 use super::backend::{Backend, BackendError, Ticket};
 use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
-use super::metadata::ChannelMeta;
+use super::metadata::{ChannelMeta, TopicMeta};
 use crate::core::e2e::quantiles;
 use crate::core::topic::{copies, PUMP_BATCH};
-use crate::core::{self, DiskWork, Exiting};
+use crate::core::{self, DiskWork, Exiting, Full, Limit, Refused};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PutError {
     #[error("exiting")]
     Exiting,
+    /// A `reject` limit refused the publish, whole (nsq-rs, opt-in).
+    #[error("{0}")]
+    Full(Full),
     #[error("{0}")]
     Backend(#[from] BackendError),
 }
@@ -36,6 +39,15 @@ pub enum PutError {
 impl From<Exiting> for PutError {
     fn from(_: Exiting) -> PutError {
         PutError::Exiting
+    }
+}
+
+impl From<Refused> for PutError {
+    fn from(r: Refused) -> PutError {
+        match r {
+            Refused::Exiting => PutError::Exiting,
+            Refused::Full(f) => PutError::Full(f),
+        }
     }
 }
 
@@ -114,7 +126,12 @@ impl Topic {
         let bytes = bodies.iter().map(|b| b.len() as u64).sum::<u64>();
         let (p, direct) = {
             let mut st = self.state.lock();
-            let mut p = st.publish(bodies, defer, unix_ns)?;
+            let backend_depth = if st.limit().is_set() {
+                self.backend.depth().max(0) as u64
+            } else {
+                0
+            };
+            let mut p = st.publish(bodies, defer, unix_ns, backend_depth, |ch, n| ch.refuses(n))?;
             let direct = !p.fan_out.is_empty();
             fan_out(
                 &st,
@@ -129,6 +146,12 @@ impl Topic {
         if result.is_err() && direct {
             self.state.lock().unpublish(count, bytes);
         }
+        if p.skip > 0 {
+            // a drop-oldest limit's share of the backlog's disk queue
+            let _io = self.backend.lock_io();
+            self.backend.read(p.skip as usize);
+            self.state.lock().skipped(p.skip);
+        }
         if !p.append.is_empty() {
             let _io = self.backend.lock_io();
             let r = self.append(&p.append);
@@ -140,7 +163,7 @@ impl Topic {
                         p.append.iter().map(|m| m.body.len() as u64).sum(),
                     );
                 }
-                st.appended()
+                st.appended(p.append.len())
             };
             if pump {
                 self.pump.notify_one();
@@ -258,6 +281,9 @@ impl Topic {
             // Opened under the topic's lock, so two SUBs racing for a new
             // channel cannot open its disk queue twice.
             let ch = Channel::new(&self.name, name, &self.ctx, &self.cancel);
+            if let Some(size) = st.mem_queue_size() {
+                ch.set_mem_queue_size(size);
+            }
             let pump = st.add_channel(name, ch.clone())?;
             (ch, pump)
         };
@@ -381,22 +407,63 @@ impl Topic {
         stats
     }
 
-    /// Paused, and every non-ephemeral channel's entry, for nsqd.dat.
-    pub fn metadata(&self) -> (bool, Vec<ChannelMeta>) {
+    // ---- limits (nsq-rs, opt-in) ----
+
+    pub fn limit(&self) -> Limit {
+        self.state.lock().limit()
+    }
+
+    /// Its own `mem_queue_size` (None: `--mem-queue-size`).
+    pub fn mem_queue_size(&self) -> Option<usize> {
+        self.state.lock().mem_queue_size()
+    }
+
+    /// The topic's own limit and `mem_queue_size` (None: the flag's), which
+    /// its channels take too.
+    pub fn configure(&self, limit: Limit, mem_queue_size: Option<usize>) {
+        let mut st = self.state.lock();
+        st.set_limit(limit);
+        let default = self.ctx.mem_queue_size();
+        st.set_mem_queue_size(mem_queue_size, default);
+        for (_, ch) in st.channels() {
+            ch.set_mem_queue_size(mem_queue_size.unwrap_or(default));
+        }
+    }
+
+    /// A channel's limit, under the topic's lock: no publish is between
+    /// asking the channel and counting it as one that may refuse.
+    pub fn set_channel_limit(&self, ch: &Channel, limit: Limit) {
+        let mut st = self.state.lock();
+        ch.set_limit(limit);
+        st.set_channel_rejects(&ch.name, limit.rejects());
+    }
+
+    /// The topic's entry for nsqd.dat, with every non-ephemeral channel's.
+    pub fn metadata(&self) -> TopicMeta {
         let st = self.state.lock();
-        let chans = st
+        let chans: Vec<ChannelMeta> = st
             .channels()
             .filter(|(_, c)| !c.ephemeral)
             .map(|(n, c)| {
-                let (max_attempts, dead_letter_topic) = c.settings();
+                let (max_attempts, dead_letter_topic, limit) = c.settings();
                 ChannelMeta {
                     name: n.clone(),
                     paused: c.is_paused(),
                     max_attempts,
                     dead_letter_topic,
+                    max_depth: limit.is_set().then_some(limit.max_depth),
+                    max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
                 }
             })
             .collect();
-        (st.is_paused(), chans)
+        let limit = st.limit();
+        TopicMeta {
+            name: self.name.clone(),
+            paused: st.is_paused(),
+            channels: (!chans.is_empty()).then_some(chans),
+            mem_queue_size: st.mem_queue_size().map(|n| n as i64),
+            max_depth: limit.is_set().then_some(limit.max_depth),
+            max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
+        }
     }
 }

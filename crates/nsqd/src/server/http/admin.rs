@@ -8,6 +8,7 @@ use axum::response::Response;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 
 use super::{err, json_response, ok_text, Query};
+use crate::core::{Limit, Policy};
 use crate::server::nsqd::NsqdInner;
 
 /// What `/topic/<action>` and `/channel/<action>` do.
@@ -116,10 +117,73 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -
     }
 }
 
-/// `/channel/config` (nsq-rs): `GET` shows a channel's `max_attempts` and
-/// dead-letter topic; `POST` with `max_attempts=N` (0: unlimited) and/or
-/// `dead_letter_topic=T` (empty: back to the default name) sets them and
-/// persists them in `nsqd.dat`.
+/// `max_depth` and `max_depth_policy` from a `/topic/config` or
+/// `/channel/config` POST, each absent one kept from `current`; every
+/// value is checked before anything is changed.
+fn limit_param(q: &Query, current: Limit) -> Result<Limit, Response> {
+    let max_depth = match q.get("max_depth") {
+        None => current.max_depth,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| err(StatusCode::BAD_REQUEST, "INVALID_ARG_MAX_DEPTH"))?,
+    };
+    let policy = match q.get("max_depth_policy") {
+        None => current.policy,
+        Some(v) => v
+            .parse::<Policy>()
+            .map_err(|_| err(StatusCode::BAD_REQUEST, "INVALID_ARG_MAX_DEPTH_POLICY"))?,
+    };
+    Ok(Limit { max_depth, policy })
+}
+
+/// `/topic/config` (nsq-rs): `GET` shows a topic's `mem_queue_size` (its
+/// own, or `--mem-queue-size`'s), `max_depth` (0: unlimited) and
+/// `max_depth_policy`; `POST` sets any of them (`mem_queue_size=` empty:
+/// back to the flag's) and persists them in `nsqd.dat`. The topic's
+/// `mem_queue_size` is its channels' too.
+pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
+    let Some(name) = q.get("topic") else {
+        return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
+    };
+    if !is_valid_topic_name(name) {
+        return err(StatusCode::BAD_REQUEST, "INVALID_ARG_TOPIC");
+    }
+    let Some(topic) = nsqd.get_topic(name) else {
+        return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
+    };
+    if set {
+        let limit = match limit_param(q, topic.limit()) {
+            Ok(l) => l,
+            Err(r) => return r,
+        };
+        let mem_queue_size = match q.get("mem_queue_size") {
+            None => topic.mem_queue_size(),
+            Some("") => None,
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) => Some(n),
+                Err(_) => return err(StatusCode::BAD_REQUEST, "INVALID_ARG_MEM_QUEUE_SIZE"),
+            },
+        };
+        topic.configure(limit, mem_queue_size);
+        if let Err(r) = persist(nsqd) {
+            return r;
+        }
+    }
+    let limit = topic.limit();
+    let body = serde_json::json!({
+        "mem_queue_size": topic.mem_queue_size().unwrap_or(nsqd.ctx.mem_queue_size()),
+        "max_depth": limit.max_depth,
+        "max_depth_policy": limit.policy.as_str(),
+    });
+    json_response(StatusCode::OK, body.to_string().into_bytes())
+}
+
+/// `/channel/config` (nsq-rs): `GET` shows a channel's `max_attempts`,
+/// dead-letter topic, `max_depth` (0: unlimited) and `max_depth_policy`;
+/// `POST` with `max_attempts=N` (0: unlimited), `dead_letter_topic=T`
+/// (empty: back to the default name), `max_depth=N` and/or
+/// `max_depth_policy=reject|drop-oldest` sets them and persists them in
+/// `nsqd.dat`.
 pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
     let Some(tname) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
@@ -157,14 +221,22 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
             }
             Some(t) => Some(t.to_string()),
         };
+        let limit = match limit_param(q, ch.limit()) {
+            Ok(l) => l,
+            Err(r) => return r,
+        };
         ch.configure(max_attempts, dead_letter_topic);
+        topic.set_channel_limit(&ch, limit);
         if let Err(r) = persist(nsqd) {
             return r;
         }
     }
+    let limit = ch.limit();
     let body = serde_json::json!({
         "max_attempts": ch.max_attempts(),
         "dead_letter_topic": ch.dead_letter_topic(),
+        "max_depth": limit.max_depth,
+        "max_depth_policy": limit.policy.as_str(),
     });
     json_response(StatusCode::OK, body.to_string().into_bytes())
 }

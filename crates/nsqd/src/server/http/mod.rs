@@ -49,6 +49,10 @@ enum Endpoint {
     ChannelConfig {
         set: bool,
     },
+    /// nsq-rs addition: a topic's `mem_queue_size` and depth limit.
+    TopicConfig {
+        set: bool,
+    },
     ConfigGet,
     ConfigPut,
     /// nsq-rs addition: Prometheus text format (Go nsqd: 404).
@@ -81,6 +85,9 @@ fn routes() -> Routes<Endpoint> {
         // nsq-rs addition: per-channel max_attempts and dead-letter topic
         .add("GET", "/channel/config", ChannelConfig { set: false })
         .add("POST", "/channel/config", ChannelConfig { set: true })
+        // nsq-rs addition: per-topic mem_queue_size and depth limit
+        .add("GET", "/topic/config", TopicConfig { set: false })
+        .add("POST", "/topic/config", TopicConfig { set: true })
         .add("GET", "/config/:opt", ConfigGet)
         .add("PUT", "/config/:opt", ConfigPut)
         .add("GET", "/metrics", Metrics)
@@ -101,6 +108,8 @@ fn access(e: Endpoint) -> Access {
         }
         Endpoint::ChannelConfig { set: false } => Access::SeeTopic,
         Endpoint::ChannelConfig { set: true } => Access::Admin { channel: true },
+        Endpoint::TopicConfig { set: false } => Access::SeeTopic,
+        Endpoint::TopicConfig { set: true } => Access::Admin { channel: false },
         Endpoint::ConfigPut => Access::NodeAdmin,
     }
 }
@@ -143,6 +152,11 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
         Endpoint::ChannelConfig { set } => {
             on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
                 admin::channel_config(&n, &query(q), set)
+            })
+        }
+        Endpoint::TopicConfig { set } => {
+            on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+                admin::topic_config(&n, &query(q), set)
             })
         }
         Endpoint::ConfigGet => on(m, |State(n): Nsqd, Path(opt): Path<String>| async move {

@@ -14,6 +14,7 @@ use nsq_protocol::names::is_valid_topic_name;
 use super::{err, ok_text, read_limited, Query};
 use crate::server::backend::Ticket;
 use crate::server::nsqd::NsqdInner;
+use crate::server::topic::PutError;
 
 fn content_length(h: &HeaderMap) -> Option<i64> {
     h.get(header::CONTENT_LENGTH)
@@ -68,7 +69,7 @@ pub(super) async fn publish(
     };
     match topic.publish(vec![body], defer) {
         Ok(tickets) => durable_ok(tickets).await,
-        Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        Err(e) => put_error(&e),
     }
 }
 
@@ -113,7 +114,20 @@ pub(super) async fn mpublish(
     }
     match topic.publish(bodies, None) {
         Ok(tickets) => durable_ok(tickets).await,
-        Err(_) => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        Err(e) => put_error(&e),
+    }
+}
+
+/// nsqd's 503 `EXITING` for a publish that failed; a `reject` limit's
+/// refusal (nsq-rs, opt-in) is a 503 too, `MAX_DEPTH_REACHED`: nothing of
+/// the request was published.
+fn put_error(e: &PutError) -> Response {
+    match e {
+        PutError::Full(f) => {
+            tracing::debug!(error = %f, "publish refused");
+            err(StatusCode::SERVICE_UNAVAILABLE, "MAX_DEPTH_REACHED")
+        }
+        _ => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
     }
 }
 

@@ -3,6 +3,12 @@
 //! `--sync-every=1`, once every copy written to a disk queue is durable.
 //! The reader does not wait for that: it goes on reading (pipelined
 //! publishes share the next fsync), and the OK goes out in its turn.
+//!
+//! A publish a `reject` limit refuses gets `E_PUB_FAILED PUB failed
+//! channel <c> is at max_depth <n>` (or `topic is at ...`; `E_MPUB_FAILED`,
+//! `E_DPUB_FAILED` likewise), which clients already take as a failed
+//! publish; unlike NSQ's other publish failures it does not close the
+//! connection.
 
 use std::time::Duration;
 
@@ -43,6 +49,11 @@ pub fn publish(
     let tickets = match topic.publish(bodies, defer) {
         Ok(t) => t,
         Err(PutError::Exiting) => return Err(exiting()),
+        // a limit (nsq-rs, opt-in): NSQ's code and wording, but the
+        // connection stays, so the producer can retry once there is room
+        Err(PutError::Full(f)) => {
+            return Err(ProtocolError::non_fatal(code, format!("{cmd} failed {f}")))
+        }
         Err(PutError::Backend(e)) => {
             return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}")))
         }

@@ -1,0 +1,79 @@
+//! A channel's side of its depth limit ([`crate::core::limits`]): the
+//! depth it counts, whether it refuses a publish (`reject`), and which
+//! messages it drops to make room (`drop-oldest`). A child of
+//! [`super`], so that the rule stays out of the delivery code.
+//!
+//! Never: applies a limit to a message already accepted (a requeue, a
+//! timeout, a due deferral): those always go back.
+
+use nsq_protocol::Message;
+
+use super::Channel;
+use crate::core::limits::{Admit, Limit};
+
+impl Channel {
+    pub fn limit(&self) -> Limit {
+        self.limit
+    }
+
+    /// Applies to new messages from now on; what is queued stays.
+    pub fn set_limit(&mut self, limit: Limit) {
+        self.limit = limit;
+    }
+
+    /// `--mem-queue-size` for this channel (its topic's setting); what is in
+    /// memory beyond a smaller size stays there until delivered.
+    pub fn set_mem_queue_size(&mut self, size: usize) {
+        self.queue.set_capacity(size);
+    }
+
+    /// The depth as `/stats` will show it once the disk work handed out is
+    /// done.
+    fn depth(&self, backend_depth: u64) -> u64 {
+        (self.queue.memory_len() as u64 + backend_depth + self.appending)
+            .saturating_sub(self.skipping)
+    }
+
+    /// Whether a `reject` limit refuses `incoming` new messages (the topic
+    /// asks every such channel before it accepts a publish).
+    pub fn refuses(&self, incoming: usize, backend_depth: u64) -> bool {
+        self.limit.rejects()
+            && self.limit.admit(self.depth(backend_depth), incoming as u64) == Admit::Refuse
+    }
+
+    /// Under a `drop-oldest` limit, drops (and counts) the oldest waiting
+    /// messages — memory first, the next in line, then the disk's — and if
+    /// the batch alone is too large, its own oldest, so that `msgs` fits.
+    pub(super) fn make_room(&mut self, mut msgs: Vec<Message>, backend_depth: u64) -> Vec<Message> {
+        if !self.limit.drops() {
+            return msgs;
+        }
+        let Admit::Drop { old, new } = self
+            .limit
+            .admit(self.depth(backend_depth), msgs.len() as u64)
+        else {
+            return msgs;
+        };
+        self.dropped_count += old + new;
+        self.message_count += new;
+        msgs.drain(..new as usize);
+        let mut left = old;
+        while left > 0 {
+            let Some((msg, _)) = self.queue.pop() else {
+                break;
+            };
+            if let Some(read) = self.take_unacked(&msg.id) {
+                self.effects.acks.push(read);
+            }
+            left -= 1;
+        }
+        self.effects.skip += left;
+        self.skipping += left;
+        msgs
+    }
+
+    /// A skip of `n` backend records from [`DiskWork`] is done.
+    pub fn skipped(&mut self, n: u64) {
+        self.skipping = self.skipping.saturating_sub(n);
+    }
+}

@@ -6,6 +6,7 @@
 // checks that the numbers shown match nsqd's own /stats, creates a
 // topic/channel from the Lookup page, pauses a channel from the UI (dismissing
 // the confirm dialog once, then accepting it) and checks nsqd shows it paused,
+// sets a channel's and a topic's nsq-rs settings through their forms,
 // and saves a screenshot of each page.
 //
 // usage: node nsqadmin.test.js <bin dir> <screenshot dir>
@@ -290,6 +291,52 @@ async function main() {
   const btn = await waitFor("button flips to UnPause", async () => ((await page.textContent("#pause-btn")) === "UnPause Channel"), 10000).catch(() => false);
   check(btn, "pause: button now reads UnPause Channel and a paused label shows");
   await shot("channel-paused");
+
+  // --- nsq-rs settings: a channel's max attempts and depth limit, set through the form on both nsqd
+  await page.waitForSelector("#channel-config");
+  await page.fill('#channel-config input[name="max_attempts"]', "5");
+  await page.fill('#channel-config input[name="max_depth"]', "1000");
+  await page.selectOption('#channel-config select[name="max_depth_policy"]', "drop-oldest");
+  page.once("dialog", (d) => { dialogs++; d.accept(); });
+  await page.click("#channel-config button[data-act=save-config]");
+  const chSet = await waitFor("channel settings on both nsqd", async () => {
+    for (const n of nsqds) {
+      const c = (await http("GET", n.http, "/channel/config?topic=orders&channel=archive")).json || {};
+      if (c.max_attempts !== 5 || c.max_depth !== 1000 || c.max_depth_policy !== "drop-oldest") { return false; }
+    }
+    return true;
+  }, 10000).catch(() => false);
+  check(chSet, "channel settings: the form sets max attempts and max depth on both nsqd");
+  const shownCh = await waitFor("the settings table shows them", async () => {
+    const t = await page.textContent("#channel-settings");
+    return t.includes("orders.archive.dead") && t.includes("drop the oldest") ? t : false;
+  }, 10000).catch(() => null);
+  check(shownCh !== null, "channel settings: the page shows max attempts, the dead-letter topic and the limit", shownCh);
+  await page.evaluate(() => window.scrollTo(0, 0)); // the fixed header at the top, not over the page
+  await shot("channel-settings");
+
+  // --- nsq-rs settings: a topic's memory queue size and depth limit
+  await page.goto(`${base}/topics/orders`);
+  await page.waitForSelector("#topic-config");
+  await page.fill('#topic-config input[name="mem_queue_size"]', "500");
+  await page.fill('#topic-config input[name="max_depth"]', "100000");
+  page.once("dialog", (d) => { dialogs++; d.accept(); });
+  await page.click("#topic-config button[data-act=save-config]");
+  const tSet = await waitFor("topic settings on both nsqd", async () => {
+    for (const n of nsqds) {
+      const t = (await http("GET", n.http, "/topic/config?topic=orders")).json || {};
+      if (t.mem_queue_size !== 500 || t.max_depth !== 100000 || t.max_depth_policy !== "reject") { return false; }
+    }
+    return true;
+  }, 10000).catch(() => false);
+  check(tSet, "topic settings: the form sets the memory queue size and max depth on both nsqd");
+  const shownT = await waitFor("the topic settings table shows them", async () => {
+    const t = await page.textContent("#topic-settings");
+    return t.includes("500") && t.includes("100,000") && t.includes("reject publishes") ? t : false;
+  }, 10000).catch(() => null);
+  check(shownT !== null, "topic settings: the page shows them", shownT);
+  await page.evaluate(() => window.scrollTo(0, 0)); // the fixed header at the top, not over the page
+  await shot("topic-settings");
 
   // --- nodes and node page
   await page.goto(`${base}/nodes`);

@@ -1139,6 +1139,104 @@ fn one_nsqd_down_is_a_warning_not_a_failure() {
 // nsqd mode
 // ---------------------------------------------------------------------------
 
+/// nsq-rs settings through nsqadmin's API: `{"action":"config", …}` on a
+/// topic or channel sets them on every nsqd that has it (checked first: a
+/// bad value changes no nsqd), and the topic and channel answers carry
+/// them with the counters (`dropped_count`, `dead_letter_count`).
+#[test]
+fn nsq_rs_settings_and_counters_through_the_api() {
+    let n1 = Nsqd::start(&["--broadcast-address=127.0.0.1"]);
+    let n2 = Nsqd::start(&["--broadcast-address=127.0.0.1"]);
+    for n in [&n1, &n2] {
+        assert_eq!(n.post("/topic/create?topic=b", b"").status, 200);
+        for c in ["c", "d"] {
+            let r = n.post(&format!("/channel/create?topic=b&channel={c}"), b"");
+            assert_eq!(r.status, 200);
+        }
+    }
+    let admin = start_admin(&[
+        &format!("--nsqd-http-address={}", n1.http_addr),
+        &format!("--nsqd-http-address={}", n2.http_addr),
+    ]);
+    let v = admin.get("/api/topics/b/c").json();
+    assert!(
+        v.get("max_depth").is_none() && v.get("dropped_count").is_none(),
+        "{v}"
+    );
+
+    let r = admin.post_json(
+        "/api/topics/b/c",
+        r#"{"action":"config","max_depth":2,"max_depth_policy":"drop-oldest"}"#,
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, r#"{"message":""}"#));
+    for n in [&n1, &n2] {
+        let c = n.get("/channel/config?topic=b&channel=c").json();
+        assert_eq!(
+            (c["max_depth"].as_i64(), c["max_depth_policy"].as_str()),
+            (Some(2), Some("drop-oldest"))
+        );
+    }
+    admin
+        .post_json("/api/topics/b/c", r#"{"action":"config","max_depth":-1}"#)
+        .assert_error(400, "INVALID_ARG_MAX_DEPTH");
+    admin
+        .post_json(
+            "/api/topics/b",
+            r#"{"action":"config","max_depth_policy":"oldest"}"#,
+        )
+        .assert_error(400, "INVALID_ARG_MAX_DEPTH_POLICY");
+    assert_eq!(
+        n1.get("/channel/config?topic=b&channel=c").json()["max_depth"],
+        2,
+        "unchanged"
+    );
+    let r = admin.post_json(
+        "/api/topics/b",
+        r#"{"action":"config","mem_queue_size":"7"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(n2.get("/topic/config?topic=b").json()["mem_queue_size"], 7);
+
+    // counters add up over the nodes, settings come through
+    let r = n1.post("/mpub?topic=b", b"1\n2\n3\n4\n5");
+    assert_eq!(r.status, 200);
+    let r = admin.post_json("/api/topics/b/d", r#"{"action":"config","max_attempts":1}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut sub = n1.connect();
+    sub.sub("b", "d");
+    sub.rdy(1);
+    // each of the five is requeued once; its second delivery would be
+    // attempt 2, so it goes to b.d.dead instead
+    for _ in 0..5 {
+        let m = recv_msgs(&mut sub, 1, Duration::from_secs(10), false).remove(0);
+        sub.req(&m.id, 0);
+    }
+    wait_for(Duration::from_secs(10), "five dead letters", || {
+        (n1.channel_stats("b", "d").unwrap()["dead_letter_count"].as_i64() == Some(5)).then_some(())
+    });
+    let c = admin.get("/api/topics/b/c").json();
+    assert_eq!(
+        (
+            c["max_depth"].as_i64(),
+            c["max_depth_policy"].as_str(),
+            c["dropped_count"].as_i64(),
+            c["depth"].as_i64()
+        ),
+        (Some(2), Some("drop-oldest"), Some(3), Some(2))
+    );
+    let d = admin.get("/api/topics/b/d").json();
+    assert_eq!(
+        (
+            d["max_attempts"].as_i64(),
+            d["dead_letter_topic"].as_str(),
+            d["dead_letter_count"].as_i64()
+        ),
+        (Some(1), Some("b.d.dead"), Some(5))
+    );
+    let t = admin.get("/api/topics/b").json();
+    assert_eq!(t["mem_queue_size"], 7);
+}
+
 #[test]
 fn nsqd_mode() {
     let n1 = Nsqd::start(&["--broadcast-address=127.0.0.1"]);

@@ -689,6 +689,88 @@
   }
 
   // ------------------------------------------------------------------
+  // nsq-rs settings of a topic or channel (limits, dead letters)
+  // ------------------------------------------------------------------
+
+  /* The settings panel: what is set now (every refresh) and, for admins, a
+     form drawn once per save, so a refresh never overwrites what is being
+     typed. `fields`: [key, label, help, current text, input value, kind]. */
+  function settingsPanel(p, el, what, path, fields, counters) {
+    var cur = '<table class="grid" id="' + what + '-settings"><tbody>' + fields.map(function (f) {
+      return '<tr data-setting="' + f[0] + '"><th title="' + esc(f[2]) + '">' + esc(f[1]) + "</th><td>" + f[3] + "</td></tr>";
+    }).join("") + counters.map(function (c) {
+      return '<tr data-counter="' + c[0] + '"><th title="' + esc(c[2]) + '">' + esc(c[1]) + '</th><td class="num">' + num(c[3]) + "</td></tr>";
+    }).join("") + "</tbody></table>";
+    var current = document.getElementById(what + "-settings-now");
+    if (current) { current.innerHTML = cur; }
+    if (!ADMIN || p.formDrawn) { return; }
+    p.formDrawn = true;
+    var form = '<form class="settings-form" id="' + what + '-config" onsubmit="return false">' + fields.map(function (f) {
+      var input = f[5] === "policy" ?
+        '<select name="' + f[0] + '"><option value="reject"' + (f[4] !== "drop-oldest" ? " selected" : "") + '>reject publishes</option>' +
+          '<option value="drop-oldest"' + (f[4] === "drop-oldest" ? " selected" : "") + ">drop the oldest</option></select>" :
+        '<input name="' + f[0] + '" value="' + esc(f[4]) + '" placeholder="' + esc(f[5]) + '">';
+      return '<label title="' + esc(f[2]) + '"><span>' + esc(f[1]) + "</span>" + input + "</label>";
+    }).join("") + '<button type="button" class="btn" data-act="save-config">Save settings</button></form>';
+    el.innerHTML = '<h2>Settings <span class="muted small">(nsq-rs)</span></h2><div class="settings">' +
+      '<div id="' + what + '-settings-now">' + cur + "</div>" + form + "</div>";
+    bindActions(p, el, {
+      "save-config": function (b) {
+        var body = { action: "config" };
+        Array.prototype.forEach.call(el.querySelectorAll("input, select"), function (i) { body[i.name] = i.value.trim(); });
+        act(p, "Save the settings of " + what + " " + p.title + " on every nsqd that has it?", "POST", path, body, function () {
+          p.formDrawn = false; p.refresh();
+        }, b);
+      }
+    });
+  }
+
+  function limitText(o) {
+    return o.max_depth ? num(o.max_depth) : '<span class="muted">unlimited</span>';
+  }
+
+  function policyText(o) {
+    return o.max_depth_policy === "drop-oldest" ? "drop the oldest" : "reject publishes";
+  }
+
+  var LIMIT_WORDS = {
+    maxDepth: "most messages waiting (depth: memory + disk); 0 = unlimited, NSQ's behaviour",
+    policy: "what a full queue does with a new message: refuse the publish (E_PUB_FAILED, HTTP 503), or drop the oldest waiting one",
+    dropped: "messages the drop-oldest policy dropped",
+    memQueue: "messages kept in memory before the rest goes to disk, for the topic and its channels; empty = --mem-queue-size",
+    maxAttempts: "deliveries a message gets at most; the next would go to the dead-letter topic; 0 = unlimited, NSQ's behaviour",
+    deadTopic: "where messages past max attempts go; empty = <topic>.<channel>.dead",
+    deadCount: "messages moved to the dead-letter topic"
+  };
+
+  function topicSettings(p, t) {
+    settingsPanel(p, document.getElementById("settings"), "topic", "/api/topics/" + enc(t.topic_name), [
+      ["mem_queue_size", "Memory queue size", LIMIT_WORDS.memQueue,
+        t.mem_queue_size != null ? num(t.mem_queue_size) : '<span class="muted">--mem-queue-size</span>',
+        t.mem_queue_size != null ? String(t.mem_queue_size) : "", "--mem-queue-size"],
+      ["max_depth", "Max depth", LIMIT_WORDS.maxDepth, limitText(t), String(t.max_depth || 0), "0"],
+      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(t), t.max_depth_policy || "reject", "policy"]
+    ], [["dropped_count", "Dropped", LIMIT_WORDS.dropped, t.dropped_count || 0]]);
+  }
+
+  function channelSettings(p, c) {
+    var dead = c.dead_letter_topic || (c.topic_name + "." + c.channel_name + ".dead");
+    settingsPanel(p, document.getElementById("settings"), "channel", "/api/topics/" + enc(c.topic_name) + "/" + enc(c.channel_name), [
+      ["max_attempts", "Max attempts", LIMIT_WORDS.maxAttempts,
+        c.max_attempts ? num(c.max_attempts) : '<span class="muted">unlimited</span>', String(c.max_attempts || 0), "0"],
+      ["dead_letter_topic", "Dead-letter topic", LIMIT_WORDS.deadTopic,
+        c.max_attempts ? topicLink(dead) : '<span class="muted">' + esc(dead) + " (when max attempts is set)</span>",
+        c.dead_letter_topic && c.dead_letter_topic !== c.topic_name + "." + c.channel_name + ".dead" ? c.dead_letter_topic : "",
+        c.topic_name + "." + c.channel_name + ".dead"],
+      ["max_depth", "Max depth", LIMIT_WORDS.maxDepth, limitText(c), String(c.max_depth || 0), "0"],
+      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(c), c.max_depth_policy || "reject", "policy"]
+    ], [
+      ["dead_letter_count", "Dead letters", LIMIT_WORDS.deadCount, c.dead_letter_count || 0],
+      ["dropped_count", "Dropped", LIMIT_WORDS.dropped, c.dropped_count || 0]
+    ]);
+  }
+
+  // ------------------------------------------------------------------
   // Topic (/topics/:topic)
   // ------------------------------------------------------------------
 
@@ -703,7 +785,7 @@
         '<button class="btn orange" data-act="empty">Empty Queue</button>' +
         '<button class="btn red" data-act="delete">Delete Topic</button>' +
         '<button class="btn" data-act="pause" id="pause-btn">Pause Topic</button></div>' : "") +
-      '<div class="charts" id="charts"></div><div id="content"><p class="muted">Loading…</p></div>';
+      '<div class="charts" id="charts"></div><div id="content"><p class="muted">Loading…</p></div><div id="settings"></div>';
 
     if (ADMIN) {
       bindActions(p, document.getElementById("actions"), {
@@ -800,6 +882,7 @@
         html += "</tbody></table></div>";
       }
       document.getElementById("content").innerHTML = html;
+      topicSettings(p, t);
     }
   }
 
@@ -848,7 +931,7 @@
         '<button class="btn orange" data-act="empty">Empty Queue</button>' +
         '<button class="btn red" data-act="delete">Delete Channel</button>' +
         '<button class="btn" data-act="pause" id="pause-btn">Pause Channel</button></div>' : "") +
-      '<div class="charts" id="charts"></div><div id="content"><p class="muted">Loading…</p></div>';
+      '<div class="charts" id="charts"></div><div id="content"><p class="muted">Loading…</p></div><div id="settings"></div>';
 
     if (ADMIN) {
       bindActions(p, document.getElementById("actions"), {
@@ -917,6 +1000,7 @@
         html += '<div class="table-wrap"><table class="grid wide" id="clients"><thead>' + clientHead(true) + "</thead><tbody>" + clientRows(clients, true) + "</tbody></table></div>";
       }
       document.getElementById("content").innerHTML = html;
+      channelSettings(p, c);
     }
   }
 

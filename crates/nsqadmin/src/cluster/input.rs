@@ -34,6 +34,9 @@ pub struct NsqdTopic {
     pub global_msg_count: i64,
     pub paused: bool,
     pub e2e_processing_latency: Option<NsqdE2e>,
+    /// nsq-rs only (absent from NSQ's nsqd).
+    #[serde(flatten)]
+    pub settings: super::types::TopicSettings,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -54,6 +57,9 @@ pub struct NsqdChannel {
     pub clients: Option<Vec<NsqdClient>>,
     pub paused: bool,
     pub e2e_processing_latency: Option<NsqdE2e>,
+    /// nsq-rs only (absent from NSQ's nsqd).
+    #[serde(flatten)]
+    pub settings: super::types::ChannelSettings,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

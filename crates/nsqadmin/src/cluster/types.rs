@@ -4,7 +4,7 @@
 //!
 //! Nothing here does I/O or reads the clock (`now` is passed in).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::e2e::E2eAggregate;
 use nsq_protocol::lookupd::{join_host_port, Node};
@@ -14,6 +14,70 @@ use crate::semver::Semver;
 
 fn is_zero(v: &i64) -> bool {
     *v == 0
+}
+
+/// nsq-rs settings and counters of a channel (each absent, as from NSQ,
+/// while not set): read from nsqd's `/stats`, answered inline in the
+/// channel's `/api` object. Across nodes the counters add up and the
+/// settings are the first node's that has one (nsqadmin sets every node
+/// alike).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChannelSettings {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_attempts: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub dead_letter_topic: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dead_letter_count: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_depth: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub max_depth_policy: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_count: i64,
+}
+
+impl ChannelSettings {
+    fn add(&mut self, o: &ChannelSettings) {
+        self.dead_letter_count += o.dead_letter_count;
+        self.dropped_count += o.dropped_count;
+        if self.max_attempts == 0 {
+            self.max_attempts = o.max_attempts;
+            self.dead_letter_topic.clone_from(&o.dead_letter_topic);
+        }
+        if self.max_depth == 0 {
+            self.max_depth = o.max_depth;
+            self.max_depth_policy.clone_from(&o.max_depth_policy);
+        }
+    }
+}
+
+/// nsq-rs settings and counters of a topic, as [`ChannelSettings`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TopicSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_queue_size: Option<i64>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_depth: i64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub max_depth_policy: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_count: i64,
+}
+
+impl TopicSettings {
+    fn add(&mut self, o: &TopicSettings) {
+        self.dropped_count += o.dropped_count;
+        if self.mem_queue_size.is_none() {
+            self.mem_queue_size = o.mem_queue_size;
+        }
+        if self.max_depth == 0 {
+            self.max_depth = o.max_depth;
+            self.max_depth_policy.clone_from(&o.max_depth_policy);
+        }
+    }
 }
 
 /// A topic as listed under a producer in `/api/nodes`.
@@ -251,6 +315,8 @@ pub struct ChannelStats {
     pub clients: Option<Vec<ClientStats>>,
     pub paused: bool,
     pub e2e_processing_latency: Option<E2eAggregate>,
+    #[serde(flatten)]
+    pub settings: ChannelSettings,
 }
 
 impl ChannelStats {
@@ -286,6 +352,7 @@ impl ChannelStats {
                 .e2e_processing_latency
                 .as_ref()
                 .map(E2eAggregate::from_nsqd),
+            settings: c.settings,
         }
     }
 
@@ -306,6 +373,7 @@ impl ChannelStats {
         self.global_msg_count += a.global_msg_count;
         self.client_count += a.client_count;
         self.paused |= a.paused;
+        self.settings.add(&a.settings);
         if let Some(e) = &a.e2e_processing_latency {
             self.e2e_processing_latency
                 .get_or_insert_with(|| {
@@ -360,6 +428,7 @@ impl ChannelStats {
             clients: None,
             paused: false,
             e2e_processing_latency: None,
+            settings: ChannelSettings::default(),
         }
     }
 }
@@ -385,6 +454,8 @@ pub struct TopicStats {
     pub channels: Option<Vec<ChannelStats>>,
     pub paused: bool,
     pub e2e_processing_latency: Option<E2eAggregate>,
+    #[serde(flatten)]
+    pub settings: TopicSettings,
 }
 
 impl TopicStats {
@@ -414,6 +485,7 @@ impl TopicStats {
                 .e2e_processing_latency
                 .as_ref()
                 .map(E2eAggregate::from_nsqd),
+            settings: t.settings,
             topic_name: name,
         }
     }
@@ -441,6 +513,7 @@ impl TopicStats {
             channels: None,
             paused: false,
             e2e_processing_latency: None,
+            settings: TopicSettings::default(),
         };
         let mut groups: Vec<Vec<ChannelStats>> = Vec::new();
         for t in &per_node {
@@ -454,6 +527,7 @@ impl TopicStats {
             agg.region_local_msg_count += t.region_local_msg_count;
             agg.global_msg_count += t.global_msg_count;
             agg.paused |= t.paused;
+            agg.settings.add(&t.settings);
             let e = agg
                 .e2e_processing_latency
                 .get_or_insert_with(|| E2eAggregate::new_aggregate(topic, ""));

@@ -178,7 +178,52 @@ pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
     done(errs)
 }
 
-/// `POST /api/topics/:topic[/:channel]` with `{"action":"pause"|"unpause"|"empty"}`.
+/// The settings of a `{"action":"config", …}` body (nsq-rs) as the query
+/// of nsqd's `/topic/config` or `/channel/config`: only the keys present,
+/// each checked here first (a JSON number or string; 400
+/// `INVALID_ARG_<KEY>`), so that a bad value changes no nsqd at all.
+fn config_query(body: &[u8], channel: bool) -> Result<String, ApiErr> {
+    let keys: &[&str] = if channel {
+        &[
+            "max_attempts",
+            "dead_letter_topic",
+            "max_depth",
+            "max_depth_policy",
+        ]
+    } else {
+        &["mem_queue_size", "max_depth", "max_depth_policy"]
+    };
+    let obj = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => o,
+        _ => return Err(ApiErr::new(400, "INVALID_BODY")),
+    };
+    let mut qs = String::new();
+    for key in keys {
+        let bad = || ApiErr::new(400, format!("INVALID_ARG_{}", key.to_ascii_uppercase()));
+        let v = match obj.get(*key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => s.trim().to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(_) => return Err(bad()),
+        };
+        let ok = match *key {
+            "max_depth_policy" => matches!(v.as_str(), "reject" | "drop-oldest"),
+            "dead_letter_topic" => v.is_empty() || is_valid_topic_name(&v),
+            // empty: back to --mem-queue-size
+            "mem_queue_size" => v.is_empty() || v.parse::<u64>().is_ok(),
+            "max_attempts" => v.parse::<u16>().is_ok(),
+            _ => v.parse::<u64>().is_ok(),
+        };
+        if !ok {
+            return Err(bad());
+        }
+        qs.push_str(&format!("&{key}={}", query_escape(&v)));
+    }
+    Ok(qs)
+}
+
+/// `POST /api/topics/:topic[/:channel]` with `{"action":"pause"|"unpause"|"empty"}`,
+/// or (nsq-rs) `{"action":"config", …settings}`.
 pub async fn topic_channel_action(
     s: &Arc<Shared>,
     req: &Req,
@@ -188,10 +233,10 @@ pub async fn topic_channel_action(
     require_admin(s, req)?;
     let f = decode_fields(&req.body, &["action"]).map_err(|e| ApiErr::new(400, e))?;
     let action = f[0].as_str();
-    if !matches!(action, "pause" | "unpause" | "empty") {
+    if !matches!(action, "pause" | "unpause" | "empty" | "config") {
         return Err(ApiErr::new(400, "INVALID_ACTION"));
     }
-    let (kind, qs) = if channel.is_empty() {
+    let (kind, mut qs) = if channel.is_empty() {
         ("topic", format!("topic={}", query_escape(topic)))
     } else {
         (
@@ -203,6 +248,9 @@ pub async fn topic_channel_action(
             ),
         )
     };
+    if action == "config" {
+        qs.push_str(&config_query(&req.body, !channel.is_empty())?);
+    }
     let up = s.upstreams();
     let result =
         s.ci.producers_action(topic, &format!("{kind}/{action}"), &qs, &up)
@@ -268,6 +316,34 @@ mod tests {
         assert!(decode_fields(br#"{"action":1}"#, &["action"])
             .unwrap_err()
             .starts_with("json: cannot unmarshal number"));
+    }
+
+    #[test]
+    fn config_bodies_become_checked_queries() {
+        let q = config_query(
+            br#"{"action":"config","max_depth":10,"max_depth_policy":"drop-oldest","x":1}"#,
+            false,
+        );
+        assert_eq!(q.unwrap(), "&max_depth=10&max_depth_policy=drop-oldest");
+        let q = config_query(br#"{"max_attempts":"3","dead_letter_topic":""}"#, true);
+        assert_eq!(q.unwrap(), "&max_attempts=3&dead_letter_topic=");
+        for (body, want) in [
+            (&br#"{"max_depth":-1}"#[..], "INVALID_ARG_MAX_DEPTH"),
+            (
+                br#"{"max_depth_policy":"oldest"}"#,
+                "INVALID_ARG_MAX_DEPTH_POLICY",
+            ),
+            (br#"{"mem_queue_size":1.5}"#, "INVALID_ARG_MEM_QUEUE_SIZE"),
+            (br#"[1]"#, "INVALID_BODY"),
+        ] {
+            assert_eq!(config_query(body, false).unwrap_err().text, want);
+        }
+        assert_eq!(
+            config_query(br#"{"dead_letter_topic":"a b"}"#, true)
+                .unwrap_err()
+                .text,
+            "INVALID_ARG_DEAD_LETTER_TOPIC"
+        );
     }
 
     #[test]

@@ -361,3 +361,39 @@ fn settings_and_queued_messages_survive_a_restart() {
     sorted.sort();
     assert_eq!(sorted, ["1", "2", "3", "4"]);
 }
+
+#[test]
+fn drop_oldest_with_durable_acknowledgements_drops_from_disk_for_good() {
+    // --sync-every=1 --mem-queue-size=0: every message is a disk record
+    // the channel must acknowledge; dropped ones are acknowledged too, so a
+    // restart does not bring them back
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--sync-every=1", "--mem-queue-size=0"];
+    let mut n = Nsqd::start_in(dir.path(), &flags);
+    create(&n, "t", &["c"]);
+    set(
+        &n,
+        "channel",
+        "topic=t&channel=c&max_depth=3&max_depth_policy=drop-oldest",
+    );
+    let mut c = n.connect();
+    for i in 0..6 {
+        c.publish("t", format!("d{i}").as_bytes());
+    }
+    let ch = n.channel_stats("t", "c").unwrap();
+    assert_eq!((int(&ch, "depth"), int(&ch, "dropped_count")), (3, 3));
+    n.sigterm_and_wait(secs(15));
+
+    let n = Nsqd::start_in(dir.path(), &flags);
+    assert_eq!(depth(&n, "t", "c"), 3, "the dropped stay dropped");
+    let mut sub = n.connect();
+    sub.sub("t", "c");
+    sub.rdy(10);
+    let mut got: Vec<String> = recv_msgs(&mut sub, 3, secs(10), true)
+        .iter()
+        .map(|m| m.body_str())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["d3", "d4", "d5"]);
+    sub.expect_nothing(Duration::from_millis(300));
+}

@@ -38,6 +38,7 @@ impl Fixture {
             mem_queue_size: mem_cap,
             durable: false,
             backend_unread: false,
+            backend_depth: 0,
             max_attempts: 0,
             hand_off: true,
             e2e: None,
@@ -84,7 +85,7 @@ impl Fixture {
         let body = body(BODY_LEN);
         let ids: Vec<MessageId> = (first..first + n).map(MessageId::from_guid).collect();
         for i in first..first + n {
-            self.ch.put(vec![message(i, &body)], self.now, 0);
+            self.ch.put(vec![message(i, &body)], self.now);
             self.flush();
         }
         self.drain();
@@ -105,7 +106,7 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
             let msg = message(n, &body);
             let id = msg.id;
             n += 1;
-            f.ch.put(vec![msg], f.now, 0);
+            f.ch.put(vec![msg], f.now);
             f.flush();
             f.ch.finish(f.cid, &[id], f.now, 0, |_, _| unreachable!());
             black_box(f.drain())
@@ -126,7 +127,7 @@ fn bench_put_deliver_finish(c: &mut Criterion) {
             let msg = message(next, &body);
             live[k] = msg.id;
             next += 1;
-            f.ch.put(vec![msg], f.now, 0);
+            f.ch.put(vec![msg], f.now);
             black_box(f.drain())
         })
     });

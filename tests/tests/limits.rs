@@ -397,3 +397,47 @@ fn drop_oldest_with_durable_acknowledgements_drops_from_disk_for_good() {
     assert_eq!(got, ["d3", "d4", "d5"]);
     sub.expect_nothing(Duration::from_millis(300));
 }
+
+#[test]
+fn concurrent_producers_never_take_a_channel_past_its_limit() {
+    // four connections at once, most of the channel on disk: reject
+    // accepts exactly max_depth, drop-oldest ends exactly at max_depth
+    // with every other message counted as dropped
+    let n = Nsqd::start(&["--mem-queue-size=10"]);
+    create(&n, "r", &["c"]);
+    create(&n, "d", &["c"]);
+    set(&n, "channel", "topic=r&channel=c&max_depth=100");
+    set(
+        &n,
+        "channel",
+        "topic=d&channel=c&max_depth=100&max_depth_policy=drop-oldest",
+    );
+    let oks = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|w| {
+                let n = &n;
+                s.spawn(move || {
+                    let mut c = n.connect();
+                    let mut ok = 0;
+                    for i in 0..50 {
+                        c.publish("d", format!("{w}-{i}").as_bytes());
+                        c.send(&mpub_cmd("r", &[b"a", b"b"]));
+                        if c.recv().bytes() == frame(FRAME_RESPONSE, b"OK") {
+                            ok += 2;
+                        }
+                    }
+                    ok
+                })
+            })
+            .collect();
+        workers.into_iter().map(|h| h.join().unwrap()).sum::<i64>()
+    });
+    let r = n.channel_stats("r", "c").unwrap();
+    assert_eq!((oks, int(&r, "depth")), (100, 100), "{r}");
+    let d = n.channel_stats("d", "c").unwrap();
+    assert_eq!(
+        (int(&d, "depth"), int(&d, "dropped_count")),
+        (100, 100),
+        "{d}"
+    );
+}

@@ -63,6 +63,8 @@ pub struct ChannelConfig {
     pub durable: bool,
     /// The backend held unread records at open (a restart).
     pub backend_unread: bool,
+    /// How many: where a depth limit's count of the backend starts.
+    pub backend_depth: u64,
     /// Deliveries a message gets at most; the next would go to the
     /// dead-letter topic instead. 0: unlimited (NSQ's behaviour).
     pub max_attempts: u16,
@@ -112,11 +114,11 @@ pub struct Channel {
     limit: Limit,
     /// Messages a `drop-oldest` limit dropped.
     dropped_count: u64,
-    /// Messages handed to the server to append, not yet confirmed, and
-    /// backend records it was asked to drop, not yet dropped: the depth a
-    /// limit sees counts the disk as it will be.
-    appending: u64,
-    skipping: u64,
+    /// Records in the backend as the core counts them: what it handed out
+    /// to append (written or about to be), less what refills took and
+    /// drop-oldest dropped. A limit reads this, never the disk queue, so
+    /// its count cannot be caught between a write and its confirmation.
+    backend_len: u64,
     message_count: u64,
     requeue_count: u64,
     timeout_count: u64,
@@ -149,8 +151,7 @@ impl Channel {
             dead_letter_count: 0,
             limit: Limit::default(),
             dropped_count: 0,
-            appending: 0,
-            skipping: 0,
+            backend_len: if cfg.durable { cfg.backend_depth } else { 0 },
             message_count: 0,
             requeue_count: 0,
             timeout_count: 0,
@@ -202,9 +203,8 @@ impl Channel {
 
     /// Messages from the topic (one PUB, or an MPUB's batch): memory while it
     /// has room, else one append to the backend for the whole overflow.
-    /// `backend_depth`: the disk queue's depth, which only a limit reads.
-    pub fn put(&mut self, msgs: Vec<Message>, now: Instant, backend_depth: u64) {
-        let msgs = self.make_room(msgs, backend_depth);
+    pub fn put(&mut self, msgs: Vec<Message>, now: Instant) {
+        let msgs = self.make_room(msgs);
         let mut msgs = msgs.into_iter();
         while let Some(msg) = msgs.next() {
             self.message_count += 1;
@@ -243,7 +243,7 @@ impl Channel {
             if self.effects.append.is_empty() {
                 self.queue.append_started();
             }
-            self.appending += 1;
+            self.backend_len += 1;
             if let Some(read) = self.take_unacked(&msg.id) {
                 // its new record replaces the old one once written
                 self.effects.acks.push(read);
@@ -598,9 +598,8 @@ impl Channel {
         std::mem::take(&mut self.effects.wake)
     }
 
-    /// An append of `n` messages from [`DiskWork`] is done (worked or not).
-    pub fn appended(&mut self, n: usize, now: Instant) {
-        self.appending = self.appending.saturating_sub(n as u64);
+    /// An append from [`DiskWork`] is done (worked or not).
+    pub fn appended(&mut self, now: Instant) {
         self.queue.appended();
         self.pump(now);
     }
@@ -623,6 +622,7 @@ impl Channel {
         more: bool,
         now: Instant,
     ) {
+        self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);
         let msgs = if reads.is_empty() {
             msgs
         } else {
@@ -659,6 +659,7 @@ impl Channel {
     pub fn empty(&mut self) {
         // the server empties the backend, which forgets them too
         self.unacked.clear();
+        self.backend_len = 0;
         self.queue.clear();
         self.in_flight.clear();
         self.deferred.clear();

@@ -29,29 +29,24 @@ impl Channel {
 
     /// The depth as `/stats` will show it once the disk work handed out is
     /// done.
-    fn depth(&self, backend_depth: u64) -> u64 {
-        (self.queue.memory_len() as u64 + backend_depth + self.appending)
-            .saturating_sub(self.skipping)
+    fn depth(&self) -> u64 {
+        self.queue.memory_len() as u64 + self.backend_len
     }
 
     /// Whether a `reject` limit refuses `incoming` new messages (the topic
     /// asks every such channel before it accepts a publish).
-    pub fn refuses(&self, incoming: usize, backend_depth: u64) -> bool {
-        self.limit.rejects()
-            && self.limit.admit(self.depth(backend_depth), incoming as u64) == Admit::Refuse
+    pub fn refuses(&self, incoming: usize) -> bool {
+        self.limit.rejects() && self.limit.admit(self.depth(), incoming as u64) == Admit::Refuse
     }
 
     /// Under a `drop-oldest` limit, drops (and counts) the oldest waiting
     /// messages — memory first, the next in line, then the disk's — and if
     /// the batch alone is too large, its own oldest, so that `msgs` fits.
-    pub(super) fn make_room(&mut self, mut msgs: Vec<Message>, backend_depth: u64) -> Vec<Message> {
+    pub(super) fn make_room(&mut self, mut msgs: Vec<Message>) -> Vec<Message> {
         if !self.limit.drops() {
             return msgs;
         }
-        let Admit::Drop { old, new } = self
-            .limit
-            .admit(self.depth(backend_depth), msgs.len() as u64)
-        else {
+        let Admit::Drop { old, new } = self.limit.admit(self.depth(), msgs.len() as u64) else {
             return msgs;
         };
         self.dropped_count += old + new;
@@ -68,12 +63,7 @@ impl Channel {
             left -= 1;
         }
         self.effects.skip += left;
-        self.skipping += left;
+        self.backend_len = self.backend_len.saturating_sub(left);
         msgs
-    }
-
-    /// A skip of `n` backend records from [`DiskWork`] is done.
-    pub fn skipped(&mut self, n: u64) {
-        self.skipping = self.skipping.saturating_sub(n);
     }
 }

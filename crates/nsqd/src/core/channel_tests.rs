@@ -23,6 +23,7 @@ fn cfg(mem: usize) -> ChannelConfig {
         mem_queue_size: mem,
         durable: true,
         backend_unread: false,
+        backend_depth: 0,
         max_attempts: 0,
         hand_off: true,
         e2e: None,
@@ -102,14 +103,12 @@ impl Harness {
             }
             if !work.append.is_empty() {
                 self.appends += 1;
-                let n = work.append.len();
                 self.disk.extend(work.append);
-                self.ch.appended(n, self.now);
+                self.ch.appended(self.now);
             }
             if work.skip > 0 {
                 let n = (work.skip as usize).min(self.disk.len());
                 self.skipped.extend(self.disk.drain(..n));
-                self.ch.skipped(work.skip);
             }
             for read in work.acks {
                 self.ack(read);
@@ -155,9 +154,7 @@ impl Harness {
     }
 
     fn put(&mut self, ns: impl IntoIterator<Item = u64>) {
-        let backend_depth = self.disk.len() as u64;
-        self.ch
-            .put(ns.into_iter().map(msg).collect(), self.now, backend_depth);
+        self.ch.put(ns.into_iter().map(msg).collect(), self.now);
         self.settle();
     }
 
@@ -499,10 +496,10 @@ fn later_messages_of_a_batch_never_overtake_its_overflow() {
     // must not get 3 before 2.
     let mut h = Harness::new(cfg(0));
     h.sub(1, 2);
-    h.ch.put(vec![msg(1)], h.now, 0);
+    h.ch.put(vec![msg(1)], h.now);
     h.settle();
     h.ch.set_rdy(1, 1, h.now); // credit used up
-    h.ch.put(vec![msg(2), msg(3)], h.now, 0);
+    h.ch.put(vec![msg(2), msg(3)], h.now);
     h.ch.set_rdy(1, 5, h.now);
     h.settle();
     assert_eq!(nums(&h.take(1)), vec![1, 2, 3]);
@@ -840,15 +837,15 @@ fn drop_oldest_keeps_the_depth_at_max_and_counts_what_it_dropped() {
 fn reject_refuses_what_would_cross_max_depth_and_never_a_requeue() {
     let mut h = Harness::new(cfg(10));
     h.ch.set_limit(limit(3, crate::core::Policy::Reject));
-    assert!(!h.ch.refuses(3, 0));
+    assert!(!h.ch.refuses(3));
     h.put(0..3);
-    assert!(h.ch.refuses(1, 0), "full");
-    assert!(h.ch.refuses(1, 0) && !h.ch.refuses(0, 0));
+    assert!(h.ch.refuses(1), "full");
+    assert!(h.ch.refuses(1) && !h.ch.refuses(0));
     // counted with the disk: two in memory and one on disk is three
     let mut h2 = Harness::new(cfg(2));
     h2.ch.set_limit(limit(3, crate::core::Policy::Reject));
     h2.put(0..3);
-    assert!(h2.ch.refuses(1, h2.disk.len() as u64));
+    assert!(h2.ch.refuses(1));
     // a message already accepted goes back whatever the limit
     h.sub(1, 1);
     let m = h.take(1).remove(0);
@@ -862,7 +859,7 @@ fn no_limit_is_nsqs_behaviour() {
     let mut h = Harness::new(cfg(2));
     h.put(0..50);
     assert_eq!(h.depth(), 50);
-    assert!(!h.ch.refuses(1_000_000, 50));
+    assert!(!h.ch.refuses(1_000_000));
     let s = h.ch.stats("c", h.disk.len() as i64, h.now);
     assert_eq!(
         (s.dropped_count, s.max_depth, s.max_depth_policy),

@@ -68,6 +68,8 @@ pub struct TopicConfig {
     pub durable: bool,
     /// The backend held unread records at open (a restart).
     pub backend_unread: bool,
+    /// How many: where a depth limit's count of the backend starts.
+    pub backend_depth: u64,
     /// `--node-id`, part of every message id.
     pub node_id: i64,
     /// False when channels must be pre-created before messages flow.
@@ -93,8 +95,7 @@ pub struct Publish {
     pub append: Vec<Message>,
     /// The backlog can flow: run the pump.
     pub pump: bool,
-    /// Oldest backend records to read and drop (a `drop-oldest` limit),
-    /// then [`Topic::skipped`].
+    /// Oldest backend records to read and drop (a `drop-oldest` limit).
     pub skip: u64,
 }
 
@@ -121,10 +122,9 @@ pub struct Topic<C> {
     guid: GuidFactory,
     limit: Limit,
     dropped_count: u64,
-    /// Backlog messages handed out to append, not yet confirmed, and
-    /// backend records to drop, not yet dropped (see [`Topic::depth`]).
-    appending: u64,
-    skipping: u64,
+    /// Records in the backend as the topic counts them (see
+    /// [`Topic::depth`]): appends handed out, less refills and drops.
+    backend_len: u64,
     /// Its own `mem_queue_size` (None: the flag's).
     mem_queue_size: Option<usize>,
     /// Channels with a `reject` limit, asked before each publish.
@@ -144,8 +144,7 @@ impl<C> Topic<C> {
             guid: GuidFactory::new(cfg.node_id),
             limit: Limit::default(),
             dropped_count: 0,
-            appending: 0,
-            skipping: 0,
+            backend_len: if cfg.durable { cfg.backend_depth } else { 0 },
             mem_queue_size: None,
             rejecting: BTreeSet::new(),
         }
@@ -179,14 +178,12 @@ impl<C> Topic<C> {
     ///
     /// Limits first: each channel with a `reject` limit is asked
     /// (`channel_refuses`: its max_depth if it refuses this many), then the
-    /// topic's own limit applies to what joins the backlog (`backend_depth`:
-    /// the disk queue's, read only when the topic has a limit).
+    /// topic's own limit applies to what joins the backlog.
     pub fn publish(
         &mut self,
         bodies: Vec<Bytes>,
         defer: Option<Duration>,
         now_unix_ns: i64,
-        backend_depth: u64,
         channel_refuses: impl Fn(&C, usize) -> Option<u64>,
     ) -> Result<Publish, Refused> {
         if self.exiting {
@@ -205,10 +202,7 @@ impl<C> Topic<C> {
         let mut skip = 0;
         let mut bodies = bodies;
         if !flows && self.limit.is_set() {
-            match self
-                .limit
-                .admit(self.depth(backend_depth), bodies.len() as u64)
-            {
+            match self.limit.admit(self.depth(), bodies.len() as u64) {
                 Admit::All => {}
                 Admit::Refuse => return Err(Full::Topic(self.limit.max_depth).into()),
                 Admit::Drop { old, new } => {
@@ -223,7 +217,7 @@ impl<C> Topic<C> {
                         left -= 1;
                     }
                     skip = left;
-                    self.skipping += left;
+                    self.backend_len = self.backend_len.saturating_sub(left);
                 }
             }
         }
@@ -251,7 +245,7 @@ impl<C> Topic<C> {
         }
         if !append.is_empty() {
             self.backlog.append_started();
-            self.appending += append.len() as u64;
+            self.backend_len += append.len() as u64;
         }
         Ok(Publish {
             fan_out: Vec::new(),
@@ -269,10 +263,8 @@ impl<C> Topic<C> {
         self.message_bytes = self.message_bytes.saturating_sub(bytes);
     }
 
-    /// A [`Publish::append`] of `n` messages is done (worked or not).
-    /// True: pump.
-    pub fn appended(&mut self, n: usize) -> bool {
-        self.appending = self.appending.saturating_sub(n as u64);
+    /// A [`Publish::append`] is done (worked or not). True: pump.
+    pub fn appended(&mut self) -> bool {
         self.backlog.appended();
         self.should_pump()
     }
@@ -304,6 +296,7 @@ impl<C> Topic<C> {
 
     /// A [`Pump::refill`]'s records (decoded) and whether the backend has more.
     pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool) {
+        self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);
         let records = msgs
             .into_iter()
             .map(|msg| Backlogged { msg, defer: None })
@@ -375,15 +368,10 @@ impl<C> Topic<C> {
     }
 
     /// The backlog's depth as `/stats` will show it once the disk work
-    /// handed out is done.
-    fn depth(&self, backend_depth: u64) -> u64 {
-        (self.backlog.memory_len() as u64 + backend_depth + self.appending)
-            .saturating_sub(self.skipping)
-    }
-
-    /// A [`Publish::skip`] of `n` records is done.
-    pub fn skipped(&mut self, n: u64) {
-        self.skipping = self.skipping.saturating_sub(n);
+    /// handed out is done. Counted here, never read from the disk queue,
+    /// so it cannot be caught between a write and its confirmation.
+    fn depth(&self) -> u64 {
+        self.backlog.memory_len() as u64 + self.backend_len
     }
 
     // ---- administration ----
@@ -402,6 +390,7 @@ impl<C> Topic<C> {
 
     /// Drops the backlog (`/topic/empty`); the server empties the backend.
     pub fn empty(&mut self) {
+        self.backend_len = 0;
         self.backlog.clear();
     }
 

@@ -21,6 +21,7 @@ fn cfg(mem: usize) -> TopicConfig {
         mem_queue_size: mem,
         durable: true,
         backend_unread: false,
+        backend_depth: 0,
         node_id: 7,
         started: true,
     }
@@ -31,6 +32,7 @@ fn channel() -> Channel {
         mem_queue_size: 1000,
         durable: true,
         backend_unread: false,
+        backend_depth: 0,
         max_attempts: 0,
         hand_off: true,
         e2e: None,
@@ -65,23 +67,20 @@ impl Harness {
     /// A publish as the server carries it out: channels with a `reject`
     /// limit asked first (their disk queues are empty here).
     fn try_publish(&mut self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Result<(), Refused> {
-        let backend_depth = self.disk.len() as u64;
         let p = self
             .topic
-            .publish(bodies, defer, NOW_NS, backend_depth, |c: &Channel, n| {
-                c.refuses(n, 0).then_some(c.limit().max_depth)
+            .publish(bodies, defer, NOW_NS, |c: &Channel, n| {
+                c.refuses(n).then_some(c.limit().max_depth)
             })?;
         if p.skip > 0 {
             let n = (p.skip as usize).min(self.disk.len());
             self.disk.drain(..n);
-            self.topic.skipped(p.skip);
         }
         self.fan_out(p.fan_out, p.defer);
         let mut pump = p.pump;
         if !p.append.is_empty() {
-            let n = p.append.len();
             self.disk.extend(p.append);
-            pump |= self.topic.appended(n);
+            pump |= self.topic.appended();
         }
         if pump {
             self.pump();
@@ -95,7 +94,7 @@ impl Harness {
         for ((_, ch), batch) in self.topic.channels_mut().zip(copies(msgs, n)) {
             match defer {
                 Some(d) if !d.is_zero() => ch.put_deferred(batch, d, now),
-                _ => ch.put(batch, now, 0),
+                _ => ch.put(batch, now),
             }
         }
     }
@@ -167,7 +166,7 @@ fn every_channel_gets_every_message_with_the_same_id_and_one_shared_body() {
     let big = "x".repeat(1000);
     let p = h
         .topic
-        .publish(vec![Bytes::from(big.clone())], None, NOW_NS, 0, no_refusal)
+        .publish(vec![Bytes::from(big.clone())], None, NOW_NS, no_refusal)
         .unwrap();
     let batches: Vec<Vec<Message>> = copies(p.fan_out, 2).collect();
     assert_eq!(batches[0][0].id, batches[1][0].id);
@@ -197,7 +196,6 @@ fn ids_are_unique_and_increasing_within_one_instant() {
             (0..1000).map(|i| Bytes::from(i.to_string())).collect(),
             None,
             NOW_NS,
-            0,
             no_refusal,
         )
         .unwrap();
@@ -240,7 +238,7 @@ fn while_a_backlog_drains_new_messages_queue_behind_it() {
     assert!(h.topic.set_paused(false));
     let p = h
         .topic
-        .publish(vec![Bytes::from_static(b"2")], None, NOW_NS, 0, no_refusal)
+        .publish(vec![Bytes::from_static(b"2")], None, NOW_NS, no_refusal)
         .unwrap();
     assert!(p.fan_out.is_empty() && p.pump);
     h.pump();
@@ -275,7 +273,6 @@ fn an_ephemeral_topic_drops_what_overflows_its_backlog() {
             (0..5).map(|i| Bytes::from(i.to_string())).collect(),
             None,
             NOW_NS,
-            0,
             no_refusal,
         )
         .unwrap();
@@ -303,7 +300,6 @@ fn refused_messages_are_not_counted() {
             vec![Bytes::from_static(b"abc"), Bytes::from_static(b"de")],
             None,
             NOW_NS,
-            0,
             no_refusal,
         )
         .unwrap();
@@ -357,7 +353,7 @@ fn delete_hands_over_the_channels_and_refuses_everything_after() {
     assert_eq!(h.topic.channel_count(), 0);
     assert!(h
         .topic
-        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, 0, no_refusal)
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, no_refusal)
         .is_err());
     assert!(h.topic.add_channel("c", channel()).is_err());
 }
@@ -370,7 +366,7 @@ fn close_returns_the_backlog_in_order_and_refuses_publishes() {
     assert!(h.topic.is_exiting());
     assert!(h
         .topic
-        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, 0, no_refusal)
+        .publish(vec![Bytes::from_static(b"x")], None, NOW_NS, no_refusal)
         .is_err());
 }
 

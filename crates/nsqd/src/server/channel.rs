@@ -139,7 +139,6 @@ impl Channel {
                 self.backend.ack(&dropped.reads);
             }
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
-            let appended_n = work.append.len();
             let did_append = appended.is_some();
             match appended {
                 Some(Err(e)) => {
@@ -164,10 +163,7 @@ impl Channel {
             ((), work) = self.enter(|st| {
                 let now = now();
                 if did_append {
-                    st.core.appended(appended_n, now);
-                }
-                if skip > 0 {
-                    st.core.skipped(skip);
+                    st.core.appended(now);
                 }
                 if let Some((r, read)) = refilled {
                     st.core.refilled(r, read.msgs, read.reads, read.more, now);
@@ -256,32 +252,17 @@ impl Channel {
     pub fn put(&self, msgs: Vec<Message>, defer: Option<Duration>, now: Instant) -> DiskWork {
         let ((), work) = self.enter(|st| match defer {
             Some(d) if !d.is_zero() => st.core.put_deferred(msgs, d, now),
-            _ => {
-                let backend_depth = self.limited_backend_depth(st.core.limit().drops());
-                st.core.put(msgs, now, backend_depth)
-            }
+            _ => st.core.put(msgs, now),
         });
         work
-    }
-
-    /// The disk queue's depth when a limit needs it (reading it takes the
-    /// disk queue's lock, which a channel with no limit never does).
-    fn limited_backend_depth(&self, needed: bool) -> u64 {
-        if needed {
-            self.backend.depth().max(0) as u64
-        } else {
-            0
-        }
     }
 
     /// Its `max_depth` if a `reject` limit refuses `incoming` new messages.
     pub fn refuses(&self, incoming: usize) -> Option<u64> {
         let st = self.state.lock();
-        let limit = st.core.limit();
-        let backend_depth = self.limited_backend_depth(limit.rejects());
         st.core
-            .refuses(incoming, backend_depth)
-            .then_some(limit.max_depth)
+            .refuses(incoming)
+            .then_some(st.core.limit().max_depth)
     }
 
     pub fn limit(&self) -> Limit {

@@ -135,6 +135,7 @@ impl Context {
             mem_queue_size: self.mem_queue_size(),
             durable: !is_ephemeral(name),
             backend_unread: backend.has_unread(),
+            backend_depth: backend.depth().max(0) as u64,
             node_id: self.opts.node_id,
             started,
         }
@@ -146,6 +147,7 @@ impl Context {
             mem_queue_size: self.mem_queue_size(),
             durable: !is_ephemeral(name),
             backend_unread: backend.has_unread(),
+            backend_depth: backend.depth().max(0) as u64,
             // with durable acknowledgements a message reaches a consumer
             // only through the disk, never handed over from memory; an
             // #ephemeral channel has no disk, and hands off as in NSQ

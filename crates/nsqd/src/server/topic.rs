@@ -126,12 +126,7 @@ impl Topic {
         let bytes = bodies.iter().map(|b| b.len() as u64).sum::<u64>();
         let (p, direct) = {
             let mut st = self.state.lock();
-            let backend_depth = if st.limit().is_set() {
-                self.backend.depth().max(0) as u64
-            } else {
-                0
-            };
-            let mut p = st.publish(bodies, defer, unix_ns, backend_depth, |ch, n| ch.refuses(n))?;
+            let mut p = st.publish(bodies, defer, unix_ns, |ch, n| ch.refuses(n))?;
             let direct = !p.fan_out.is_empty();
             fan_out(
                 &st,
@@ -150,7 +145,6 @@ impl Topic {
             // a drop-oldest limit's share of the backlog's disk queue
             let _io = self.backend.lock_io();
             self.backend.read(p.skip as usize);
-            self.state.lock().skipped(p.skip);
         }
         if !p.append.is_empty() {
             let _io = self.backend.lock_io();
@@ -163,7 +157,7 @@ impl Topic {
                         p.append.iter().map(|m| m.body.len() as u64).sum(),
                     );
                 }
-                st.appended(p.append.len())
+                st.appended()
             };
             if pump {
                 self.pump.notify_one();

@@ -51,10 +51,11 @@ fn producer_tcp_ports(l: &Lookupd, topic: &str) -> Vec<i64> {
 // nsqlookupd restarted while nsqd runs
 // ---------------------------------------------------------------------------
 
-/// nsqd pings its lookupd every 15 s; a failed ping makes it reconnect and
-/// send IDENTIFY plus every REGISTER again. So a lookupd restarted on the same
-/// ports knows the nsqd's topics and channels again within one ping interval
-/// (asserted with slack: 20 s).
+/// nsqd pings its lookupd every 15 s; a ping (or any command) that finds
+/// the connection closed reconnects at once and sends IDENTIFY plus every
+/// REGISTER again. So a lookupd restarted on the same ports knows the nsqd's
+/// topics and channels again within one ping interval (asserted with
+/// slack: 20 s).
 #[test]
 fn lookupd_restarted_on_same_ports_nsqd_reregisters_within_one_ping_interval() {
     let mut l = Lookupd::start(&[]);
@@ -72,11 +73,11 @@ fn lookupd_restarted_on_same_ports_nsqd_reregisters_within_one_ping_interval() {
 
     l.stop();
     let l = Lookupd::start_on(&ltcp, &lhttp, &[]);
+    // nsqlookupd keeps nothing across a restart: whatever it lists now came
+    // from the nsqd registering again. That can already have happened by
+    // this line (a PING due just now finds the old connection closed and
+    // re-registers at once), so there is no "empty at first" to check.
     let t0 = Instant::now();
-    assert!(
-        producer_tcp_ports(&l, "reg").is_empty(),
-        "fresh lookupd has no registrations"
-    );
     wait_for(
         secs(20),
         "nsqd re-registers with the restarted lookupd",

@@ -18,6 +18,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -409,3 +410,91 @@ def test_tcp_auth_beside_http_access_control():
     finally:
         n.close()
         srv.shutdown()
+
+
+# ---------------------------------------------------------------------------
+# TLS between the daemons: a TLS-only nsqlookupd, nsqd registering over
+# tls://, and a pynsq Reader querying the lookupd over https://
+# ---------------------------------------------------------------------------
+
+READER_SCRIPT = r"""
+import asyncio, sys, nsq
+got = []
+def handler(msg):
+    got.append(msg.body)
+    return True
+async def main():
+    r = nsq.Reader(topic="lk_tls", channel="ch", message_handler=handler,
+                   lookupd_http_addresses=[sys.argv[1]], lookupd_poll_interval=1,
+                   max_in_flight=10)
+    for _ in range(300):
+        if got:
+            break
+        await asyncio.sleep(0.05)
+    r.close()
+    sys.stdout.write(b"".join(got).decode())
+asyncio.run(main())
+"""
+
+
+def test_reader_queries_an_https_lookupd_and_nsqd_registers_over_tls(pki):
+    lookupd_bin = os.path.join(os.path.dirname(nsqd_binary()), "nsqlookupd")
+    tcp = "127.0.0.1:%d" % free_port()
+    https = "127.0.0.1:%d" % free_port()
+    log = tempfile.TemporaryFile()
+    lookupd = subprocess.Popen(
+        [
+            lookupd_bin,
+            "--tcp-address=" + tcp,
+            "--http-address=",
+            "--https-address=" + https,
+            "--tls-required",
+            "--tls-cert=" + pki["cert.pem"],
+            "--tls-key=" + pki["key.pem"],
+            "--broadcast-address=127.0.0.1",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
+    ctx = ssl.create_default_context(cafile=pki["ca.pem"])
+
+    def lookup():
+        url = "https://%s/lookup?topic=lk_tls" % https
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+                return json.loads(r.read())["producers"]
+        except Exception:
+            return []
+
+    n = Nsqd(
+        "--lookupd-tcp-address=tls://" + tcp,
+        "--tls-root-ca-file=" + pki["ca.pem"],
+        "--broadcast-address=127.0.0.1",
+    )
+    try:
+        status, _ = http_get(n.http, "/ping")
+        assert status == 200
+        req = urllib.request.Request("http://%s/pub?topic=lk_tls" % n.http, data=b"via https lookupd", method="POST")
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert r.status == 200
+        deadline = time.monotonic() + 15
+        while len(lookup()) != 1:
+            assert time.monotonic() < deadline, "the lookupd never listed the nsqd"
+            time.sleep(0.1)
+        # pynsq's lookupd queries go through tornado's default TLS context:
+        # the test CA reaches it the way a user's would, as SSL_CERT_FILE.
+        env = dict(os.environ, SSL_CERT_FILE=pki["ca.pem"])
+        out = subprocess.run(
+            [sys.executable, "-c", READER_SCRIPT, "https://" + https],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        assert out.stdout.decode() == "via https lookupd", out.stderr.decode()[-2000:]
+    finally:
+        n.close()
+        if lookupd.poll() is None:
+            lookupd.send_signal(signal.SIGTERM)
+            lookupd.wait(timeout=10)
+        log.close()

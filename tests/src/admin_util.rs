@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -331,7 +331,28 @@ impl Recorder {
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
                 let reqs = reqs.clone();
+                s.set_read_timeout(Some(Duration::from_secs(5))).ok();
                 std::thread::spawn(move || serve_one(s, reqs));
+            }
+        });
+        Recorder { addr, requests }
+    }
+
+    /// [`Recorder::start`] over HTTPS with `cfg`'s certificate.
+    pub fn start_tls(cfg: Arc<rustls::ServerConfig>) -> Recorder {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let reqs = requests.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let (reqs, cfg) = (reqs.clone(), cfg.clone());
+                s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                std::thread::spawn(move || {
+                    if let Ok(conn) = rustls::ServerConnection::new(cfg) {
+                        serve_one(rustls::StreamOwned::new(conn, s), reqs);
+                    }
+                });
             }
         });
         Recorder { addr, requests }
@@ -350,8 +371,7 @@ impl Recorder {
     }
 }
 
-fn serve_one(mut s: TcpStream, reqs: Arc<Mutex<Vec<Recorded>>>) {
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+fn serve_one(mut s: impl Read + Write, reqs: Arc<Mutex<Vec<Recorded>>>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let (head_end, len) = loop {
@@ -398,6 +418,7 @@ fn serve_one(mut s: TcpStream, reqs: Arc<Mutex<Vec<Recorded>>>) {
         body,
     });
     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let _ = s.flush();
 }
 
 /// A fake nsqd (or any HTTP upstream): answers `GET <path>` (query ignored)

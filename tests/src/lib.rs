@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 pub mod auth_server;
 pub mod ledger;
 pub mod netns;
+pub mod pki;
 
 pub use serde_json;
 pub use serde_json::Value;

@@ -60,6 +60,13 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
         "5s",
     ),
     ("nsqlookupd", "tls-root-ca-file", "string", ""),
+    // TLS between the daemons (README: TLS between the daemons)
+    ("nsqlookupd", "https-address", "string", ""),
+    ("nsqlookupd", "tls-required", "", ""),
+    ("nsqlookupd", "tls-cert", "string", ""),
+    ("nsqlookupd", "tls-key", "string", ""),
+    ("nsqlookupd", "tls-client-auth-policy", "string", ""),
+    ("nsqlookupd", "tls-min-version", "value", "tls1.0"),
     ("nsqadmin", "http-secret", "string", ""),
     ("nsq_tail", "http-secret", "string", ""),
     ("nsq_to_nsq", "http-secret", "string", ""),

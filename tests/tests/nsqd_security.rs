@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nsq_tests::pki::{https_request, Pki};
 use nsq_tests::*;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
@@ -27,115 +28,6 @@ const SNAPPY_ID: &[u8] = b"\xff\x06\x00\x00sNaPpY";
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
-}
-
-// ---------------------------------------------------------------------------
-// Certificates
-// ---------------------------------------------------------------------------
-
-/// A CA, a server certificate for localhost/127.0.0.1 signed by it, and the
-/// PEM files nsqd is pointed at.
-struct Pki {
-    dir: tempfile::TempDir,
-    ca: rcgen::Certificate,
-    ca_key: rcgen::KeyPair,
-    cert_der: CertificateDer<'static>,
-    key_der: Vec<u8>,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let dir = tempfile::tempdir().unwrap();
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, "nsq-rs test CA");
-        p.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = p.self_signed(&ca_key).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut sp = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        sp.subject_alt_names
-            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        sp.distinguished_name
-            .push(rcgen::DnType::CommonName, "localhost");
-        sp.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = sp.signed_by(&key, &ca, &ca_key).unwrap();
-        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
-        std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
-        Pki {
-            dir,
-            ca,
-            ca_key,
-            cert_der: cert.der().clone(),
-            key_der: key.serialize_der(),
-        }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
-    fn flags(&self) -> Vec<String> {
-        vec![
-            format!("--tls-cert={}", self.path("cert.pem")),
-            format!("--tls-key={}", self.path("key.pem")),
-        ]
-    }
-
-    /// A client certificate with this CN, signed by the CA.
-    fn client_cert(&self, cn: &str) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(vec!["client.local".to_string()]).unwrap();
-        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
-        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = p.signed_by(&key, &self.ca, &self.ca_key).unwrap();
-        let der = PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        (vec![cert.der().clone()], der)
-    }
-
-    /// The server certificate as a rustls server config (for the test's own
-    /// HTTPS auth server).
-    fn server_config(&self) -> Arc<rustls::ServerConfig> {
-        let key = PrivateKeyDer::try_from(self.key_der.clone()).unwrap();
-        let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![self.cert_der.clone()], key)
-        .unwrap();
-        Arc::new(cfg)
-    }
-
-    fn client_config(
-        &self,
-        client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-    ) -> Arc<rustls::ClientConfig> {
-        self.client_config_with(rustls::crypto::ring::default_provider(), client_cert)
-    }
-
-    fn client_config_with(
-        &self,
-        provider: rustls::crypto::CryptoProvider,
-        client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-    ) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.ca.der().clone()).unwrap();
-        let b = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots);
-        Arc::new(match client_cert {
-            Some((chain, key)) => b.with_client_auth_cert(chain, key).unwrap(),
-            None => b.with_no_client_auth(),
-        })
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -456,35 +348,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         terminate(&mut self.child, secs(3));
     }
-}
-
-/// One HTTPS/1.1 request (Connection: close), answer parsed.
-fn https_request(
-    addr: &str,
-    cfg: Arc<rustls::ClientConfig>,
-    method: &str,
-    path: &str,
-    body: Option<&[u8]>,
-) -> HttpResponse {
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(secs(5))).unwrap();
-    let conn =
-        rustls::ClientConnection::new(cfg, ServerName::try_from("localhost").unwrap()).unwrap();
-    let mut s = rustls::StreamOwned::new(conn, tcp);
-    s.write_all(&build_http_request(method, path, addr, &[], body))
-        .unwrap();
-    s.flush().unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    loop {
-        match s.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) if !buf.is_empty() => break,
-            Err(e) => panic!("HTTPS {method} {path}: {e}"),
-        }
-    }
-    parse_http_response(&buf).unwrap()
 }
 
 // ---------------------------------------------------------------------------

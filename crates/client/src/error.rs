@@ -106,4 +106,7 @@ pub enum LookupError {
         addr: String,
         source: nsq_http::Error,
     },
+    /// The TLS settings for `https://` lookupds cannot be used.
+    #[error("nsqlookupd TLS: {0}")]
+    Tls(String),
 }

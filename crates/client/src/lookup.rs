@@ -6,6 +6,9 @@
 //! (`nsq_protocol::lookupd::decode_v1`). Each producer becomes
 //! `broadcast_address:tcp_port`.
 //!
+//! An `https://` address is asked over TLS, the lookupd's certificate
+//! verified as nsqd's is (`tls_root_ca_file`, `tls_insecure_skip_verify`).
+//!
 //! The polling schedule and the connect/drop decisions live in the consumer;
 //! this module only asks and parses.
 
@@ -16,6 +19,8 @@ use crate::error::LookupError;
 /// Where one nsqlookupd's `/lookup` lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LookupdEndpoint {
+    /// `http` or `https`.
+    pub scheme: &'static str,
     /// `host:port` to dial (and send as `Host`).
     pub host_port: String,
     /// Path to query, `/lookup` unless the address named another.
@@ -23,14 +28,15 @@ pub struct LookupdEndpoint {
 }
 
 impl LookupdEndpoint {
-    /// Accepts `host:port`, `http://host:port` and `http://host:port/path`
-    /// (like go-nsq; the port is required).
+    /// Accepts `host:port`, `http://host:port[/path]` and
+    /// `https://host:port[/path]` (like go-nsq; the port is required).
     pub fn parse(addr: &str) -> Result<LookupdEndpoint, LookupError> {
         let bad = || LookupError::BadAddress(addr.to_string());
-        let rest = match addr.split_once("://") {
-            Some(("http", rest)) => rest,
+        let (scheme, rest) = match addr.split_once("://") {
+            Some(("http", rest)) => ("http", rest),
+            Some(("https", rest)) => ("https", rest),
             Some(_) => return Err(bad()),
-            None => addr,
+            None => ("http", addr),
         };
         let (host_port, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -49,6 +55,7 @@ impl LookupdEndpoint {
             path
         };
         Ok(LookupdEndpoint {
+            scheme,
             host_port: host_port.to_string(),
             path: path.to_string(),
         })
@@ -64,13 +71,23 @@ impl LookupdEndpoint {
     }
 }
 
-/// The HTTP client a consumer asks its lookupds with.
-pub fn client(cfg: &crate::Config) -> nsq_http::Client {
-    nsq_http::Client::new(
+/// The HTTP client a consumer asks its lookupds with; `https://` ones are
+/// verified with the TLS settings that verify nsqd (an unreadable CA file
+/// is an error here, before any lookupd is asked).
+pub fn client(cfg: &crate::Config) -> Result<nsq_http::Client, LookupError> {
+    let tls = nsq_http::tls::ClientTls {
+        root_ca_file: cfg.tls_root_ca_file.as_deref().unwrap_or_default(),
+        insecure_skip_verify: cfg.tls_insecure_skip_verify,
+        ..Default::default()
+    }
+    .config()
+    .map_err(LookupError::Tls)?;
+    Ok(nsq_http::Client::new(
         nsq_http::ClientOptions::new(cfg.dial_timeout, cfg.lookupd_poll_timeout)
             .user_agent(crate::config::USER_AGENT)
-            .secret(cfg.http_secret.as_deref().unwrap_or_default()),
-    )
+            .secret(cfg.http_secret.as_deref().unwrap_or_default())
+            .tls(tls),
+    ))
 }
 
 /// Queries one nsqlookupd for `topic` and returns the nsqd TCP addresses it lists.
@@ -79,7 +96,7 @@ pub async fn query(
     ep: &LookupdEndpoint,
     topic: &str,
 ) -> Result<Vec<String>, LookupError> {
-    let url = format!("http://{}{}", ep.host_port, ep.target(topic));
+    let url = format!("{}://{}{}", ep.scheme, ep.host_port, ep.target(topic));
     let lookup: Lookup = client
         .get_v1(&url)
         .await
@@ -112,7 +129,10 @@ mod tests {
         let e = LookupdEndpoint::parse("http://h:1/custom?x=1").unwrap();
         assert_eq!(e.target("t"), "/custom?x=1&topic=t");
         assert!(LookupdEndpoint::parse("h").is_err());
-        assert!(LookupdEndpoint::parse("https://h:1").is_err());
+        let e = LookupdEndpoint::parse("https://h:1").unwrap();
+        assert_eq!((e.scheme, e.host_port.as_str()), ("https", "h:1"));
+        assert_eq!(LookupdEndpoint::parse("h:1").unwrap().scheme, "http");
+        assert!(LookupdEndpoint::parse("ftp://h:1").is_err());
         assert!(LookupdEndpoint::parse("h:").is_err());
     }
 }

@@ -224,6 +224,26 @@ async fn accept_loop_limited<F, Fut>(
     tracker.wait().await;
 }
 
+/// The server side of a TLS handshake on an accepted connection, bounded
+/// by [`HANDSHAKE_TIMEOUT`]; `None` (logged at debug) when it fails.
+pub async fn accept_tls(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    remote: SocketAddr,
+) -> Option<crate::stream::Stream> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Some(crate::stream::Stream::Tls(Box::new(s.into()))),
+        Ok(Err(e)) => {
+            tracing::debug!(%remote, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%remote, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
 async fn connection<E: Copy + Send + Sync + 'static>(
     stream: TcpStream,
     remote: SocketAddr,
@@ -234,16 +254,10 @@ async fn connection<E: Copy + Send + Sync + 'static>(
     let _ = stream.set_nodelay(true);
     let io = match tls {
         None => crate::stream::Stream::Plain(stream),
-        Some(acceptor) => {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(s)) => crate::stream::Stream::Tls(Box::new(s.into())),
-                Ok(Err(e)) => {
-                    tracing::debug!(%remote, error = %e, "HTTPS: TLS handshake failed");
-                    return;
-                }
-                Err(_) => return,
-            }
-        }
+        Some(acceptor) => match accept_tls(&acceptor, stream, remote).await {
+            Some(s) => s,
+            None => return,
+        },
     };
     let is_tls = matches!(io, crate::stream::Stream::Tls(_));
     let guarded = site.guard.is_some();

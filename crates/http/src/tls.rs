@@ -6,12 +6,17 @@
 //! plus the certificates in the directories of `SSL_CERT_DIR` (else
 //! `/etc/ssl/certs` and `/etc/pki/tls/certs`, read only when no bundle file
 //! exists). TLS 1.2 and 1.3 only (Go's client default minimum is 1.2 too).
+//! The daemons' server side (their `--tls-*` flags) is [`ServerTls`].
+
+mod server;
 
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
+
+pub use server::{ServerTls, TlsError};
 
 /// Where Go looks for the system CA bundle on Linux, in order.
 const SYSTEM_CA_FILES: &[&str] = &[

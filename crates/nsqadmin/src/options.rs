@@ -192,6 +192,12 @@ impl Options {
 }
 
 async fn resolve(addr: &str) -> Result<(), String> {
+    // nsq-rs: `http://` or `https://` may name the scheme (no other).
+    let addr = match addr.split_once("://") {
+        Some(("http" | "https", rest)) => rest.trim_end_matches('/'),
+        Some((scheme, _)) => return Err(format!("unsupported scheme {scheme:?} (http or https)")),
+        None => addr,
+    };
     if !addr.contains(':') {
         return Err(format!("address {addr}: missing port in address"));
     }

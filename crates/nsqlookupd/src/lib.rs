@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use nsq_protocol::lookupd::LookupdInfo;
@@ -56,8 +57,20 @@ nsq_cli::flags! {
         verbose: bool = false;
         /// <addr>:<port> to listen on for nsqd's TCP connections (:<port> for all interfaces)
         tcp_address: String = "0.0.0.0:4160";
-        /// <addr>:<port> to listen on for the HTTP API
+        /// <addr>:<port> to listen on for the HTTP API (nsq-rs: empty for none, with --https-address)
         http_address: String = "0.0.0.0:4161";
+        /// nsq-rs: <addr>:<port> to listen on for the HTTP API over HTTPS (needs --tls-cert and --tls-key)
+        https_address: String = "";
+        /// nsq-rs: the TCP listener speaks TLS from the first byte (nsqd then needs tls:// in --lookupd-tcp-address)
+        tls_required: bool = false;
+        /// nsq-rs: path to the certificate file of --https-address and --tls-required
+        tls_cert: String = "";
+        /// nsq-rs: path to the key file of --tls-cert
+        tls_key: String = "";
+        /// nsq-rs: client certificate auth policy ('require' or 'require-verify')
+        tls_client_auth_policy: String = "";
+        /// nsq-rs: minimum TLS version: tls1.0 (taken as tls1.2), tls1.1, tls1.2 or tls1.3
+        tls_min_version: nsq_cli::flags::TlsMinVersion = "tls1.0";
         /// the address this node gives nsqd in its IDENTIFY answer; the host's name when not set
         broadcast_address: String = nsq_cli::hostname().unwrap_or_default();
         /// how long a producer not heard from (IDENTIFY or PING) stays listed
@@ -76,7 +89,7 @@ nsq_cli::flags! {
         http_client_connect_timeout: Duration = "2s";
         /// nsq-rs: how long a request to the auth server may take in all
         http_client_request_timeout: Duration = "5s";
-        /// nsq-rs: PEM file of the CAs that may sign an https:// auth server's certificate (default: the system's)
+        /// nsq-rs: PEM file of the CAs that may sign an https:// auth server's certificate and, with --tls-client-auth-policy=require-verify, a client's (default: the system's)
         tls_root_ca_file: String = "";
     }
 }
@@ -94,7 +107,43 @@ impl Options {
         if self.http_max_connections < 0 {
             return Err("--http-max-connections must be >= 0".into());
         }
+        if self.http_address.is_empty() && self.https_address.is_empty() {
+            return Err("--http-address or --https-address required".into());
+        }
+        self.server_tls().map(drop)?;
         self.http_guard().map(drop)
+    }
+
+    /// The TLS listeners' config: `None` when none is asked for. Bad
+    /// combinations and unreadable files are refused here, at startup.
+    fn server_tls(&self) -> Result<Option<Arc<rustls::ServerConfig>>, String> {
+        let serves_tls = self.tls_required || !self.https_address.is_empty();
+        let has_cert = !self.tls_cert.is_empty() || !self.tls_key.is_empty();
+        if !serves_tls {
+            if has_cert {
+                return Err("--tls-cert/--tls-key given but nothing serves TLS: set --https-address or --tls-required".into());
+            }
+            return Ok(None);
+        }
+        if self.tls_cert.is_empty() || self.tls_key.is_empty() {
+            return Err("--https-address and --tls-required need --tls-cert and --tls-key".into());
+        }
+        let policy = self.tls_client_auth_policy.as_str();
+        if !matches!(policy, "" | "require" | "require-verify") {
+            return Err(format!(
+                "--tls-client-auth-policy must be require or require-verify, not {}",
+                nsq_protocol::gofmt::quote(policy)
+            ));
+        }
+        nsq_http::tls::ServerTls {
+            cert_file: &self.tls_cert,
+            key_file: &self.tls_key,
+            root_ca_file: &self.tls_root_ca_file,
+            client_auth_policy: policy,
+            min_version: self.tls_min_version.0,
+        }
+        .config()
+        .map_err(|e| format!("failed to load TLS config - {e}"))
     }
 
     /// The HTTP access control, with `--http-auth-required`; the auth
@@ -197,16 +246,38 @@ impl WallClock {
 /// A bound, not yet serving, nsqlookupd.
 pub struct NsqLookupd {
     tcp: TcpListener,
-    http: TcpListener,
+    http: Option<TcpListener>,
+    https: Option<TcpListener>,
+    /// `--tls-required`: the TCP listener's handshake.
+    tcp_tls: Option<TlsAcceptor>,
+    https_tls: Option<TlsAcceptor>,
     ctx: Arc<Context>,
 }
 
 impl NsqLookupd {
-    /// Opens the TCP then the HTTP listener (NSQ's order) and prepares state.
+    /// Opens the TCP then the HTTP (then the HTTPS) listener, NSQ's order,
+    /// and prepares state.
     pub async fn bind(opts: Options) -> Result<Self, Error> {
+        let tls = opts.server_tls().map_err(Error::Config)?;
         let tcp = listen(&opts.tcp_address).await?;
-        let http = listen(&opts.http_address).await?;
+        let http = match opts.http_address.as_str() {
+            "" => None,
+            addr => Some(listen(addr).await?),
+        };
+        let https = match opts.https_address.as_str() {
+            "" => None,
+            addr => Some(listen(addr).await?),
+        };
+        let acceptor = tls.map(TlsAcceptor::from);
+        let tcp_tls = acceptor.clone().filter(|_| opts.tls_required);
+        let https_tls = acceptor.filter(|_| https.is_some());
         let local_port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or_default();
+        // An HTTPS-only lookupd tells nsqds its HTTPS port.
+        let http_port = http
+            .as_ref()
+            .or(https.as_ref())
+            .map(local_port)
+            .unwrap_or_default();
         let hostname = nsq_cli::hostname().map_err(Error::Hostname)?;
         let ctx = Context {
             db: Mutex::new(RegistrationDb::new(
@@ -216,7 +287,7 @@ impl NsqLookupd {
             identify_response: Bytes::from(nsq_protocol::gofmt::to_json(&LookupdInfo {
                 broadcast_address: opts.broadcast_address.clone(),
                 hostname: hostname.clone(),
-                http_port: local_port(&http),
+                http_port,
                 tcp_port: local_port(&tcp),
                 version: VERSION.to_string(),
             })),
@@ -226,6 +297,9 @@ impl NsqLookupd {
         Ok(Self {
             tcp,
             http,
+            https,
+            tcp_tls,
+            https_tls,
             ctx: Arc::new(ctx),
         })
     }
@@ -235,18 +309,33 @@ impl NsqLookupd {
         self.tcp.local_addr()
     }
 
-    /// The bound HTTP address (useful with port 0).
+    /// The bound HTTP address (useful with port 0); an error when there is
+    /// no HTTP listener.
     pub fn http_addr(&self) -> io::Result<SocketAddr> {
-        self.http.local_addr()
+        match &self.http {
+            Some(l) => l.local_addr(),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no HTTP listener")),
+        }
     }
 
     /// Serves both protocols until `shutdown` is cancelled, then closes the
     /// listeners and every client connection and returns once all connection
     /// tasks have finished.
     pub async fn serve(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let http = async {
+            if let Some(l) = self.http {
+                http::serve(l, None, self.ctx.clone(), shutdown.clone()).await;
+            }
+        };
+        let https = async {
+            if let Some(l) = self.https {
+                http::serve(l, self.https_tls, self.ctx.clone(), shutdown.clone()).await;
+            }
+        };
         tokio::join!(
-            tcp::serve(self.tcp, self.ctx.clone(), shutdown.clone()),
-            http::serve(self.http, self.ctx.clone(), shutdown.clone()),
+            tcp::serve(self.tcp, self.tcp_tls, self.ctx.clone(), shutdown.clone()),
+            http,
+            https,
         );
         Ok(())
     }

@@ -305,3 +305,53 @@ impl Value for LogLevel {
             .map_err(|_| TomlError::Fatal(format!("failed parsing log_level {text}")))
     }
 }
+
+/// `--tls-min-version` of nsqd and nsqlookupd: the TLS protocol number
+/// (`/config` shows 769 for tls1.0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TlsMinVersion(pub u16);
+
+impl Value for TlsMinVersion {
+    const TYPE: &'static str = "value";
+
+    fn set(&mut self, s: &str) -> Result<(), String> {
+        self.0 = match s.to_lowercase().as_str() {
+            // empty keeps the value, as in nsqd
+            "" => return Ok(()),
+            "ssl3.0" => 0x0300,
+            "tls1.0" => 0x0301,
+            "tls1.1" => 0x0302,
+            "tls1.2" => 0x0303,
+            "tls1.3" => 0x0304,
+            v => {
+                return Err(format!(
+                    "unknown tlsVersionOption {}",
+                    nsq_protocol::gofmt::quote(v)
+                ))
+            }
+        };
+        Ok(())
+    }
+
+    fn show(&self) -> String {
+        match self.0 {
+            0x0300 => "ssl3.0",
+            0x0301 => "tls1.0",
+            0x0302 => "tls1.1",
+            0x0303 => "tls1.2",
+            0x0304 => "tls1.3",
+            _ => "",
+        }
+        .into()
+    }
+
+    fn config(&self) -> ConfigValue {
+        ConfigValue::Json(Json::from(self.0))
+    }
+
+    fn set_toml(&mut self, v: &toml::Value) -> Result<(), TomlError> {
+        let text = go_sprint_v(v);
+        self.set(&text)
+            .map_err(|_| TomlError::Fatal(format!("failed parsing tls_min_version {text}")))
+    }
+}

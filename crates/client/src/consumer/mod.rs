@@ -199,7 +199,7 @@ impl Consumer {
         let shared = Arc::new(Shared {
             topic: topic.to_string(),
             channel: channel.to_string(),
-            lookupd_client: crate::lookup::client(&config),
+            lookupd_client: crate::lookup::client(&config)?,
             config,
             registry: Mutex::new(Registry::default()),
             stats: Stats::default(),

@@ -111,6 +111,17 @@ fn uniq_sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
+/// The URL base of a configured lookupd or nsqd address: `host:port` is
+/// plain HTTP, as in NSQ; `https://host:port` (nsq-rs) is HTTPS, verified
+/// with nsqadmin's `--http-client-tls-*` flags.
+pub fn base_url(addr: &str) -> String {
+    if addr.starts_with("http://") || addr.starts_with("https://") {
+        addr.trim_end_matches('/').to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
 /// Talks to the cluster; cheap to clone.
 #[derive(Clone)]
 pub struct ClusterInfo {
@@ -127,7 +138,10 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<Topics>(&format!("http://{addr}/topics")).await }
+            async move {
+                c.get_v1::<Topics>(&format!("{}/topics", base_url(&addr)))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
@@ -145,7 +159,7 @@ impl ClusterInfo {
         let q = query_escape(topic);
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            let url = format!("http://{addr}/channels?topic={q}");
+            let url = format!("{}/channels?topic={q}", base_url(&addr));
             async move { c.get_v1::<Channels>(&url).await }
         })
         .await;
@@ -161,7 +175,10 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<Nodes>(&format!("http://{addr}/nodes")).await }
+            async move {
+                c.get_v1::<Nodes>(&format!("{}/nodes", base_url(&addr)))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
@@ -206,7 +223,10 @@ impl ClusterInfo {
         let c = self.client.clone();
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            async move { c.get_v1::<Nodes>(&format!("http://{addr}/nodes")).await }
+            async move {
+                c.get_v1::<Nodes>(&format!("{}/nodes", base_url(&addr)))
+                    .await
+            }
         })
         .await;
         let (ok, errs) = settle(r, ClusterError::Lookupds)?;
@@ -234,7 +254,7 @@ impl ClusterInfo {
         let q = query_escape(topic);
         let r = fan_out(lookupds.to_vec(), move |addr| {
             let c = c.clone();
-            let url = format!("http://{addr}/lookup?topic={q}");
+            let url = format!("{}/lookup?topic={q}", base_url(&addr));
             async move { c.get_v1::<Lookup>(&url).await }
         })
         .await;
@@ -263,7 +283,7 @@ impl ClusterInfo {
         let r = fan_out(nsqds.to_vec(), move |addr| {
             let c = c.clone();
             async move {
-                c.get_v1::<NsqdStats>(&format!("http://{addr}/stats?format=json"))
+                c.get_v1::<NsqdStats>(&format!("{}/stats?format=json", base_url(&addr)))
                     .await
             }
         })
@@ -283,10 +303,11 @@ impl ClusterInfo {
         let r = fan_out(nsqds.to_vec(), move |addr| {
             let c = c.clone();
             async move {
-                let info: NsqdInfo = c.get_v1(&format!("http://{addr}/info")).await?;
+                let info: NsqdInfo = c.get_v1(&format!("{}/info", base_url(&addr))).await?;
                 let stats: NsqdStats = c
                     .get_v1(&format!(
-                        "http://{addr}/stats?format=json&include_clients=false"
+                        "{}/stats?format=json&include_clients=false",
+                        base_url(&addr)
                     ))
                     .await?;
                 let topics = stats
@@ -316,7 +337,8 @@ impl ClusterInfo {
             let topic = topic.clone();
             async move {
                 let url = format!(
-                    "http://{addr}/stats?format=json&topic={}&include_clients=false",
+                    "{}/stats?format=json&topic={}&include_clients=false",
+                    base_url(&addr),
                     query_escape(&topic)
                 );
                 let stats: NsqdStats = c.get_v1(&url).await?;
@@ -329,7 +351,7 @@ impl ClusterInfo {
                 if !names.contains(&topic) {
                     return Ok(None);
                 }
-                let mut info: NsqdInfo = c.get_v1(&format!("http://{addr}/info")).await?;
+                let mut info: NsqdInfo = c.get_v1(&format!("{}/info", base_url(&addr))).await?;
                 // Old nsqds lack broadcast_address/hostname: fall back to the configured address.
                 if info.broadcast_address.is_empty() {
                     if let Some((h, p)) = addr.rsplit_once(':') {
@@ -445,7 +467,7 @@ impl ClusterInfo {
     async fn post_each(&self, addrs: &[String], path: &str, qs: &str) -> Vec<String> {
         let mut errs = Vec::new();
         for addr in addrs {
-            let url = format!("http://{addr}/{path}?{qs}");
+            let url = format!("{}/{path}?{qs}", base_url(&addr));
             tracing::info!("CI: querying {url}");
             if let Err(e) = self.client.v1(Method::POST, &url, None).await {
                 errs.push(e.to_string());

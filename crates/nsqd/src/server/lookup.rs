@@ -4,10 +4,16 @@
 //! full re-registration) as soon as a command finds it down, retrying that
 //! command on the new connection. The same loop
 //! persists `nsqd.dat` after topics or channels change, as nsqd's does.
+//!
+//! nsq-rs: a `tls://host:port` address is dialled over TLS from the first
+//! byte (a lookupd with `--tls-required`), its certificate verified for
+//! `host` against `--tls-root-ca-file` or the system's CAs; nsqd presents
+//! its `--tls-cert` to a lookupd that asks for a client certificate.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use nsq_http::stream::Stream;
 use nsq_protocol::lookupd::{Identify, LookupdInfo, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,11 +37,22 @@ pub enum PeerError {
     Timeout,
     #[error("bad response: {0}")]
     BadResponse(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The `tls://` scheme of a lookupd address: TLS from the first byte.
+const TLS_SCHEME: &str = "tls://";
+
+/// The host of `host:port` or `[v6]:port`, as a certificate names it.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 struct Peer {
     addr: String,
-    conn: Option<TcpStream>,
+    conn: Option<Stream>,
     /// `broadcast_address:http_port` the lookupd told us, once identified.
     http_addr: Option<String>,
 }
@@ -57,8 +74,10 @@ impl Peer {
     }
 
     /// Sends one command (line and optional body) and reads its response.
-    async fn roundtrip(conn: &mut TcpStream, cmd: &[u8]) -> Result<Vec<u8>, PeerError> {
+    async fn roundtrip(conn: &mut Stream, cmd: &[u8]) -> Result<Vec<u8>, PeerError> {
         io(conn.write_all(cmd)).await?;
+        // TLS buffers what it encrypts (a no-op on plain TCP).
+        io(conn.flush()).await?;
         let mut size = [0u8; 4];
         io(conn.read_exact(&mut size)).await?;
         let size = i32::from_be_bytes(size);
@@ -72,8 +91,7 @@ impl Peer {
 
     async fn connect(&mut self, nsqd: &NsqdInner) -> Result<(), PeerError> {
         tracing::info!(lookupd = %self.addr, "LOOKUP connecting");
-        let mut conn = io(TcpStream::connect(&self.addr)).await?;
-        let _ = conn.set_nodelay(true);
+        let mut conn = self.dial(nsqd).await?;
         io(conn.write_all(nsq_protocol::lookupd::MAGIC_V1)).await?;
         let identify = Identify {
             broadcast_address: nsqd.opts().broadcast_address.clone(),
@@ -111,6 +129,30 @@ impl Peer {
         }
         self.conn = Some(conn);
         Ok(())
+    }
+
+    /// The TCP connection, over TLS for a `tls://` address. The CA file is
+    /// read at each dial, so a replaced one is used on the next reconnect.
+    async fn dial(&self, nsqd: &NsqdInner) -> Result<Stream, PeerError> {
+        let Some(addr) = self.addr.strip_prefix(TLS_SCHEME) else {
+            let conn = io(TcpStream::connect(&self.addr)).await?;
+            let _ = conn.set_nodelay(true);
+            return Ok(Stream::Plain(conn));
+        };
+        let name = rustls::pki_types::ServerName::try_from(host_of(addr).to_string())
+            .map_err(|e| PeerError::Tls(e.to_string()))?;
+        let cfg = super::tls::lookupd_client_config(nsqd.opts())
+            .map_err(|e| PeerError::Tls(e.to_string()))?;
+        let conn = io(TcpStream::connect(addr)).await?;
+        let _ = conn.set_nodelay(true);
+        let tls = tokio::time::timeout(
+            IO_TIMEOUT,
+            tokio_rustls::TlsConnector::from(cfg).connect(name, conn),
+        )
+        .await
+        .map_err(|_| PeerError::Timeout)?
+        .map_err(|e| PeerError::Tls(e.to_string()))?;
+        Ok(Stream::Tls(Box::new(tls.into())))
     }
 
     /// Runs a command, (re)connecting first if needed. Errors drop the

@@ -4,174 +4,45 @@
 //! the client config for outgoing HTTPS (auth servers), and the names
 //! `/stats` gives a connection's TLS parameters.
 //!
-//! rustls speaks only TLS 1.2 and 1.3, so `--tls-min-version=tls1.0` or
-//! `tls1.1` (Go's default is tls1.0) admits TLS 1.2 and up: no client of
-//! nsq-rs can negotiate an older protocol than Go nsqd would allow it, only
-//! the obsolete ones are gone.
+//! The configs are built by `nsq_http::tls::ServerTls`, shared with
+//! nsqlookupd; this module only maps nsqd's options onto it.
 
 use std::sync::Arc;
 
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConnection, SignatureScheme,
-};
+use rustls::ServerConnection;
 
 use crate::options::Options;
 
-#[derive(Debug, thiserror::Error)]
-pub enum TlsError {
-    #[error("open {path}: {err}")]
-    Read { path: String, err: String },
-    #[error("tls: failed to find any PEM data in certificate input")]
-    NoCert,
-    #[error("tls: failed to find any PEM data in key input")]
-    NoKey,
-    #[error("failed to append certificate to pool")]
-    BadCa,
-    #[error("{0}")]
-    Rustls(#[from] rustls::Error),
-    #[error("{0}")]
-    Verifier(String),
-}
+/// The certificate and key files and the CA bundle failed to load.
+pub use nsq_http::tls::TlsError;
 
-fn provider() -> Arc<CryptoProvider> {
-    nsq_http::tls::provider()
-}
-
-static TLS13_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
-static TLS12_UP: [&rustls::SupportedProtocolVersion; 2] =
-    [&rustls::version::TLS13, &rustls::version::TLS12];
-
-fn versions(min: u16) -> &'static [&'static rustls::SupportedProtocolVersion] {
-    if min >= 0x0304 {
-        &TLS13_ONLY
-    } else {
-        &TLS12_UP
+fn server_tls(opts: &Options) -> nsq_http::tls::ServerTls<'_> {
+    nsq_http::tls::ServerTls {
+        cert_file: &opts.tls_cert,
+        key_file: &opts.tls_key,
+        root_ca_file: &opts.tls_root_ca_file,
+        client_auth_policy: &opts.tls_client_auth_policy,
+        min_version: opts.tls_min_version.0,
     }
-}
-
-fn read(path: &str) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|e| TlsError::Read {
-        path: path.to_string(),
-        err: e.to_string(),
-    })
-}
-
-/// The CA bundle: `--tls-root-ca-file`, else the system's (may be empty).
-fn roots(opts: &Options) -> Result<RootCertStore, TlsError> {
-    let mut store = RootCertStore::empty();
-    if !opts.tls_root_ca_file.is_empty() {
-        if nsq_http::tls::add_pem(&mut store, &read(&opts.tls_root_ca_file)?) == 0 {
-            return Err(TlsError::BadCa);
-        }
-        return Ok(store);
-    }
-    Ok(nsq_http::tls::system_roots())
 }
 
 /// The server side, or None when no cert/key is configured (then IDENTIFY
 /// never offers `tls_v1` and there is no HTTPS listener).
 pub fn server_config(opts: &Options) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
-    if opts.tls_cert.is_empty() && opts.tls_key.is_empty() {
-        return Ok(None);
-    }
-    let cert_pem = read(&opts.tls_cert)?;
-    let key_pem = read(&opts.tls_key)?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
-        .filter_map(Result::ok)
-        .collect();
-    if chain.is_empty() {
-        return Err(TlsError::NoCert);
-    }
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey)?;
-    let provider = provider();
-    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions(opts.tls_min_version.0))?;
-    let builder = match opts.tls_client_auth_policy.as_str() {
-        "require" => builder.with_client_cert_verifier(Arc::new(AnyClientCert { provider })),
-        "require-verify" => {
-            let verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots(opts)?), provider)
-                    .build()
-                    .map_err(|e| TlsError::Verifier(e.to_string()))?;
-            builder.with_client_cert_verifier(verifier)
-        }
-        // Go's default: no client certificate is asked for.
-        _ => builder.with_no_client_auth(),
-    };
-    Ok(Some(Arc::new(builder.with_single_cert(chain, key)?)))
+    server_tls(opts).config()
 }
 
-/// The client side for outgoing HTTPS (auth servers): verifies the server
-/// against `--tls-root-ca-file` or the system bundle.
+/// The client side for outgoing HTTPS (auth servers): verifies the server against `--tls-root-ca-file` or the
+/// system bundle.
 pub fn client_config(opts: &Options) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    let cfg = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(versions(opts.tls_min_version.0))?
-        .with_root_certificates(roots(opts)?)
-        .with_no_client_auth();
-    Ok(Arc::new(cfg))
+    server_tls(opts).client_config()
 }
 
-/// `--tls-client-auth-policy=require`: a client certificate must be sent
-/// (and its key proven), but it is not checked against any CA — Go's
-/// `tls.RequireAnyClientCert`.
-#[derive(Debug)]
-struct AnyClientCert {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ClientCertVerifier for AnyClientCert {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
-    }
-
-    fn verify_client_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
+/// The client side of a `tls://` lookupd connection: verified as
+/// [`client_config`], presenting `--tls-cert` when nsqd has one (a lookupd
+/// with `--tls-client-auth-policy` asks for it).
+pub fn lookupd_client_config(opts: &Options) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    server_tls(opts).client_config_with_identity()
 }
 
 /// What `/stats` and the auth query need to know about a TLS connection.

@@ -22,6 +22,7 @@ use nsq_http::guard::{Access, Grant};
 use nsq_http::router::Routes;
 use nsq_http::server::{reply, Site};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
@@ -124,19 +125,25 @@ fn handler(endpoint: Endpoint, method: MethodFilter, ctx: Arc<Context>) -> Metho
 
 /// Accepts HTTP clients until `shutdown`, then waits for open connections to
 /// finish their current request.
-pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: CancellationToken) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     let local = listener
         .local_addr()
         .map(nsq_http::server::go_addr)
         .unwrap_or_default();
-    info!("HTTP: listening on {local}");
+    let proto = if tls.is_some() { "HTTPS" } else { "HTTP" };
+    info!("{proto}: listening on {local}");
     let site = Site::new(routes(), |e, m| handler(e, m, ctx.clone()));
     let site = match &ctx.http_guard {
         Some(guard) => site.guard(guard.clone(), access),
         None => site,
     };
-    nsq_http::server::serve(listener, None, Arc::new(site), shutdown).await;
-    info!("HTTP: closing {local}");
+    nsq_http::server::serve(listener, tls, Arc::new(site), shutdown).await;
+    info!("{proto}: closing {local}");
 }
 
 /// Applies NSQ's "V1" / "PlainText" conventions to a reply.

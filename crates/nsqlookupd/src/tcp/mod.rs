@@ -1,6 +1,7 @@
 //! The TCP listener and the per-connection shell of the V1 protocol.
 //!
-//! Owns: accepting connections, reading the magic, lines and IDENTIFY bodies,
+//! Owns: accepting connections (over TLS from the first byte with
+//! `--tls-required`), reading the magic, lines and IDENTIFY bodies,
 //! writing framed responses, closing on fatal errors and on shutdown, and
 //! removing the peer's registrations when its connection ends. Never: protocol
 //! decisions — those live in [`v1`], which this shell feeds bytes and `now`.
@@ -17,9 +18,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpListener, TcpStream};
+use nsq_http::stream::Stream;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, ReadHalf, WriteHalf};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info};
 
@@ -34,14 +36,36 @@ const MAX_LINE: usize = 64 * 1024;
 
 /// Accepts V1 clients until `shutdown`, then waits for every connection to
 /// finish (each closes itself on `shutdown`).
-pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: CancellationToken) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
     let local = listener
         .local_addr()
         .map(crate::go_addr)
         .unwrap_or_default();
-    info!("TCP: listening on {local}");
+    let proto = if tls.is_some() { "TCP (TLS)" } else { "TCP" };
+    info!("{proto}: listening on {local}");
     nsq_http::server::accept_loop(listener, shutdown.clone(), |stream, remote| {
-        handle(stream, remote, ctx.clone(), shutdown.clone())
+        let (ctx, shutdown, tls) = (ctx.clone(), shutdown.clone(), tls.clone());
+        async move {
+            // Go sets TCP_NODELAY on every accepted connection.
+            let _ = stream.set_nodelay(true);
+            let stream = match tls {
+                None => Stream::Plain(stream),
+                // `--tls-required`: TLS from the first byte; a failed
+                // handshake never reaches the protocol.
+                Some(acceptor) => {
+                    match nsq_http::server::accept_tls(&acceptor, stream, remote).await {
+                        Some(s) => s,
+                        None => return,
+                    }
+                }
+            };
+            handle(stream, remote, ctx, shutdown).await
+        }
     })
     .await;
     info!("TCP: closing {local}");
@@ -50,16 +74,14 @@ pub(crate) async fn serve(listener: TcpListener, ctx: Arc<Context>, shutdown: Ca
 /// One connection: run the protocol until EOF, a fatal error or shutdown,
 /// then drop the peer's registrations.
 async fn handle(
-    stream: TcpStream,
+    stream: Stream,
     remote: SocketAddr,
     ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
     let remote = crate::go_addr(remote);
     info!(client = %remote, "TCP: new client");
-    // Go sets TCP_NODELAY on every accepted connection.
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let (rd, wr) = tokio::io::split(stream);
     let mut conn = Connection {
         rd: BufReader::new(rd),
         wr,
@@ -80,8 +102,8 @@ async fn handle(
 }
 
 struct Connection {
-    rd: BufReader<OwnedReadHalf>,
-    wr: OwnedWriteHalf,
+    rd: BufReader<ReadHalf<Stream>>,
+    wr: WriteHalf<Stream>,
     ctx: Arc<Context>,
 }
 
@@ -178,6 +200,8 @@ impl Connection {
     }
 
     async fn send(&mut self, data: &[u8]) -> io::Result<()> {
-        self.wr.write_all(&wire::frame(data)).await
+        self.wr.write_all(&wire::frame(data)).await?;
+        // TLS buffers what it encrypts; a response must leave now.
+        self.wr.flush().await
     }
 }

@@ -1,0 +1,391 @@
+//! TLS between the daemons, black-box (issue 16, part 4): nsqlookupd
+//! serving its HTTP API over HTTPS (`--https-address`) and its TCP listener
+//! over TLS (`--tls-required`), nsqd registering with a `tls://` lookupd
+//! address and verifying its certificate, a consumer (nsq_tail) and
+//! nsqadmin finding nsqds through an `https://` lookupd, nsqadmin reading
+//! an nsqd over HTTPS, and the bad settings refused with a clear error.
+//! The certificates are made at test time (`nsq_tests::pki`).
+
+#![forbid(unsafe_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[path = "../src/admin_util.rs"]
+mod admin_util;
+
+use admin_util::{start_admin, Recorder};
+use nsq_tests::pki::{https_request, try_https_request, Pki};
+use nsq_tests::*;
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// An nsqlookupd with TLS flags, on free ports; stopped on drop.
+struct TlsLookupd {
+    child: Child,
+    /// How the test's own HTTPS requests reach it.
+    cfg: Arc<rustls::ClientConfig>,
+    tcp: String,
+    https: String,
+    log: tempfile::TempDir,
+}
+
+impl TlsLookupd {
+    /// `--https-address` and `--tls-required` with the PKI's server
+    /// certificate, no plain HTTP listener, plus `extra`; waits until
+    /// `/ping` answers over HTTPS.
+    fn start(pki: &Pki, extra: &[&str]) -> TlsLookupd {
+        TlsLookupd::start_as(pki, extra, pki.client_config(None))
+    }
+
+    /// [`TlsLookupd::start`], the test's requests made with `cfg`.
+    fn start_as(pki: &Pki, extra: &[&str], cfg: Arc<rustls::ClientConfig>) -> TlsLookupd {
+        let tcp = format!("127.0.0.1:{}", free_port());
+        let https = format!("127.0.0.1:{}", free_port());
+        let log = tempfile::tempdir().unwrap();
+        let child = Command::new(bin_path("nsqlookupd"))
+            .arg(format!("--tcp-address={tcp}"))
+            .arg("--http-address=")
+            .arg(format!("--https-address={https}"))
+            .arg("--tls-required")
+            .arg(format!("--tls-cert={}", pki.path("cert.pem")))
+            .arg(format!("--tls-key={}", pki.path("key.pem")))
+            .arg("--broadcast-address=127.0.0.1")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log.path().join("stderr")).unwrap())
+            .spawn()
+            .expect("spawn nsqlookupd");
+        let mut d = TlsLookupd {
+            child,
+            cfg,
+            tcp,
+            https,
+            log,
+        };
+        let deadline = Instant::now() + secs(20);
+        loop {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                panic!("nsqlookupd exited with {st}: {}", d.stderr());
+            }
+            if let Ok(r) = try_https_request(&d.https, d.cfg.clone(), "GET", "/ping", None) {
+                if r.status == 200 {
+                    return d;
+                }
+            }
+            assert!(Instant::now() < deadline, "no HTTPS /ping: {}", d.stderr());
+            sleep_ms(50);
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.log.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// The producers `/lookup?topic=` lists, asked over HTTPS.
+    fn producers(&self, topic: &str) -> Vec<serde_json::Value> {
+        let r = https_request(
+            &self.https,
+            self.cfg.clone(),
+            "GET",
+            &format!("/lookup?topic={topic}"),
+            None,
+        );
+        if r.status != 200 {
+            return Vec::new();
+        }
+        r.json()["producers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for TlsLookupd {
+    fn drop(&mut self) {
+        terminate(&mut self.child, secs(5));
+    }
+}
+
+/// An nsqd registered with `lookupd` over TLS (its CA given), holding a
+/// message on `topic`, once the lookupd lists it.
+fn registered_nsqd(pki: &Pki, lookupd: &TlsLookupd, topic: &str, extra: &[&str]) -> Nsqd {
+    let mut args = vec![
+        format!("--lookupd-tcp-address=tls://{}", lookupd.tcp),
+        format!("--tls-root-ca-file={}", pki.path("ca.pem")),
+        "--broadcast-address=127.0.0.1".to_string(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let n = Nsqd::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    n.http_pub(topic, b"over tls");
+    wait_for(secs(15), "the lookupd to list the nsqd", || {
+        let p = lookupd.producers(topic);
+        (p.len() == 1).then_some(())
+    });
+    n
+}
+
+#[test]
+fn nsqd_registers_over_tls_and_nsq_tail_finds_it_through_https_lookupd() {
+    let pki = Pki::new();
+    let lookupd = TlsLookupd::start(&pki, &[]);
+    let n = registered_nsqd(&pki, &lookupd, "tls_t", &[]);
+    let p = &lookupd.producers("tls_t")[0];
+    assert_eq!(p["tcp_port"], n.tcp_port, "{p}");
+    assert_eq!(p["http_port"], n.http_port, "{p}");
+
+    // The TCP listener speaks TLS from the first byte: a plain V1 client
+    // gets no V1 answer, only a closed connection (or TLS alert bytes).
+    let mut plain = TcpStream::connect(&lookupd.tcp).unwrap();
+    plain.set_read_timeout(Some(secs(5))).unwrap();
+    plain.write_all(b"  V1PING\n").unwrap();
+    let mut buf = Vec::new();
+    let _ = plain.read_to_end(&mut buf);
+    assert!(
+        !buf.windows(2).any(|w| w == b"OK"),
+        "plain V1 answered: {buf:?}"
+    );
+
+    // A consumer given the lookupd as https:// and the CA finds the nsqd.
+    let out = run_bin(
+        "nsq_tail",
+        &[
+            &format!("--lookupd-http-address=https://{}", lookupd.https),
+            &format!("--consumer-opt=tls_root_ca_file,{}", pki.path("ca.pem")),
+            "--topic=tls_t",
+            "--n=1",
+        ],
+        secs(30),
+    );
+    assert!(out.status.is_some_and(|s| s.success()), "nsq_tail: {out:?}");
+    assert_eq!(out.stdout, "over tls\n", "{out:?}");
+}
+
+#[test]
+fn nsqadmin_reads_an_https_lookupd_and_an_https_nsqd() {
+    let pki = Pki::new();
+    let lookupd = TlsLookupd::start(&pki, &[]);
+    let tls_flags = pki.flags();
+    let extra: Vec<&str> = tls_flags.iter().map(String::as_str).collect();
+    let n = registered_nsqd(&pki, &lookupd, "admin_tls", &extra);
+    let ca = format!("--http-client-tls-root-ca-file={}", pki.path("ca.pem"));
+
+    let through_lookupd = start_admin(&[
+        &format!("--lookupd-http-address=https://{}", lookupd.https),
+        &ca,
+    ]);
+    let r = through_lookupd.get("/api/topics");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["topics"], serde_json::json!(["admin_tls"]));
+    // ... and from there the nsqd's own stats (over its HTTP port).
+    let r = through_lookupd.get("/api/topics/admin_tls");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["depth"], 1, "{}", r.text());
+
+    let direct = start_admin(&[
+        &format!("--nsqd-http-address=https://{}", n.https_addr),
+        &ca,
+    ]);
+    let r = direct.get("/api/topics");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["topics"], serde_json::json!(["admin_tls"]));
+}
+
+#[test]
+fn an_untrusted_lookupd_certificate_is_refused() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    let lookupd = TlsLookupd::start(&pki, &[]);
+    // nsqd trusts another CA: it never registers.
+    let n = Nsqd::start(&[
+        &format!("--lookupd-tcp-address=tls://{}", lookupd.tcp),
+        &format!("--tls-root-ca-file={}", other.path("ca.pem")),
+    ]);
+    n.http_pub("untrusted", b"x");
+    let deadline = Instant::now() + secs(3);
+    while Instant::now() < deadline {
+        assert!(lookupd.producers("untrusted").is_empty());
+        sleep_ms(200);
+    }
+    wait_for(secs(10), "nsqd to log the TLS failure", || {
+        let log = n.stderr();
+        (log.contains("LOOKUPD connect failed") && log.contains("TLS: invalid peer certificate"))
+            .then_some(())
+    });
+
+    // nsq_tail trusting another CA cannot query the lookupd and says why.
+    let out = run_bin(
+        "nsq_tail",
+        &[
+            &format!("--lookupd-http-address=https://{}", lookupd.https),
+            &format!("--consumer-opt=tls_root_ca_file,{}", other.path("ca.pem")),
+            "--topic=untrusted",
+        ],
+        secs(3),
+    );
+    assert!(out.status.is_none(), "nsq_tail keeps retrying: {out:?}");
+    assert!(
+        out.stderr.contains("error querying nsqlookupd"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn bad_tls_settings_are_clear_startup_errors() {
+    let pki = Pki::new();
+    let port = || format!("127.0.0.1:{}", free_port());
+    let fails = |args: &[&str], want: &str| {
+        let out = run_bin("nsqlookupd", args, secs(10));
+        assert_eq!(
+            out.status.and_then(|s| s.code()),
+            Some(1),
+            "{args:?}: {out:?}"
+        );
+        assert!(
+            out.stderr.contains(want),
+            "{args:?}: want {want:?} in {}",
+            out.stderr
+        );
+    };
+    let (tcp, http, https) = (
+        format!("--tcp-address={}", port()),
+        format!("--http-address={}", port()),
+        format!("--https-address={}", port()),
+    );
+    fails(
+        &[&tcp, &http, &https],
+        "--https-address and --tls-required need --tls-cert and --tls-key",
+    );
+    fails(
+        &[&tcp, &http, "--tls-required"],
+        "--https-address and --tls-required need --tls-cert and --tls-key",
+    );
+    let cert = format!("--tls-cert={}", pki.path("cert.pem"));
+    let key = format!("--tls-key={}", pki.path("key.pem"));
+    fails(&[&tcp, &http, &cert, &key], "nothing serves TLS");
+    fails(
+        &[&tcp, &http, &https, &cert, "--tls-key=/nonexistent/key.pem"],
+        "open /nonexistent/key.pem",
+    );
+    fails(
+        &[
+            &tcp,
+            &http,
+            &https,
+            &cert,
+            &key,
+            "--tls-client-auth-policy=maybe",
+        ],
+        "--tls-client-auth-policy must be require or require-verify",
+    );
+    fails(
+        &[&tcp, "--http-address=", &cert, &key],
+        "--http-address or --https-address required",
+    );
+    let not_pem = pki.path("not.pem");
+    std::fs::write(&not_pem, "not a certificate").unwrap();
+    fails(
+        &[
+            &tcp,
+            &http,
+            &https,
+            &cert,
+            &key,
+            "--tls-client-auth-policy=require-verify",
+            &format!("--tls-root-ca-file={not_pem}"),
+        ],
+        "failed to append certificate to pool",
+    );
+
+    // A consumer with an unreadable CA file fails at once, naming it.
+    let out = run_bin(
+        "nsq_tail",
+        &[
+            "--lookupd-http-address=https://127.0.0.1:1",
+            "--consumer-opt=tls_root_ca_file,/nonexistent/ca.pem",
+            "--topic=t",
+        ],
+        secs(10),
+    );
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{out:?}");
+    assert!(out.stderr.contains("/nonexistent/ca.pem"), "{}", out.stderr);
+}
+
+#[test]
+fn lookupd_tls_client_auth_require_verify() {
+    let pki = Pki::new();
+    let lookupd = TlsLookupd::start_as(
+        &pki,
+        &[
+            "--tls-client-auth-policy=require-verify",
+            &format!("--tls-root-ca-file={}", pki.path("ca.pem")),
+        ],
+        pki.client_config(Some(pki.client_cert("nsqadmin"))),
+    );
+    // Without a client certificate the HTTPS request is refused.
+    assert!(try_https_request(
+        &lookupd.https,
+        pki.client_config(None),
+        "GET",
+        "/ping",
+        None
+    )
+    .is_err());
+    // An nsqd without a certificate cannot register over TLS ...
+    let anonymous = Nsqd::start(&[
+        &format!("--lookupd-tcp-address=tls://{}", lookupd.tcp),
+        &format!("--tls-root-ca-file={}", pki.path("ca.pem")),
+    ]);
+    anonymous.http_pub("anon", b"x");
+    // ... one presenting its --tls-cert, signed by the CA, can.
+    let tls_flags = pki.flags();
+    let extra: Vec<&str> = tls_flags.iter().map(String::as_str).collect();
+    let _n = registered_nsqd(&pki, &lookupd, "mutual", &extra);
+    assert!(lookupd.producers("anon").is_empty());
+    wait_for(secs(10), "the refused nsqd to log it", || {
+        anonymous
+            .stderr()
+            .contains("LOOKUPD connect failed")
+            .then_some(())
+    });
+}
+
+#[test]
+fn nsqadmin_posts_notifications_to_an_https_endpoint() {
+    let pki = Pki::new();
+    let rec = Recorder::start_tls(pki.server_config());
+    let port = rec.addr.rsplit_once(':').unwrap().1.to_string();
+    let n = Nsqd::start(&[]);
+    n.http_pub("notify_t", b"x");
+    let admin = start_admin(&[
+        &format!("--nsqd-http-address={}", n.http_addr),
+        &format!("--notification-http-endpoint=https://localhost:{port}/notify"),
+        &format!("--http-client-tls-root-ca-file={}", pki.path("ca.pem")),
+    ]);
+    let r = admin.req(
+        "POST",
+        "/api/topics/notify_t",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"action":"pause"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let got = rec.wait(1, secs(10));
+    assert_eq!(
+        got.len(),
+        1,
+        "one notification over HTTPS: {}",
+        admin.stderr()
+    );
+    assert_eq!(
+        (got[0].method.as_str(), got[0].path.as_str()),
+        ("POST", "/notify")
+    );
+    let body = String::from_utf8_lossy(&got[0].body).to_string();
+    assert!(body.contains(r#""action":"pause_topic""#), "{body}");
+}

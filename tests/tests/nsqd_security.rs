@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use nsq_tests::pki::{https_request, Pki};
 use nsq_tests::*;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 
 const OK_FRAME: &[u8] = &[0, 0, 0, 6, 0, 0, 0, 0, b'O', b'K'];
 const SNAPPY_ID: &[u8] = b"\xff\x06\x00\x00sNaPpY";

@@ -467,7 +467,7 @@ impl ClusterInfo {
     async fn post_each(&self, addrs: &[String], path: &str, qs: &str) -> Vec<String> {
         let mut errs = Vec::new();
         for addr in addrs {
-            let url = format!("{}/{path}?{qs}", base_url(&addr));
+            let url = format!("{}/{path}?{qs}", base_url(addr));
             tracing::info!("CI: querying {url}");
             if let Err(e) = self.client.v1(Method::POST, &url, None).await {
                 errs.push(e.to_string());

@@ -130,6 +130,60 @@ fn registered_nsqd(pki: &Pki, lookupd: &TlsLookupd, topic: &str, extra: &[&str])
     n
 }
 
+/// An nsqd with `--tls-required=true` (its HTTP port answers only 403
+/// naming the HTTPS port), registered with `lookupd` over TLS; stopped on
+/// drop. The harness's `Nsqd` waits for a plain `/ping`, so this one is
+/// started here and waited for over HTTPS.
+struct TlsOnlyNsqd {
+    child: Child,
+    https: String,
+    _data: tempfile::TempDir,
+}
+
+impl TlsOnlyNsqd {
+    fn start(pki: &Pki, lookupd: &TlsLookupd) -> TlsOnlyNsqd {
+        let data = tempfile::tempdir().unwrap();
+        let https = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(bin_path("nsqd"))
+            .arg(format!("--tcp-address=127.0.0.1:{}", free_port()))
+            .arg(format!("--http-address=127.0.0.1:{}", free_port()))
+            .arg(format!("--https-address={https}"))
+            .arg(format!("--data-path={}", data.path().display()))
+            .arg(format!("--lookupd-tcp-address=tls://{}", lookupd.tcp))
+            .arg(format!("--tls-root-ca-file={}", pki.path("ca.pem")))
+            .arg("--broadcast-address=127.0.0.1")
+            .arg("--tls-required=true")
+            .args(pki.flags())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn nsqd");
+        let mut n = TlsOnlyNsqd {
+            child,
+            https,
+            _data: data,
+        };
+        let deadline = Instant::now() + secs(20);
+        loop {
+            if let Ok(Some(st)) = n.child.try_wait() {
+                panic!("nsqd exited with {st}");
+            }
+            let ping = try_https_request(&n.https, pki.client_config(None), "GET", "/ping", None);
+            if ping.is_ok_and(|r| r.status == 200) {
+                return n;
+            }
+            assert!(Instant::now() < deadline, "no HTTPS /ping from nsqd");
+            sleep_ms(50);
+        }
+    }
+}
+
+impl Drop for TlsOnlyNsqd {
+    fn drop(&mut self) {
+        terminate(&mut self.child, secs(5));
+    }
+}
+
 #[test]
 fn nsqd_registers_over_tls_and_nsq_tail_finds_it_through_https_lookupd() {
     let pki = Pki::new();
@@ -186,6 +240,26 @@ fn nsqadmin_reads_an_https_lookupd_and_an_https_nsqd() {
     let r = through_lookupd.get("/api/topics/admin_tls");
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["depth"], 1, "{}", r.text());
+
+    // An nsqd with --tls-required=true refuses its HTTP port (403 naming
+    // the HTTPS port): nsqadmin, sent there by the lookupd, follows it.
+    let tls_only = TlsOnlyNsqd::start(&pki, &lookupd);
+    let r = https_request(
+        &tls_only.https,
+        pki.client_config(None),
+        "POST",
+        "/pub?topic=admin_tls",
+        Some(b"to the tls-only nsqd"),
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_for(secs(15), "the lookupd to list both nsqds", || {
+        (lookupd.producers("admin_tls").len() == 2).then_some(())
+    });
+    let r = through_lookupd.get("/api/topics/admin_tls");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["depth"], 2, "{j}");
+    assert_eq!(j["nodes"].as_array().map(Vec::len), Some(2), "{j}");
 
     let direct = start_admin(&[
         &format!("--nsqd-http-address=https://{}", n.https_addr),

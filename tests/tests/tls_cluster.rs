@@ -218,6 +218,49 @@ fn nsqd_registers_over_tls_and_nsq_tail_finds_it_through_https_lookupd() {
     );
     assert!(out.status.is_some_and(|s| s.success()), "nsq_tail: {out:?}");
     assert_eq!(out.stdout, "over tls\n", "{out:?}");
+
+    // nsq_stat (no TLS flags of its own) trusts what the system trusts,
+    // which SSL_CERT_FILE names, as in Go.
+    assert_eq!(
+        n.post("/channel/create?topic=tls_t&channel=ch", b"").status,
+        200
+    );
+    n.http_pub("tls_t", b"for nsq_stat");
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = dir.path().join("stdout");
+    let mut stat = Command::new(bin_path("nsq_stat"))
+        .arg(format!("--lookupd-http-address=https://{}", lookupd.https))
+        .args([
+            "--topic=tls_t",
+            "--channel=ch",
+            "--interval=1s",
+            "--count=1",
+        ])
+        .env("SSL_CERT_FILE", pki.path("ca.pem"))
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+        .spawn()
+        .expect("spawn nsq_stat");
+    let st = wait_timeout(&mut stat, secs(20));
+    if st.is_none() {
+        terminate(&mut stat, secs(2));
+    }
+    let out = std::fs::read_to_string(&stdout).unwrap_or_default();
+    let err = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "nsq_stat: {st:?} {out} {err}"
+    );
+    // two header lines, then one row: the channel's depth (total, mem) is
+    // the message published, read from the nsqd the lookupd listed.
+    let row = out.lines().nth(2).unwrap_or_default();
+    let depth: Vec<&str> = row
+        .split('|')
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(depth.get(..2), Some(&["1", "1"][..]), "{out}");
 }
 
 #[test]

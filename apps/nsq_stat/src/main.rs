@@ -165,10 +165,12 @@ fn main() {
     if !nsqd_http_addrs.is_empty() && !lookupd_http_addrs.is_empty() {
         fatal("use --nsqd-http-address or --lookupd-http-address not both");
     }
-    if nsqd_http_addrs.iter().any(|a| a.starts_with("http")) {
+    // As NSQ, no scheme; nsq-rs: but https:// for a daemon serving HTTPS.
+    let has_scheme = |a: &String| a.starts_with("http") && !a.starts_with("https://");
+    if nsqd_http_addrs.iter().any(has_scheme) {
         fatal("--nsqd-http-address error - address should not contain scheme");
     }
-    if lookupd_http_addrs.iter().any(|a| a.starts_with("http")) {
+    if lookupd_http_addrs.iter().any(has_scheme) {
         fatal("--lookupd-http-address error - address should not contain scheme");
     }
 

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use nsq_http::url::base_url;
 use nsq_protocol::lookupd::Lookup;
 use serde_json::Value;
 
@@ -88,7 +89,7 @@ impl Cluster {
         let mut errs = Vec::new();
         if !self.lookupd_http_addrs.is_empty() {
             for addr in &self.lookupd_http_addrs {
-                let url = format!("http://{addr}/lookup?{q}");
+                let url = format!("{}/lookup?{q}", base_url(addr));
                 match self.client.get_v1::<Lookup>(&url).await {
                     Ok(lookup) => {
                         for p in lookup.producers {
@@ -128,7 +129,8 @@ impl Cluster {
     ) -> Result<Option<Producer>, String> {
         let stats = self
             .get_json(&format!(
-                "http://{addr}/stats?format=json&{q}&include_clients=false"
+                "{}/stats?format=json&{q}&include_clients=false",
+                base_url(addr)
             ))
             .await?;
         let has_topic = stats
@@ -140,7 +142,7 @@ impl Cluster {
         if !has_topic {
             return Ok(None);
         }
-        let info = self.get_json(&format!("http://{addr}/info")).await?;
+        let info = self.get_json(&format!("{}/info", base_url(addr))).await?;
         let mut p = Producer {
             broadcast_address: info
                 .get("broadcast_address")

@@ -45,7 +45,7 @@ impl Discoverer {
         loop {
             tokio::select! {
                 _ = async { ticker.as_mut().unwrap().tick().await }, if ticker.is_some() => {
-                    match get_lookupd_topics(&self.settings.lookupd_http_addrs, self.connect_timeout, self.request_timeout, self.cfg.http_secret.as_deref().unwrap_or_default()).await {
+                    match get_lookupd_topics(&self.settings.lookupd_http_addrs, self.connect_timeout, self.request_timeout, &self.cfg).await {
                         Ok(topics) => self.update_topics(&mut loggers, &pattern, &topics).await,
                         Err(e) => logf::error(format!("could not retrieve topic list: {e}")),
                     }
@@ -100,20 +100,29 @@ impl Discoverer {
 
 /// NSQ's `GetLookupdTopics`: the sorted union of every lookupd's
 /// `/topics`; any failure is an error (with the topics still listed, which
-/// the discoverer ignores, as NSQ's does).
+/// the discoverer ignores, as NSQ's does). `https://` lookupds are
+/// verified with the consumers' TLS settings (`--consumer-opt`).
 pub async fn get_lookupd_topics(
     addrs: &[String],
     connect_timeout: Duration,
     request_timeout: Duration,
-    http_secret: &str,
+    cfg: &nsq_client::Config,
 ) -> Result<Vec<String>, String> {
+    let tls = nsq_http::tls::ClientTls {
+        root_ca_file: cfg.tls_root_ca_file.as_deref().unwrap_or_default(),
+        insecure_skip_verify: cfg.tls_insecure_skip_verify,
+        ..Default::default()
+    }
+    .config()?;
     let client = nsq_http::Client::new(
-        nsq_http::ClientOptions::new(connect_timeout, request_timeout).secret(http_secret),
+        nsq_http::ClientOptions::new(connect_timeout, request_timeout)
+            .secret(cfg.http_secret.as_deref().unwrap_or_default())
+            .tls(tls),
     );
     let mut set = JoinSet::new();
     for addr in addrs {
         let client = client.clone();
-        let url = format!("http://{addr}/topics");
+        let url = format!("{}/topics", nsq_http::url::base_url(addr));
         set.spawn(async move {
             client
                 .get_v1::<Topics>(&url)

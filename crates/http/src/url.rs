@@ -4,6 +4,17 @@
 //! redirect's `Location`, and the base64 of basic authentication. Pure
 //! functions.
 
+/// The URL base of a daemon's HTTP address as the tools take it:
+/// `host:port` is plain HTTP, as in NSQ; `http://host:port` and (nsq-rs)
+/// `https://host:port` name the scheme. A trailing `/` is dropped.
+pub fn base_url(addr: &str) -> String {
+    if addr.starts_with("http://") || addr.starts_with("https://") {
+        addr.trim_end_matches('/').to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
 /// Go's `url.QueryEscape`: everything but `A-Z a-z 0-9 - _ . ~` is
 /// `%XX`-escaped, and space becomes `+`.
 pub fn query_escape(s: impl AsRef<[u8]>) -> String {
@@ -260,6 +271,13 @@ fn unescape(s: &str, plus_is_space: bool) -> Result<String, UrlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(base_url("h:1"), "http://h:1");
+        assert_eq!(base_url("http://h:1/"), "http://h:1");
+        assert_eq!(base_url("https://h:1"), "https://h:1");
+    }
 
     #[test]
     fn query_escape_is_gos() {

@@ -19,7 +19,7 @@ use hyper::Method;
 use tokio::task::JoinSet;
 
 use input::{NsqdInfo, NsqdStats};
-use nsq_http::url::query_escape;
+use nsq_http::url::{base_url, query_escape};
 use nsq_http::Client;
 use nsq_protocol::lookupd::{Channels, Lookup, Node, Nodes, Topics};
 pub use types::{ChannelStats, ClientStats, Producer, ProducerTopic, TopicStats};
@@ -109,17 +109,6 @@ fn uniq_sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v.dedup();
     v
-}
-
-/// The URL base of a configured lookupd or nsqd address: `host:port` is
-/// plain HTTP, as in NSQ; `https://host:port` (nsq-rs) is HTTPS, verified
-/// with nsqadmin's `--http-client-tls-*` flags.
-pub fn base_url(addr: &str) -> String {
-    if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.trim_end_matches('/').to_string()
-    } else {
-        format!("http://{addr}")
-    }
 }
 
 /// Talks to the cluster; cheap to clone.

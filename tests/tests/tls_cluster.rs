@@ -47,6 +47,17 @@ impl TlsLookupd {
     fn start_as(pki: &Pki, extra: &[&str], cfg: Arc<rustls::ClientConfig>) -> TlsLookupd {
         let tcp = format!("127.0.0.1:{}", free_port());
         let https = format!("127.0.0.1:{}", free_port());
+        TlsLookupd::start_on(pki, extra, cfg, tcp, https)
+    }
+
+    /// [`TlsLookupd::start_as`] on the given addresses (a restart).
+    fn start_on(
+        pki: &Pki,
+        extra: &[&str],
+        cfg: Arc<rustls::ClientConfig>,
+        tcp: String,
+        https: String,
+    ) -> TlsLookupd {
         let log = tempfile::tempdir().unwrap();
         let child = Command::new(bin_path("nsqlookupd"))
             .arg(format!("--tcp-address={tcp}"))
@@ -505,4 +516,19 @@ fn nsqadmin_posts_notifications_to_an_https_endpoint() {
     );
     let body = String::from_utf8_lossy(&got[0].body).to_string();
     assert!(body.contains(r#""action":"pause_topic""#), "{body}");
+}
+
+#[test]
+fn nsqd_registers_again_over_tls_after_the_lookupd_restarts() {
+    let pki = Pki::new();
+    let lookupd = TlsLookupd::start(&pki, &[]);
+    let (tcp, https) = (lookupd.tcp.clone(), lookupd.https.clone());
+    let _n = registered_nsqd(&pki, &lookupd, "restart_t", &[]);
+    drop(lookupd);
+    // The same addresses, an empty registry: nsqd's next PING finds the
+    // connection gone, reconnects over TLS and registers everything again.
+    let lookupd = TlsLookupd::start_on(&pki, &[], pki.client_config(None), tcp, https);
+    wait_for(secs(40), "nsqd to register again", || {
+        (lookupd.producers("restart_t").len() == 1).then_some(())
+    });
 }

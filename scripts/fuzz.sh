@@ -6,6 +6,10 @@
 # fuzz/artifacts/<target>/. Nothing else is left behind.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#
+# FUZZ_BUILD=dev builds the targets unoptimised (cargo fuzz's --dev): 40% of
+# the release build's CPU time, for smoke runs (the test command's); the
+# default is an optimised build with debug assertions, for real fuzzing.
 set -euo pipefail
 
 SECONDS_EACH="${1:-60}"
@@ -20,6 +24,11 @@ fi
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/nsq-fuzz.XXXXXX")"
 trap 'rm -rf "$LOGS"' EXIT
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
+case "${FUZZ_BUILD:-release}" in
+    release) BUILD_FLAGS=(-a) ;;
+    dev) BUILD_FLAGS=(-D) ;;
+    *) echo "fuzz.sh: FUZZ_BUILD must be release or dev" >&2; exit 2 ;;
+esac
 
 if [ "$#" -gt 0 ]; then
     TARGETS=("$@")
@@ -27,7 +36,7 @@ else
     mapfile -t TARGETS < <(cargo "+$TOOLCHAIN" fuzz list)
 fi
 
-cargo "+$TOOLCHAIN" fuzz build -a
+cargo "+$TOOLCHAIN" fuzz build "${BUILD_FLAGS[@]}"
 
 status=0
 for t in "${TARGETS[@]}"; do
@@ -35,7 +44,7 @@ for t in "${TARGETS[@]}"; do
     mkdir -p "corpus/$t"
     log="$LOGS/$t.log"
     rc=0
-    cargo "+$TOOLCHAIN" fuzz run -a "$t" "corpus/$t" -- \
+    cargo "+$TOOLCHAIN" fuzz run "${BUILD_FLAGS[@]}" "$t" "corpus/$t" -- \
         -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 >"$log" 2>&1 || rc=$?
     grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units|SUMMARY|==[0-9]+==ERROR)' "$log" || true

@@ -808,17 +808,32 @@ fn lookupd_discovery() {
 /// requeued, and nsq_pubsub still exits 0.
 #[test]
 fn sigterm_with_a_stalled_client_requeues_and_exits_0() {
-    const N: usize = 48;
+    // 48 MiB: more than the socket buffers can take in (tcp_rmem's largest
+    // autotuned size is commonly 6 or 32 MiB, tcp_wmem's 4 MiB), so pubsub's
+    // write to `a` must block.
+    const N: usize = 64;
     let n = Nsqd::start(&[]);
     let mut p = Pubsub::for_nsqd(&n, &[]);
     let mut a = Sub::open(&p.http, "/sub?topic=stall&channel=shared");
-    let bodies = big_bodies("stall", N, 256 * 1024);
+    let bodies = big_bodies("stall", N, 768 * 1024);
     for body in &bodies {
         n.http_pub("stall", body.as_bytes());
     }
-    wait_for(secs(20), "pubsub to hold messages for `a`", || {
+    // Blocked, not just busy: messages held and no FIN for a whole second
+    // (pubsub finishes a message once its bytes are in the socket).
+    let mut last = (-1, Instant::now());
+    wait_for(secs(30), "pubsub's write to `a` to block", || {
         let c = n.channel_stats("stall", "shared")?;
-        (int(&c, "in_flight_count") > 0 && int(&c, "depth") == 0).then_some(())
+        let fin: i64 = c["clients"]
+            .as_array()
+            .map_or(0, |cl| cl.iter().map(|x| int(x, "finish_count")).sum());
+        if fin != last.0 {
+            last = (fin, Instant::now());
+        }
+        (int(&c, "in_flight_count") > 0
+            && int(&c, "depth") == 0
+            && last.1.elapsed() >= Duration::from_secs(1))
+        .then_some(())
     });
     let t0 = Instant::now();
     send_signal(p.pid(), libc::SIGTERM);

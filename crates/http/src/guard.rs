@@ -98,6 +98,27 @@ pub struct Guard {
     cache: Mutex<HashMap<Key, Arc<OnceCell<Answer>>>>,
 }
 
+/// The startup checks of the flags every daemon with an auth client shares
+/// (`--auth-http-request-method`, `--http-auth-required`,
+/// `--http-max-connections`); the message is what follows `FATAL: `.
+pub fn check_flags(
+    auth_http_request_method: &str,
+    http_auth_required: bool,
+    has_auth_http_address: bool,
+    http_max_connections: i64,
+) -> Result<(), String> {
+    if !matches!(auth_http_request_method, "get" | "post") {
+        return Err("--auth-http-request-method must be post or get".into());
+    }
+    if http_auth_required && !has_auth_http_address {
+        return Err("--http-auth-required needs --auth-http-address".into());
+    }
+    if http_max_connections < 0 {
+        return Err("--http-max-connections must be >= 0".into());
+    }
+    Ok(())
+}
+
 impl Guard {
     /// `max_connections` caps each guarded listener's open connections
     /// (0: no cap).

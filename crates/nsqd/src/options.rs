@@ -252,16 +252,12 @@ impl Options {
         if !(0..1024).contains(&self.node_id) {
             return Err("--node-id must be [0,1024)".into());
         }
-        let m = self.auth_http_request_method.as_str();
-        if m != "get" && m != "post" {
-            return Err("--auth-http-request-method must be post or get".into());
-        }
-        if self.http_auth_required && self.auth_http_addresses.is_empty() {
-            return Err("--http-auth-required needs --auth-http-address".into());
-        }
-        if self.http_max_connections < 0 {
-            return Err("--http-max-connections must be >= 0".into());
-        }
+        nsq_http::guard::check_flags(
+            &self.auth_http_request_method,
+            self.http_auth_required,
+            !self.auth_http_addresses.is_empty(),
+            self.http_max_connections,
+        )?;
         for p in self.e2e_processing_latency_percentiles.iter() {
             if !(*p > 0.0 && *p <= 1.0) {
                 return Err(format!("invalid E2E processing latency percentile: {p}"));

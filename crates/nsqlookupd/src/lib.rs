@@ -97,16 +97,12 @@ nsq_cli::flags! {
 impl Options {
     /// Checks made at startup; the message is what follows `FATAL: `.
     pub fn validate(&self) -> Result<(), String> {
-        let m = self.auth_http_request_method.as_str();
-        if m != "get" && m != "post" {
-            return Err("--auth-http-request-method must be post or get".into());
-        }
-        if self.http_auth_required && self.auth_http_addresses.is_empty() {
-            return Err("--http-auth-required needs --auth-http-address".into());
-        }
-        if self.http_max_connections < 0 {
-            return Err("--http-max-connections must be >= 0".into());
-        }
+        nsq_http::guard::check_flags(
+            &self.auth_http_request_method,
+            self.http_auth_required,
+            !self.auth_http_addresses.is_empty(),
+            self.http_max_connections,
+        )?;
         if self.http_address.is_empty() && self.https_address.is_empty() {
             return Err("--http-address or --https-address required".into());
         }

@@ -122,18 +122,32 @@ impl ClusterInfo {
         ClusterInfo { client }
     }
 
-    /// Union of every nsqlookupd's `/topics`, sorted.
-    pub async fn lookupd_topics(&self, lookupds: &[String]) -> Fetched<Vec<String>> {
+    /// `GET <addr><path>` on every address at once, as NSQ's v1 JSON;
+    /// settled as [`settle`] does (all failed → the error `total` builds).
+    async fn get_each<T>(
+        &self,
+        addrs: &[String],
+        path: String,
+        total: fn(String) -> ClusterError,
+    ) -> Result<Settled<String, T>, ClusterError>
+    where
+        T: serde::de::DeserializeOwned + Default + Send + 'static,
+    {
         let c = self.client.clone();
-        let r = fan_out(lookupds.to_vec(), move |addr| {
+        let r = fan_out(addrs.to_vec(), move |addr| {
             let c = c.clone();
-            async move {
-                c.get_v1::<Topics>(&format!("{}/topics", base_url(&addr)))
-                    .await
-            }
+            let url = format!("{}{path}", base_url(&addr));
+            async move { c.get_v1::<T>(&url).await }
         })
         .await;
-        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        settle(r, total)
+    }
+
+    /// Union of every nsqlookupd's `/topics`, sorted.
+    pub async fn lookupd_topics(&self, lookupds: &[String]) -> Fetched<Vec<String>> {
+        let (ok, errs): Settled<_, Topics> = self
+            .get_each(lookupds, "/topics".into(), ClusterError::Lookupds)
+            .await?;
         let topics = ok.into_iter().flat_map(|(_, t)| t.topics).collect();
         Ok((uniq_sorted(topics), errs))
     }
@@ -144,15 +158,10 @@ impl ClusterInfo {
         topic: &str,
         lookupds: &[String],
     ) -> Fetched<Vec<String>> {
-        let c = self.client.clone();
-        let q = query_escape(topic);
-        let r = fan_out(lookupds.to_vec(), move |addr| {
-            let c = c.clone();
-            let url = format!("{}/channels?topic={q}", base_url(&addr));
-            async move { c.get_v1::<Channels>(&url).await }
-        })
-        .await;
-        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let path = format!("/channels?topic={}", query_escape(topic));
+        let (ok, errs): Settled<_, Channels> = self
+            .get_each(lookupds, path, ClusterError::Lookupds)
+            .await?;
         let channels = ok.into_iter().flat_map(|(_, t)| t.channels).collect();
         Ok((uniq_sorted(channels), errs))
     }
@@ -161,16 +170,9 @@ impl ClusterInfo {
     /// TCP address, with the lookupd connections seen for each, `out_of_date`
     /// set below the newest version, sorted by hostname.
     pub async fn lookupd_producers(&self, lookupds: &[String]) -> Fetched<Vec<Producer>> {
-        let c = self.client.clone();
-        let r = fan_out(lookupds.to_vec(), move |addr| {
-            let c = c.clone();
-            async move {
-                c.get_v1::<Nodes>(&format!("{}/nodes", base_url(&addr)))
-                    .await
-            }
-        })
-        .await;
-        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let (ok, errs): Settled<_, Nodes> = self
+            .get_each(lookupds, "/nodes".into(), ClusterError::Lookupds)
+            .await?;
         let mut producers: Vec<Producer> = Vec::new();
         for (lookupd, resp) in ok {
             for lp in resp.producers {
@@ -209,16 +211,9 @@ impl ClusterInfo {
         &self,
         lookupds: &[String],
     ) -> Fetched<std::collections::BTreeSet<String>> {
-        let c = self.client.clone();
-        let r = fan_out(lookupds.to_vec(), move |addr| {
-            let c = c.clone();
-            async move {
-                c.get_v1::<Nodes>(&format!("{}/nodes", base_url(&addr)))
-                    .await
-            }
-        })
-        .await;
-        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let (ok, errs): Settled<_, Nodes> = self
+            .get_each(lookupds, "/nodes".into(), ClusterError::Lookupds)
+            .await?;
         let mut active = std::collections::BTreeSet::new();
         for (_, resp) in ok {
             for node in resp.producers {
@@ -239,15 +234,10 @@ impl ClusterInfo {
         topic: &str,
         lookupds: &[String],
     ) -> Fetched<Vec<Producer>> {
-        let c = self.client.clone();
-        let q = query_escape(topic);
-        let r = fan_out(lookupds.to_vec(), move |addr| {
-            let c = c.clone();
-            let url = format!("{}/lookup?topic={q}", base_url(&addr));
-            async move { c.get_v1::<Lookup>(&url).await }
-        })
-        .await;
-        let (ok, errs) = settle(r, ClusterError::Lookupds)?;
+        let path = format!("/lookup?topic={}", query_escape(topic));
+        let (ok, errs): Settled<_, Lookup> = self
+            .get_each(lookupds, path, ClusterError::Lookupds)
+            .await?;
         let mut producers: Vec<Producer> = Vec::new();
         for (_, resp) in ok {
             for producer in resp.producers {
@@ -268,16 +258,9 @@ impl ClusterInfo {
 
     /// Union of the topic names in each nsqd's `/stats`, sorted.
     pub async fn nsqd_topics(&self, nsqds: &[String]) -> Fetched<Vec<String>> {
-        let c = self.client.clone();
-        let r = fan_out(nsqds.to_vec(), move |addr| {
-            let c = c.clone();
-            async move {
-                c.get_v1::<NsqdStats>(&format!("{}/stats?format=json", base_url(&addr)))
-                    .await
-            }
-        })
-        .await;
-        let (ok, errs) = settle(r, ClusterError::Nsqds)?;
+        let (ok, errs): Settled<_, NsqdStats> = self
+            .get_each(nsqds, "/stats?format=json".into(), ClusterError::Nsqds)
+            .await?;
         let topics = ok
             .into_iter()
             .flat_map(|(_, s)| s.topics.unwrap_or_default())

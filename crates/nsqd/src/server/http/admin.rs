@@ -28,6 +28,11 @@ fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     })
 }
 
+/// An empty 200 once `nsqd.dat` has the change, else the 500.
+fn persisted(nsqd: &NsqdInner) -> Response {
+    persist(nsqd).map_or_else(|r| r, |()| ok_text(""))
+}
+
 pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
     let Some(name) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
@@ -45,10 +50,7 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> 
         if !nsqd.delete_topic(name) {
             return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
         }
-        return match persist(nsqd) {
-            Ok(()) => ok_text(""),
-            Err(r) => r,
-        };
+        return persisted(nsqd);
     }
     let Some(topic) = nsqd.get_topic(name) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
@@ -60,10 +62,7 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> 
         },
         _ => {
             topic.set_paused(action == Action::Pause);
-            match persist(nsqd) {
-                Ok(()) => ok_text(""),
-                Err(r) => r,
-            }
+            persisted(nsqd)
         }
     }
 }
@@ -94,10 +93,7 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -
         if !nsqd.delete_channel(&topic, cname) {
             return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
         }
-        return match persist(nsqd) {
-            Ok(()) => ok_text(""),
-            Err(r) => r,
-        };
+        return persisted(nsqd);
     }
     let Some(ch) = topic.get_channel(cname) else {
         return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
@@ -109,10 +105,7 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -
         },
         _ => {
             ch.set_paused(action == Action::Pause);
-            match persist(nsqd) {
-                Ok(()) => ok_text(""),
-                Err(r) => r,
-            }
+            persisted(nsqd)
         }
     }
 }

@@ -1,7 +1,8 @@
 //! TLS between the daemons, black-box (issue 16, part 4): nsqlookupd
 //! serving its HTTP API over HTTPS (`--https-address`) and its TCP listener
 //! over TLS (`--tls-required`), nsqd registering with a `tls://` lookupd
-//! address and verifying its certificate, a consumer (nsq_tail) and
+//! address and verifying its certificate, the consumers (nsq_tail,
+//! nsq_to_file with topic discovery, nsq_to_nsq, nsq_to_http), nsq_stat and
 //! nsqadmin finding nsqds through an `https://` lookupd, nsqadmin reading
 //! an nsqd over HTTPS, and the bad settings refused with a clear error.
 //! The certificates are made at test time (`nsq_tests::pki`).
@@ -531,4 +532,122 @@ fn nsqd_registers_again_over_tls_after_the_lookupd_restarts() {
     wait_for(secs(40), "nsqd to register again", || {
         (lookupd.producers("restart_t").len() == 1).then_some(())
     });
+}
+
+/// A utility app running until the test stops it, its output kept.
+struct Running {
+    child: Child,
+    name: &'static str,
+    logs: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(name: &'static str, args: &[String]) -> Running {
+        let logs = tempfile::tempdir().unwrap();
+        let child = Command::new(bin_path(name))
+            .args(args)
+            .stdout(std::fs::File::create(logs.path().join("stdout")).unwrap())
+            .stderr(std::fs::File::create(logs.path().join("stderr")).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Running { child, name, logs }
+    }
+
+    fn output(&self) -> String {
+        let read = |f: &str| std::fs::read_to_string(self.logs.path().join(f)).unwrap_or_default();
+        format!(
+            "{} stdout:\n{}\nstderr:\n{}",
+            self.name,
+            read("stdout"),
+            read("stderr")
+        )
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        terminate(&mut self.child, secs(5));
+    }
+}
+
+#[test]
+fn nsq_to_file_nsq_to_nsq_and_nsq_to_http_find_nsqds_through_an_https_lookupd() {
+    let pki = Pki::new();
+    let lookupd = TlsLookupd::start(&pki, &[]);
+    let src = registered_nsqd(&pki, &lookupd, "tls_apps", &[]);
+    // The message registered_nsqd left went to no channel yet: each app's
+    // channel exists before the one all three must receive.
+    for ch in ["file", "copy", "http"] {
+        let r = src.post(&format!("/channel/create?topic=tls_apps&channel={ch}"), b"");
+        assert_eq!(r.status, 200);
+    }
+    src.http_pub("tls_apps", b"to all three");
+    let dst = Nsqd::start(&[]);
+    let lookupd_url = format!("--lookupd-http-address=https://{}", lookupd.https);
+    let ca = format!("--consumer-opt=tls_root_ca_file,{}", pki.path("ca.pem"));
+
+    // nsq_to_file discovers the topic by pattern (lookupd's /topics over
+    // HTTPS), then consumes it through the same lookupd.
+    let out_dir = tempfile::tempdir().unwrap();
+    let to_file = Running::start(
+        "nsq_to_file",
+        &[
+            lookupd_url.clone(),
+            ca.clone(),
+            "--topic-pattern=^tls_apps$".into(),
+            "--topic-refresh=1s".into(),
+            "--channel=file".into(),
+            format!("--output-dir={}", out_dir.path().display()),
+            "--sync-interval=100ms".into(),
+        ],
+    );
+    let to_nsq = Running::start(
+        "nsq_to_nsq",
+        &[
+            lookupd_url.clone(),
+            ca.clone(),
+            "--topic=tls_apps".into(),
+            "--channel=copy".into(),
+            format!("--destination-nsqd-tcp-address=127.0.0.1:{}", dst.tcp_port),
+            "--destination-topic=copied".into(),
+        ],
+    );
+    let to_http = Running::start(
+        "nsq_to_http",
+        &[
+            lookupd_url,
+            ca,
+            "--topic=tls_apps".into(),
+            "--channel=http".into(),
+            format!("--post=http://127.0.0.1:{}/pub?topic=posted", dst.http_port),
+        ],
+    );
+
+    let in_files = || -> String {
+        std::fs::read_dir(out_dir.path())
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let depth = |topic: &str| dst.topic_stats(topic).map_or(0, |t| int(&t, "depth"));
+    let deadline = Instant::now() + secs(30);
+    let done =
+        || in_files().contains("to all three") && depth("copied") >= 1 && depth("posted") >= 1;
+    while !done() && Instant::now() < deadline {
+        sleep_ms(100);
+    }
+    assert!(
+        done(),
+        "files {:?}, copied {}, posted {}\n{}\n{}\n{}",
+        in_files(),
+        depth("copied"),
+        depth("posted"),
+        to_file.output(),
+        to_nsq.output(),
+        to_http.output()
+    );
+    drop(src);
 }

@@ -7,6 +7,9 @@
 //!   index beside it, written durably).
 //! * [`machine`]: the state machine: tracks what is applied and the
 //!   membership, and hands every applied entry to its subscriber.
+//! * [`network`]: openraft's RPCs between members over one TCP (or TLS)
+//!   connection per peer shared by every group, refusing connections from
+//!   addresses that are not configured peers.
 //!
 //! Never: channels, clients or what a payload means. Entries carry opaque
 //! payloads (a topic's message batch, a channel event: nsqd's core defines
@@ -17,6 +20,7 @@
 
 pub mod log;
 pub mod machine;
+pub mod network;
 pub mod store;
 
 use std::fmt;

@@ -10,6 +10,7 @@
 //! * [`network`]: openraft's RPCs between members over one TCP (or TLS)
 //!   connection per peer shared by every group, refusing connections from
 //!   addresses that are not configured peers.
+//! * [`group`]: a member's Raft groups, started on those parts.
 //!
 //! Never: channels, clients or what a payload means. Entries carry opaque
 //! payloads (a topic's message batch, a channel event: nsqd's core defines
@@ -18,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod group;
 pub mod log;
 pub mod machine;
 pub mod network;

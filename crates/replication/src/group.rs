@@ -38,11 +38,16 @@ pub struct MemberOptions {
     pub data_dir: PathBuf,
     /// Raft groups per member; the same on every member.
     pub groups: u32,
+    /// openraft's settings (timeouts, batch sizes). Its `snapshot_policy`
+    /// is replaced by `Never`: the log is the store, and openraft purges
+    /// after each snapshot it builds, so only nsqd may decide when (below
+    /// the slowest channel, through a snapshot and `trigger().purge_log`).
     pub raft: openraft::Config,
     pub tls: Option<ClusterTls>,
     pub log: LogOptions,
     /// Applied entries a group's subscriber may have waiting before
-    /// applying waits for it.
+    /// applying waits for it: a group whose `applied` is never read stops
+    /// applying there (the log keeps committing).
     pub applied_capacity: usize,
 }
 
@@ -89,7 +94,11 @@ pub struct ClusterMember {
 impl ClusterMember {
     /// Opens every group's storage, starts its Raft and the listener.
     pub async fn start(opts: MemberOptions) -> Result<ClusterMember, MemberError> {
-        let config = Arc::new(opts.raft.clone().validate()?);
+        let config = openraft::Config {
+            snapshot_policy: openraft::SnapshotPolicy::Never,
+            ..opts.raft.clone()
+        };
+        let config = Arc::new(config.validate()?);
         let mut allowed = HashSet::new();
         for addr in opts.peers.values() {
             let ips = tokio::net::lookup_host(addr.as_str())

@@ -245,6 +245,29 @@ async fn members_speak_tls_verified_both_ways() {
         .unwrap_or(0);
     assert!(frame::decode(&mut BytesMut::from(&buf[..n])).map_or(true, |f| f.is_none()));
 
+    // TLS to a member without a client certificate: refused, no answer.
+    let anonymous = nsq_http::tls::ServerTls {
+        root_ca_file: &ca,
+        min_version: 0x0303,
+        ..Default::default()
+    }
+    .client_config()
+    .unwrap();
+    let tcp = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let answered = match tokio_rustls::TlsConnector::from(anonymous)
+        .connect(name, tcp)
+        .await
+    {
+        Err(_) => false,
+        Ok(mut t) => {
+            let _ = t.write_all(&vote_frame(0)).await;
+            let mut b = [0u8; 64];
+            matches!(tokio::time::timeout(WAIT, t.read(&mut b)).await.unwrap(), Ok(n) if n > 0)
+        }
+    };
+    assert!(!answered, "a caller without a certificate was answered");
+
     for m in members {
         m.shutdown().await;
     }

@@ -1,0 +1,210 @@
+//! A member of the replication cluster: its fixed number of Raft groups
+//! (each with its log, state machine and network), its cluster listener and
+//! its connections to peers. Never: which topic lives in which group, or
+//! what an entry means (nsqd's core places topics and reads what is
+//! applied).
+//!
+//! Directory layout under the member's data directory:
+//! `raft/{group:04}/` per group, holding the group's segments, `purged`,
+//! `vote`, `committed` and `snapshot` (docs/replication.md).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::log::{LogError, LogOptions};
+use crate::machine::{Applied, StateMachine};
+use crate::network::listener::{self, Groups, Serve};
+use crate::network::{ClusterTls, Network, Peers};
+use crate::store::LogStore;
+use crate::{GroupId, Member, NodeId, Raft};
+
+/// How a member is started.
+#[derive(Clone)]
+pub struct MemberOptions {
+    pub node_id: NodeId,
+    /// Where the cluster listener binds (the address peers know it by may
+    /// differ: `peers` says that one).
+    pub listen: String,
+    /// Every member of the cluster, this one included: id and address.
+    pub peers: BTreeMap<NodeId, String>,
+    pub data_dir: PathBuf,
+    /// Raft groups per member; the same on every member.
+    pub groups: u32,
+    /// openraft's settings (timeouts, batch sizes). Its `snapshot_policy`
+    /// is replaced by `Never`: the log is the store, and openraft purges
+    /// after each snapshot it builds, so only nsqd may decide when (below
+    /// the slowest channel, through a snapshot and `trigger().purge_log`).
+    pub raft: openraft::Config,
+    pub tls: Option<ClusterTls>,
+    pub log: LogOptions,
+    /// Applied entries a group's subscriber may have waiting before
+    /// applying waits for it: a group whose `applied` is never read stops
+    /// applying there (the log keeps committing).
+    pub applied_capacity: usize,
+}
+
+/// Why a member did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("replication listener on {addr}: {err}")]
+    Listen { addr: String, err: std::io::Error },
+    #[error("peer address {addr}: {err}")]
+    Peer { addr: String, err: std::io::Error },
+    #[error("group {group}: {err}")]
+    Log { group: GroupId, err: LogError },
+    #[error("group {group}: state machine: {err}")]
+    Machine { group: GroupId, err: std::io::Error },
+    #[error("raft config: {0}")]
+    Config(#[from] openraft::ConfigError),
+    #[error("group {group}: {err}")]
+    Raft {
+        group: GroupId,
+        err: openraft::error::Fatal<NodeId>,
+    },
+}
+
+/// One group of a running member.
+pub struct Group {
+    pub id: GroupId,
+    pub raft: Raft,
+    /// Applied entries, in log order (taken by whoever consumes them).
+    pub applied: Option<mpsc::Receiver<Applied>>,
+}
+
+/// A running member.
+pub struct ClusterMember {
+    pub node_id: NodeId,
+    /// The address the listener is bound to.
+    pub local_addr: SocketAddr,
+    pub groups: Vec<Group>,
+    peers_conf: BTreeMap<NodeId, String>,
+    peers: Arc<Peers>,
+    shutdown: CancellationToken,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl ClusterMember {
+    /// Opens every group's storage, starts its Raft and the listener.
+    pub async fn start(opts: MemberOptions) -> Result<ClusterMember, MemberError> {
+        let config = openraft::Config {
+            snapshot_policy: openraft::SnapshotPolicy::Never,
+            ..opts.raft.clone()
+        };
+        let config = Arc::new(config.validate()?);
+        let mut allowed = HashSet::new();
+        for addr in opts.peers.values() {
+            let ips = tokio::net::lookup_host(addr.as_str())
+                .await
+                .map_err(|err| MemberError::Peer {
+                    addr: addr.clone(),
+                    err,
+                })?;
+            allowed.extend(ips.map(|a| a.ip()));
+        }
+        let listener =
+            TcpListener::bind(&opts.listen)
+                .await
+                .map_err(|err| MemberError::Listen {
+                    addr: opts.listen.clone(),
+                    err,
+                })?;
+        let local_addr = listener.local_addr().map_err(|err| MemberError::Listen {
+            addr: opts.listen.clone(),
+            err,
+        })?;
+        let peers = Peers::new(
+            opts.tls.as_ref().map(|t| t.client.clone()),
+            Duration::from_secs(2),
+        );
+        let registry: Groups = Arc::new(RwLock::new(HashMap::new()));
+        let mut groups = Vec::new();
+        for id in 0..opts.groups {
+            let dir = opts.data_dir.join("raft").join(format!("{id:04}"));
+            let store = LogStore::open(&dir, opts.log.clone())
+                .map_err(|err| MemberError::Log { group: id, err })?;
+            let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity)
+                .map_err(|err| MemberError::Machine { group: id, err })?;
+            let network = Network {
+                group: id,
+                peers: peers.clone(),
+            };
+            let raft = Raft::new(opts.node_id, config.clone(), network, store, sm)
+                .await
+                .map_err(|err| MemberError::Raft { group: id, err })?;
+            registry.write().insert(id, raft.clone());
+            groups.push(Group {
+                id,
+                raft,
+                applied: Some(applied),
+            });
+        }
+        let shutdown = CancellationToken::new();
+        let serve = Serve {
+            allowed,
+            tls: opts.tls.as_ref().map(|t| t.server.clone()),
+            groups: registry,
+            shutdown: shutdown.clone(),
+        };
+        let listener = tokio::spawn(listener::serve(listener, serve));
+        Ok(ClusterMember {
+            node_id: opts.node_id,
+            local_addr,
+            groups,
+            peers_conf: opts.peers,
+            peers,
+            shutdown,
+            listener,
+        })
+    }
+
+    /// Makes every configured peer a voter of every group. Run once, on one
+    /// member, for a new cluster; a cluster already initialised answers
+    /// openraft's `NotAllowed`, which this treats as done.
+    pub async fn initialize(
+        &self,
+    ) -> Result<
+        (),
+        openraft::error::RaftError<NodeId, openraft::error::InitializeError<NodeId, Member>>,
+    > {
+        let members: BTreeMap<NodeId, Member> = self
+            .peers_conf
+            .iter()
+            .map(|(id, addr)| (*id, Member::new(addr.clone())))
+            .collect();
+        for g in &self.groups {
+            match g.raft.initialize(members.clone()).await {
+                Ok(()) => {}
+                Err(openraft::error::RaftError::APIError(
+                    openraft::error::InitializeError::NotAllowed(_),
+                )) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// The group `id`.
+    pub fn group(&self, id: GroupId) -> Option<&Group> {
+        self.groups.iter().find(|g| g.id == id)
+    }
+
+    /// Stops every group's Raft, the listener and the peer connections.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for g in &self.groups {
+            if let Err(e) = g.raft.shutdown().await {
+                tracing::warn!(group = g.id, error = %e, "raft group did not stop cleanly");
+            }
+        }
+        self.peers.close();
+        let _ = self.listener.await;
+    }
+}

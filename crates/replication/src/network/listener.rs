@@ -1,0 +1,143 @@
+//! A member's cluster listener: accepts connections from configured peers
+//! only (by source address), over TLS when the member has certificates, and
+//! answers each request from the Raft of the frame's group. Never: calling
+//! out (`peer.rs`), or deciding anything a Raft answers.
+//!
+//! Each request is answered by its own task, so a slow one (a snapshot
+//! being installed) holds up no other group's heartbeats on the same
+//! connection; the answers share the connection's one writer.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use parking_lot::RwLock;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::frame::{self, Frame, Reply, Rpc};
+use super::peer::{write_frames, Io};
+use crate::{GroupId, Raft};
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The groups a member serves, by id.
+pub type Groups = Arc<RwLock<HashMap<GroupId, Raft>>>;
+
+/// What the listener needs besides its socket.
+pub struct Serve {
+    /// Source addresses allowed to connect: the configured peers'.
+    pub allowed: HashSet<IpAddr>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub groups: Groups,
+    pub shutdown: CancellationToken,
+}
+
+/// Accepts until `shutdown`; each connection runs on its own task.
+pub async fn serve(listener: TcpListener, s: Serve) {
+    let s = Arc::new(s);
+    loop {
+        let (stream, remote) = tokio::select! {
+            _ = s.shutdown.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // EMFILE and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "replication listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        if !s.allowed.contains(&remote.ip()) {
+            tracing::warn!(%remote, "replication connection from an address that is not a configured peer; refused");
+            drop(stream);
+            continue;
+        }
+        let s = s.clone();
+        tokio::spawn(async move {
+            let shutdown = s.shutdown.clone();
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = connection(stream, remote, s) => {}
+            }
+        });
+    }
+}
+
+async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
+    let _ = stream.set_nodelay(true);
+    let io: Box<dyn Io> = match &s.tls {
+        None => Box::new(stream),
+        Some(cfg) => {
+            let acceptor = tokio_rustls::TlsAcceptor::from(cfg.clone());
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(t)) => Box::new(t),
+                Ok(Err(e)) => {
+                    tracing::warn!(%remote, error = %e, "replication TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(%remote, "replication TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+    };
+    let (mut rd, wr) = tokio::io::split(io);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_frames(wr, rx, Arc::new(AtomicBool::new(false))));
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    'read: loop {
+        match rd.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        loop {
+            match frame::decode(&mut buf) {
+                Ok(Some(f)) => {
+                    let groups = s.groups.clone();
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        let (group, id) = (f.group, f.id);
+                        let reply = answer(&groups, f).await;
+                        let mut out = BytesMut::new();
+                        match reply.map(|r| frame::encode(group, id, &r, &mut out)) {
+                            Ok(Ok(())) => {
+                                let _ = tx.send(out.freeze());
+                            }
+                            Ok(Err(e)) | Err(e) => {
+                                tracing::warn!(group, error = %e, "replication request not answered");
+                            }
+                        }
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%remote, error = %e, "bad frame from a replication peer; connection dropped");
+                    break 'read;
+                }
+            }
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
+async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
+    let rpc: Rpc = frame::body(&f)?;
+    let Some(raft) = groups.read().get(&f.group).cloned() else {
+        return Ok(Reply::NoGroup(f.group));
+    };
+    Ok(match rpc {
+        Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
+        Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
+        Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+    })
+}

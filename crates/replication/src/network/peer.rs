@@ -1,0 +1,227 @@
+//! A member's connection to one peer, shared by all of its groups: calls
+//! are framed with a request id, written by one writer task and paired
+//! with their answers by one reader task. Never: Raft logic or listening.
+//!
+//! The connection is opened by the first call and again by the first call
+//! after it broke; a broken connection fails the calls waiting on it at
+//! once (openraft retries and backs off).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::frame::{self, Frame, Reply, Rpc};
+use crate::GroupId;
+
+/// A byte stream between members: TCP, or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+/// Why a call got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("connecting to {addr}: {err}")]
+    Connect { addr: String, err: io::Error },
+    #[error("no answer from {0} within {1:?}")]
+    Timeout(String, Duration),
+    #[error("connection to {0} closed before the answer")]
+    Closed(String),
+    #[error("encoding the request: {0}")]
+    Encode(#[from] frame::FrameError),
+    #[error("peer has no group {0}")]
+    NoGroup(GroupId),
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Frame>>>>;
+
+struct Conn {
+    frames: mpsc::UnboundedSender<Bytes>,
+    pending: Pending,
+    broken: Arc<AtomicBool>,
+}
+
+/// One peer, by address.
+pub struct Peer {
+    addr: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+    conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
+    next_id: AtomicU64,
+}
+
+impl Peer {
+    pub fn new(
+        addr: String,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        connect_timeout: Duration,
+    ) -> Peer {
+        Peer {
+            addr,
+            tls,
+            connect_timeout,
+            conn: tokio::sync::Mutex::new(None),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Sends `rpc` for `group` and waits up to `timeout` for its answer.
+    pub async fn call(
+        &self,
+        group: GroupId,
+        rpc: &Rpc,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut buf = BytesMut::new();
+        frame::encode(group, id, rpc, &mut buf)?;
+        let conn = tokio::time::timeout(timeout, self.conn())
+            .await
+            .map_err(|_| CallError::Timeout(self.addr.clone(), timeout))??;
+        let (tx, rx) = oneshot::channel();
+        conn.pending.lock().insert(id, tx);
+        if conn.frames.send(buf.freeze()).is_err() {
+            conn.pending.lock().remove(&id);
+            return Err(CallError::Closed(self.addr.clone()));
+        }
+        let answer = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(f)) => f,
+            Ok(Err(_)) => return Err(CallError::Closed(self.addr.clone())),
+            Err(_) => {
+                conn.pending.lock().remove(&id);
+                return Err(CallError::Timeout(self.addr.clone(), timeout));
+            }
+        };
+        frame::body::<Reply>(&answer).map_err(CallError::Encode)
+    }
+
+    async fn conn(&self) -> Result<Arc<Conn>, CallError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            if !c.broken.load(Ordering::Acquire) {
+                return Ok(c.clone());
+            }
+        }
+        *slot = None;
+        let connect = |err| CallError::Connect {
+            addr: self.addr.clone(),
+            err,
+        };
+        let tcp = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.addr))
+            .await
+            .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
+            .map_err(connect)?;
+        let _ = tcp.set_nodelay(true);
+        let io: Box<dyn Io> = match &self.tls {
+            None => Box::new(tcp),
+            Some(cfg) => {
+                let host = self
+                    .addr
+                    .rsplit_once(':')
+                    .map_or(self.addr.as_str(), |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| connect(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+                let tls = tokio_rustls::TlsConnector::from(cfg.clone());
+                let s = tokio::time::timeout(self.connect_timeout, tls.connect(name, tcp))
+                    .await
+                    .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
+                    .map_err(connect)?;
+                Box::new(s)
+            }
+        };
+        let (rd, wr) = tokio::io::split(io);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = Arc::new(Conn {
+            frames: tx,
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            broken: Arc::new(AtomicBool::new(false)),
+        });
+        tokio::spawn(write_frames(wr, rx, conn.broken.clone()));
+        tokio::spawn(read_answers(
+            rd,
+            conn.pending.clone(),
+            conn.broken.clone(),
+            self.addr.clone(),
+        ));
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops the connection: its writer ends, the peer sees it close.
+    pub fn close(&self) {
+        if let Ok(mut slot) = self.conn.try_lock() {
+            if let Some(c) = slot.take() {
+                c.broken.store(true, Ordering::Release);
+                c.pending.lock().clear();
+            }
+        }
+    }
+}
+
+/// Writes the frames handed to it, as many per write as are waiting.
+pub async fn write_frames(
+    mut wr: impl AsyncWrite + Unpin,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    broken: Arc<AtomicBool>,
+) {
+    let mut buf = BytesMut::new();
+    while let Some(f) = rx.recv().await {
+        buf.extend_from_slice(&f);
+        while let Ok(f) = rx.try_recv() {
+            buf.extend_from_slice(&f);
+        }
+        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
+            break;
+        }
+        buf.clear();
+        if broken.load(Ordering::Acquire) {
+            break;
+        }
+    }
+    broken.store(true, Ordering::Release);
+    let _ = wr.shutdown().await;
+}
+
+async fn read_answers(
+    mut rd: impl AsyncRead + Unpin,
+    pending: Pending,
+    broken: Arc<AtomicBool>,
+    addr: String,
+) {
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    'read: loop {
+        if broken.load(Ordering::Acquire) {
+            break;
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        loop {
+            match frame::decode(&mut buf) {
+                Ok(Some(f)) => {
+                    if let Some(tx) = pending.lock().remove(&f.id) {
+                        let _ = tx.send(f);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(peer = %addr, error = %e, "bad frame from a replication peer; connection dropped");
+                    break 'read;
+                }
+            }
+        }
+    }
+    broken.store(true, Ordering::Release);
+    // Waiting calls fail now rather than at their timeout.
+    pending.lock().clear();
+}

@@ -1,0 +1,341 @@
+//! Three members on 127.0.0.1 in one process, over real sockets: a leader
+//! is elected, proposed entries are committed and applied on all three,
+//! the leader is stopped and another elected with nothing committed lost,
+//! and a member restarted from its directory catches up. Also: TLS between
+//! members, and connections from addresses that are not peers refused.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use nsq_replication::group::{ClusterMember, MemberOptions};
+use nsq_replication::log::LogOptions;
+use nsq_replication::machine::Applied;
+use nsq_replication::network::frame::{self, Reply, Rpc};
+use nsq_replication::network::ClusterTls;
+use nsq_replication::{GroupId, NodeId, Payload};
+use openraft::raft::VoteRequest;
+use openraft::Vote;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn raft_config() -> openraft::Config {
+    openraft::Config {
+        cluster_name: "nsq-rs-test".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        ..Default::default()
+    }
+}
+
+/// Free loopback ports for `n` members (bound, then released for them).
+fn addresses(n: u64) -> BTreeMap<NodeId, String> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
+        .collect()
+}
+
+fn options(
+    id: NodeId,
+    peers: &BTreeMap<NodeId, String>,
+    dir: &Path,
+    tls: Option<ClusterTls>,
+) -> MemberOptions {
+    MemberOptions {
+        node_id: id,
+        listen: peers[&id].clone(),
+        peers: peers.clone(),
+        data_dir: dir.join(format!("member-{id}")),
+        groups: 2,
+        raft: raft_config(),
+        tls,
+        log: LogOptions::default(),
+        applied_capacity: 1024,
+    }
+}
+
+async fn start(
+    id: NodeId,
+    peers: &BTreeMap<NodeId, String>,
+    dir: &Path,
+    tls: Option<ClusterTls>,
+) -> ClusterMember {
+    // A restarted member may find its port still in TIME_WAIT for a moment.
+    let mut tries = 0;
+    loop {
+        match ClusterMember::start(options(id, peers, dir, tls.clone())).await {
+            Ok(m) => return m,
+            Err(e) if tries < 50 => {
+                tries += 1;
+                eprintln!("member {id} not started yet: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("member {id}: {e}"),
+        }
+    }
+}
+
+/// The leader of `group` as `member` sees it, once it sees one that is
+/// not `not`.
+async fn leader(member: &ClusterMember, group: GroupId, not: Option<NodeId>) -> NodeId {
+    let m = member
+        .group(group)
+        .unwrap()
+        .raft
+        .wait(Some(WAIT))
+        .metrics(
+            |m| m.current_leader.is_some() && m.current_leader != not,
+            "a leader",
+        )
+        .await
+        .expect("a leader is elected");
+    m.current_leader.unwrap()
+}
+
+fn payload(group: GroupId, i: u64) -> Bytes {
+    Bytes::from(format!("group {group} batch {i}"))
+}
+
+async fn propose(member: &ClusterMember, group: GroupId, range: std::ops::Range<u64>) {
+    let raft = &member.group(group).unwrap().raft;
+    for i in range {
+        raft.client_write(Payload(payload(group, i)))
+            .await
+            .expect("committed");
+    }
+}
+
+/// Reads applied payloads until `want` arrived in order (entries applied
+/// again after a restart may come first: they repeat earlier indexes).
+async fn expect_applied(
+    rx: &mut mpsc::Receiver<Applied>,
+    group: GroupId,
+    want: std::ops::Range<u64>,
+) {
+    let mut next = want.start;
+    while next < want.end {
+        let a = tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("group {group}: batch {next} not applied in time"))
+            .expect("subscription open");
+        if let Applied::Entry { payload: p, .. } = a {
+            if p == payload(group, next) {
+                next += 1;
+            } else {
+                // Only a replay of an earlier batch may come in between.
+                let earlier = (0..next).any(|i| p == payload(group, i));
+                assert!(
+                    earlier,
+                    "group {group}: unexpected {p:?} while waiting for batch {next}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_commit_fail_over_and_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers = addresses(3);
+    let mut members = Vec::new();
+    for id in 1..=3 {
+        members.push(start(id, &peers, dir.path(), None).await);
+    }
+    members[0].initialize().await.unwrap();
+    let mut applied: BTreeMap<(NodeId, GroupId), mpsc::Receiver<Applied>> = BTreeMap::new();
+    for m in &mut members {
+        for g in &mut m.groups {
+            applied.insert((m.node_id, g.id), g.applied.take().unwrap());
+        }
+    }
+
+    // Both groups elect; entries proposed to each leader reach all three.
+    let l0 = leader(&members[0], 0, None).await;
+    let l1 = leader(&members[0], 1, None).await;
+    let at = |id: NodeId| members.iter().position(|m| m.node_id == id).unwrap();
+    propose(&members[at(l0)], 0, 0..20).await;
+    propose(&members[at(l1)], 1, 0..5).await;
+    for id in 1..=3 {
+        expect_applied(applied.get_mut(&(id, 0)).unwrap(), 0, 0..20).await;
+        expect_applied(applied.get_mut(&(id, 1)).unwrap(), 1, 0..5).await;
+    }
+
+    // The leader of group 0 stops; the other two elect another.
+    let old = members.remove(at(l0));
+    old.shutdown().await;
+    applied.retain(|(id, _), _| *id != l0);
+    let new = leader(&members[0], 0, Some(l0)).await;
+    assert_ne!(new, l0);
+    let at = |id: NodeId| members.iter().position(|m| m.node_id == id).unwrap();
+    propose(&members[at(new)], 0, 20..30).await;
+    for m in &members {
+        expect_applied(applied.get_mut(&(m.node_id, 0)).unwrap(), 0, 20..30).await;
+        // Nothing committed before the failover was lost: the 20 batches
+        // before it and the 10 after are all applied, and the applied
+        // index counts them (plus the membership and leaders' blank
+        // entries).
+        let metrics = m.group(0).unwrap().raft.metrics().borrow().clone();
+        assert!(metrics.last_applied.is_some_and(|l| l.index >= 30));
+    }
+
+    // The old leader comes back from its directory and catches up: what it
+    // had (replayed from its log) and what it missed.
+    let mut back = start(l0, &peers, dir.path(), None).await;
+    let mut rx = back.groups[0].applied.take().unwrap();
+    expect_applied(&mut rx, 0, 0..30).await;
+    propose(&members[at(new)], 0, 30..31).await;
+    expect_applied(&mut rx, 0, 30..31).await;
+    let m = back.group(0).unwrap().raft.metrics().borrow().clone();
+    assert_eq!(m.current_leader, Some(new));
+
+    back.shutdown().await;
+    for m in members {
+        m.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_speak_tls_verified_both_ways() {
+    let pki = nsq_tests::pki::Pki::new();
+    let (cert, key, ca) = (
+        pki.path("cert.pem"),
+        pki.path("key.pem"),
+        pki.path("ca.pem"),
+    );
+    let tls = ClusterTls::from_flags(nsq_http::tls::ServerTls {
+        cert_file: &cert,
+        key_file: &key,
+        root_ca_file: &ca,
+        client_auth_policy: "",
+        min_version: 0x0303,
+    })
+    .unwrap()
+    .expect("certificates given");
+    let dir = tempfile::tempdir().unwrap();
+    let peers = addresses(3);
+    let mut members = Vec::new();
+    for id in 1..=3 {
+        members.push(start(id, &peers, dir.path(), Some(tls.clone())).await);
+    }
+    members[0].initialize().await.unwrap();
+    let l = leader(&members[0], 0, None).await;
+    let at = members.iter().position(|m| m.node_id == l).unwrap();
+    propose(&members[at], 0, 0..3).await;
+    for m in &mut members {
+        let mut rx = m.groups[0].applied.take().unwrap();
+        expect_applied(&mut rx, 0, 0..3).await;
+    }
+
+    // Plain TCP to a TLS member gets no answer: the connection is closed
+    // when the handshake fails.
+    let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    s.write_all(&vote_frame(0)).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert!(frame::decode(&mut BytesMut::from(&buf[..n])).map_or(true, |f| f.is_none()));
+
+    // TLS to a member without a client certificate: refused, no answer.
+    let anonymous = nsq_http::tls::ServerTls {
+        root_ca_file: &ca,
+        min_version: 0x0303,
+        ..Default::default()
+    }
+    .client_config()
+    .unwrap();
+    let tcp = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let answered = match tokio_rustls::TlsConnector::from(anonymous)
+        .connect(name, tcp)
+        .await
+    {
+        Err(_) => false,
+        Ok(mut t) => {
+            let _ = t.write_all(&vote_frame(0)).await;
+            let mut b = [0u8; 64];
+            matches!(tokio::time::timeout(WAIT, t.read(&mut b)).await.unwrap(), Ok(n) if n > 0)
+        }
+    };
+    assert!(!answered, "a caller without a certificate was answered");
+
+    for m in members {
+        m.shutdown().await;
+    }
+}
+
+fn vote_frame(group: GroupId) -> BytesMut {
+    let mut out = BytesMut::new();
+    let rpc = Rpc::Vote(VoteRequest::new(Vote::new(1, 9), None));
+    frame::encode(group, 77, &rpc, &mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_configured_peers_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let peers = addresses(1);
+    let m = start(1, &peers, dir.path(), None).await;
+
+    // From a configured peer's address (127.0.0.1): an answer, here that
+    // there is no group 9.
+    let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    s.write_all(&vote_frame(9)).await.unwrap();
+    let mut buf = BytesMut::new();
+    let f = loop {
+        if let Some(f) = frame::decode(&mut buf).unwrap() {
+            break f;
+        }
+        let n = tokio::time::timeout(WAIT, s.read_buf(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed without an answer");
+    };
+    assert_eq!((f.group, f.id), (9, 77));
+    assert!(matches!(
+        frame::body::<Reply>(&f).unwrap(),
+        Reply::NoGroup(9)
+    ));
+
+    // From 127.0.0.2, which no peer has: closed without an answer.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut s = sock.connect(peers[&1].parse().unwrap()).await.unwrap();
+    let _ = s.write_all(&vote_frame(0)).await;
+    let mut b = [0u8; 64];
+    let n = tokio::time::timeout(WAIT, s.read(&mut b))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "a non-peer got an answer");
+
+    // Garbage from a peer's address drops that connection, not the member.
+    let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    let mut junk = BytesMut::new();
+    junk.put_u32(u32::MAX);
+    s.write_all(&junk).await.unwrap();
+    let n = tokio::time::timeout(WAIT, s.read(&mut b))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    s.write_all(&vote_frame(9)).await.unwrap();
+    let n = tokio::time::timeout(WAIT, s.read(&mut b))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(n > 0);
+
+    m.shutdown().await;
+}

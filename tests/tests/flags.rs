@@ -32,6 +32,7 @@ const BINARIES: &[(&str, &str, bool)] = &[
 const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "max-attempts", "int", ""),
     ("nsqd", "max-defer-timeout", "duration", ""),
+    ("nsqd", "deferred-spill", "", ""),
     ("nsqd", "log-format", "string", "\"nsq\""),
     ("nsqlookupd", "log-format", "string", "\"nsq\""),
     ("nsqadmin", "log-format", "string", "\"nsq\""),

@@ -28,6 +28,8 @@ fn cfg(mem: usize) -> ChannelConfig {
         hand_off: true,
         e2e: None,
         seed: 7,
+        spill: None,
+        restored_runs: Vec::new(),
     }
 }
 
@@ -53,6 +55,13 @@ struct Harness {
     /// Records handed out and not acknowledged, by read number: what a
     /// crash would bring back.
     outstanding: BTreeMap<u64, MessageId>,
+    /// Run files of spilled deferred messages, each with its read position.
+    runs: BTreeMap<u64, (Vec<(Instant, Message)>, usize)>,
+    /// Runs the channel was done with, in order.
+    deleted_runs: Vec<u64>,
+    /// Appends to the backend in the call that deleted a run, for each
+    /// deletion (with durable acks its records must be in the backend first).
+    appends_at_delete: Vec<usize>,
     now: Instant,
 }
 
@@ -72,6 +81,9 @@ impl Harness {
             acked: false,
             reads: 0,
             outstanding: BTreeMap::new(),
+            runs: BTreeMap::new(),
+            deleted_runs: Vec::new(),
+            appends_at_delete: Vec::new(),
             now,
         }
     }
@@ -105,6 +117,26 @@ impl Harness {
                 self.appends += 1;
                 self.disk.extend(work.append);
                 self.ch.appended(self.now);
+            }
+            for b in work.deferred.spill {
+                let run = self.runs.entry(b.run).or_default();
+                run.0.extend(b.records);
+                self.ch.spilled(b.run, Vec::new(), self.now);
+            }
+            for l in work.deferred.load {
+                let (recs, pos) = self.runs.get_mut(&l.run).expect("a load of a run on disk");
+                let mut got = Vec::new();
+                while got.len() < l.max && *pos < recs.len() && recs[*pos].0 <= l.until {
+                    got.push(recs[*pos].clone());
+                    *pos += 1;
+                }
+                let next = recs.get(*pos).map(|r| r.0);
+                self.ch.loaded(l.run, got, next, self.now);
+            }
+            for id in work.deferred.delete {
+                self.runs.remove(&id);
+                self.deleted_runs.push(id);
+                self.appends_at_delete.push(self.appends);
             }
             if work.skip > 0 {
                 let n = (work.skip as usize).min(self.disk.len());
@@ -324,25 +356,6 @@ fn touch_postpones_the_timeout_but_not_past_max_msg_timeout() {
 }
 
 #[test]
-fn requeue_with_a_delay_is_deferred_until_due() {
-    let mut h = Harness::new(cfg(100));
-    h.sub(1, 5);
-    h.put([1]);
-    let m = h.take(1).remove(0);
-    h.ch.requeue(1, &m.id, Duration::from_secs(2), h.now)
-        .unwrap();
-    h.settle();
-    assert_eq!(h.ch.deferred_count(), 1);
-    assert!(h.ch.take_wake(), "the timer must wake for the new due time");
-    h.timers_at(Duration::from_millis(1999));
-    assert!(h.take(1).is_empty());
-    h.timers_at(Duration::from_secs(2));
-    let m2 = h.take(1);
-    assert_eq!((m2.len(), m2[0].attempts), (1, 2));
-    assert_eq!(h.ch.stats("c", 0, h.now).requeue_count, 1);
-}
-
-#[test]
 fn a_paused_channel_delivers_nothing_until_unpaused() {
     let mut h = Harness::new(cfg(100));
     h.sub(1, 5);
@@ -538,22 +551,6 @@ fn sampling_is_deterministic_for_a_seed_and_near_the_rate() {
         a.len()
     );
     assert_ne!(run(4), a, "another seed, another sample");
-}
-
-#[test]
-fn close_returns_memory_then_in_flight_then_deferred_with_attempts_kept() {
-    let mut h = Harness::new(cfg(100));
-    h.sub(1, 2);
-    h.put(0..4); // 0, 1 in flight; 2, 3 in memory
-    h.ch.put_deferred(vec![msg(6)], Duration::from_secs(9), h.now);
-    h.ch.put_deferred(vec![msg(5)], Duration::from_secs(5), h.now);
-    let saved = h.ch.close();
-    assert_eq!(nums(&saved), vec![2, 3, 0, 1, 5, 6]);
-    assert_eq!(
-        saved.iter().map(|m| m.attempts).collect::<Vec<_>>(),
-        vec![0, 0, 1, 1, 0, 0]
-    );
-    assert_eq!(h.ch.add_client(2, T, 0, 0), Err(SubError::Exiting));
 }
 
 #[test]
@@ -866,3 +863,7 @@ fn no_limit_is_nsqs_behaviour() {
         (0, 0, None)
     );
 }
+
+// deferrals, in memory and spilled to runs
+#[path = "channel_deferred_tests.rs"]
+mod deferral;

@@ -359,8 +359,9 @@ def test_dpub_spilled_to_disk_reaches_a_pynsq_reader_when_due():
     n = Nsqd(["--deferred-spill", "--mem-queue-size=10"])
     N, defer_ms = 200, 3000
     try:
-        urllib.request.urlopen(urllib.request.Request(
-            "http://%s/channel/create?topic=pynsq_spill&channel=c" % n.http, method="POST"), timeout=5)
+        for path in ("/topic/create?topic=pynsq_spill", "/channel/create?topic=pynsq_spill&channel=c"):
+            urllib.request.urlopen(urllib.request.Request(
+                "http://%s%s" % (n.http, path), method="POST"), timeout=5)
 
         async def main():
             w = await connected_writer(n.tcp)

@@ -6,7 +6,7 @@
 //! and the data directory's peak size (the "day of deferrals" measurement
 //! of `--deferred-spill`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -92,7 +92,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn dir_bytes(dir: &PathBuf) -> u64 {
+fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
@@ -278,7 +278,7 @@ pub async fn run(f: &Flags) -> Result<ExitCode> {
         "acknowledged": acked, "publish_secs": r3(pub_secs),
         "delivered": s.unique, "duplicates": s.dups, "early": s.early, "foreign": s.foreign,
         "all_delivered_secs": r3(all_secs),
-        "late_ms": {"p50": r3(percentile(&s.late_ms, 0.5)), "p99": r3(percentile(&s.late_ms, 0.99)), "max": r3(s.late_ms.last().copied().unwrap_or(0.0))},
+        "late_ms": {"min": r3(s.late_ms.first().copied().unwrap_or(0.0)), "p50": r3(percentile(&s.late_ms, 0.5)), "p99": r3(percentile(&s.late_ms, 0.99)), "max": r3(s.late_ms.last().copied().unwrap_or(0.0))},
         "peak_rss_kib": peaks.rss_kib, "peak_data_dir_bytes": peaks.dir_bytes,
     });
     Ok(print_result(v, &errors))

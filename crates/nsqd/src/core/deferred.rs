@@ -180,13 +180,9 @@ impl Deferred {
             );
         }
         // restored runs with nothing left are deleted at once
-        d.work.delete.extend(
-            restored
-                .iter()
-                .filter(|r| r.count == 0)
-                .map(|r| r.id)
-                .collect::<Vec<_>>(),
-        );
+        d.work
+            .delete
+            .extend(restored.iter().filter(|r| r.count == 0).map(|r| r.id));
         d
     }
 
@@ -317,7 +313,7 @@ impl Deferred {
 
     /// The next message due at or before `now`.
     pub fn pop_due(&mut self, now: Instant) -> Option<Message> {
-        if !self.heap.peek().is_some_and(|Reverse(e)| e.due <= now) {
+        if self.heap.peek().is_none_or(|Reverse(e)| e.due > now) {
             return None;
         }
         let Reverse(e) = self.heap.pop()?;

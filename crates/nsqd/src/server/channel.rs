@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError, Ticket};
+use super::backend::{blocking, Backend, BackendError, Ticket};
 use super::client::Client;
 use super::context::{now, now_unix_ns, Context};
 use super::spill::{to_instant, to_unix_ns, Spill};
@@ -49,12 +49,16 @@ pub fn default_dead_letter_topic(topic: &str, channel: &str) -> String {
     format!("{}.{hash:08x}.dead", &name[..64 - 14])
 }
 
+/// Deferred messages with their due times, as the core hands them over.
+type Records = Vec<(Instant, Message)>;
+
 /// What came of the run file work of one pass, for the core.
 #[derive(Default)]
 struct RunsDone {
     /// Runs written (with the records that could not be: they stay in memory).
-    spilled: Vec<(u64, Vec<(Instant, Message)>)>,
-    loaded: Vec<(u64, Vec<(Instant, Message)>, Option<Instant>)>,
+    spilled: Vec<(u64, Records)>,
+    /// Runs read: their records and the due time of the next one.
+    loaded: Vec<(u64, Records, Option<Instant>)>,
 }
 
 pub struct Channel {
@@ -243,7 +247,8 @@ impl Channel {
             }
         }
         for l in work.load {
-            let (records, next) = spill.read(l.run, l.max, to_unix_ns(l.until, now, now_ns));
+            let until = to_unix_ns(l.until, now, now_ns);
+            let (records, next) = blocking(|| spill.read(l.run, l.max, until));
             let records = records
                 .into_iter()
                 .map(|(due, m)| (to_instant(due, now, now_ns), m))

@@ -167,9 +167,11 @@ impl Spill {
                     .filter_map(|e| {
                         let name = e.file_name().into_string().ok()?;
                         let n = name.strip_prefix(&prefix)?.strip_suffix(".dat")?;
-                        (n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()))
-                            .then(|| n.parse().ok())
-                            .flatten()
+                        if n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()) {
+                            n.parse().ok()
+                        } else {
+                            None
+                        }
                     })
                     .collect()
             })
@@ -243,18 +245,19 @@ impl Spill {
         if st.deleted.contains(&run) {
             return Ok(None);
         }
-        if !st.runs.contains_key(&run) {
-            let file = OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(new)
-                .open(self.path(run))
-                .map_err(io)?;
-            st.runs.insert(run, RunFile { file, read: 0 });
-            st.dir_changed = true;
-        }
-        let Some(f) = st.runs.get_mut(&run) else {
-            return Ok(None);
+        let st = &mut *st;
+        let f = match st.runs.entry(run) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .create(new)
+                    .open(self.path(run))
+                    .map_err(io)?;
+                st.dir_changed = true;
+                e.insert(RunFile { file, read: 0 })
+            }
         };
         blocking(|| (&f.file).write_all(&buf)).map_err(io)?;
         st.dirty.insert(run);
@@ -329,6 +332,10 @@ impl Spill {
     /// run and the directory fsynced.
     pub fn close(&self) -> Result<(), BackendError> {
         let st = self.state.lock();
+        if st.runs.is_empty() && !st.dir_changed {
+            // nothing was ever spilled here: no file to touch
+            return Ok(());
+        }
         let mut meta = String::new();
         for (id, f) in &st.runs {
             if f.read > 0 {

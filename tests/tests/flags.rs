@@ -370,7 +370,7 @@ fn binaries_without_a_spec_table_behave_the_same() {
         (
             "nsq_bench",
             &["pub"],
-            "Usage of nsq_bench <pub|sub|pubsub|latency>:\n",
+            "Usage of nsq_bench <pub|sub|pubsub|latency|defer>:\n",
         ),
     ];
     for &(bin, mode, header) in cases {

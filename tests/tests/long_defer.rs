@@ -323,3 +323,21 @@ fn with_sync_every_1_an_acknowledged_dpub_survives_sigkill_with_its_due_time() {
     let first_due = sent.iter().map(|s| s.1).min().unwrap();
     assert!(got.iter().all(|g| g.2 + 5 >= first_due));
 }
+
+#[test]
+fn emptying_or_deleting_a_spilling_channel_removes_its_run_files() {
+    let n = Nsqd::start(&["--deferred-spill", "--mem-queue-size=10"]);
+    setup(&n);
+    dpub_many(&n, 100, 50, |_| 60_000);
+    assert!(!runs(n.data_path()).is_empty());
+    assert_eq!(n.post("/channel/empty?topic=t&channel=c", b"").status, 200);
+    assert_eq!(deferred(&n), 0);
+    wait_for(Duration::from_secs(5), "run files removed by empty", || {
+        runs(n.data_path()).is_empty().then_some(())
+    });
+    dpub_many(&n, 100, 50, |_| 60_000);
+    assert_eq!(deferred(&n), 100, "spills again after an empty");
+    assert!(!runs(n.data_path()).is_empty());
+    assert_eq!(n.post("/channel/delete?topic=t&channel=c", b"").status, 200);
+    assert!(runs(n.data_path()).is_empty(), "and a delete removes them");
+}

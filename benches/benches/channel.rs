@@ -43,6 +43,8 @@ impl Fixture {
             hand_off: true,
             e2e: None,
             seed: 1,
+            spill: None,
+            restored_runs: Vec::new(),
         };
         let mut ch = Channel::new(cfg, now);
         let addr: SocketAddr = "127.0.0.1:4150".parse().unwrap();

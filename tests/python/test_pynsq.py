@@ -352,6 +352,54 @@ def test_dpub_longer_than_max_req_timeout_with_max_defer_timeout():
         n.close()
 
 
+def test_dpub_spilled_to_disk_reaches_a_pynsq_reader_when_due():
+    """Beyond NSQ, opt-in: with --deferred-spill and --mem-queue-size=10, a
+    pynsq Writer's 200 DPUBs (3 s) mostly wait on disk; a pynsq Reader gets
+    each once, none before it was due."""
+    n = Nsqd(["--deferred-spill", "--mem-queue-size=10"])
+    N, defer_ms = 200, 3000
+    try:
+        for path in ("/topic/create?topic=pynsq_spill", "/channel/create?topic=pynsq_spill&channel=c"):
+            urllib.request.urlopen(urllib.request.Request(
+                "http://%s%s" % (n.http, path), method="POST"), timeout=5)
+
+        async def main():
+            w = await connected_writer(n.tcp)
+            results, due = [], {}
+            for i in range(N):
+                body = b"spill-%03d" % i
+                due[body] = time.time() + defer_ms / 1000.0
+                w.dpub("pynsq_spill", defer_ms, body, callback=lambda c, d: results.append(d))
+            await wait_until(lambda: len(results) == N, 30, "DPUBs answered")
+            assert set(results) == {b"OK"}, results[:5]
+            ch = n.channel("pynsq_spill", "c")
+            assert ch["deferred_count"] == N, ch
+            spilled = [f for f in os.listdir(n.data) if ".deferred." in f]
+            assert spilled, os.listdir(n.data)
+            got = []
+
+            def handler(msg):
+                got.append((msg.body, time.time()))
+                return True
+
+            r = nsq.Reader(topic="pynsq_spill", channel="c", message_handler=handler,
+                           nsqd_tcp_addresses=[n.tcp], max_in_flight=50)
+            try:
+                await wait_until(lambda: len(got) >= N, 30, "all deferred messages")
+                await asyncio.sleep(0.5)
+            finally:
+                close_all(r, w)
+            return got, due
+
+        got, due = asyncio.run(main())
+        bodies = [b for b, _ in got]
+        assert sorted(bodies) == sorted(b"spill-%03d" % i for i in range(N)), "each once"
+        early = [b for b, at in got if at + 0.05 < due[b]]
+        assert early == [], early[:5]
+    finally:
+        n.close()
+
+
 def test_publish_refused_at_max_depth_is_a_failed_publish_for_pynsq():
     """Beyond NSQ, opt-in: a channel with max_depth=3 and the reject
     policy. A pynsq Writer's PUBs succeed until the channel holds three;

@@ -32,6 +32,7 @@ const BINARIES: &[(&str, &str, bool)] = &[
 const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "max-attempts", "int", ""),
     ("nsqd", "max-defer-timeout", "duration", ""),
+    ("nsqd", "deferred-spill", "", ""),
     ("nsqd", "log-format", "string", "\"nsq\""),
     ("nsqlookupd", "log-format", "string", "\"nsq\""),
     ("nsqadmin", "log-format", "string", "\"nsq\""),
@@ -369,7 +370,7 @@ fn binaries_without_a_spec_table_behave_the_same() {
         (
             "nsq_bench",
             &["pub"],
-            "Usage of nsq_bench <pub|sub|pubsub|latency>:\n",
+            "Usage of nsq_bench <pub|sub|pubsub|latency|defer>:\n",
         ),
     ];
     for &(bin, mode, header) in cases {

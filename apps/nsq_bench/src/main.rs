@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod conn;
+mod defer;
 mod http;
 mod latency;
 mod workers;
@@ -53,17 +54,23 @@ nsq_cli::flags! {
         readers: usize = 0;
         /// sub, pubsub, latency: RDY count of each consuming connection
         rdy: u32 = 2500;
-        /// sub: stop once this many messages were received in total (0: run for --runfor)
+        /// sub: stop once this many messages were received in total (0: run for --runfor); defer: messages to DPUB (0: 100000)
         count: u64 = 0;
         /// sub, pubsub, latency: <addr>:<port> of nsqd's HTTP listener; if given, the final channel depth is read from /stats
         nsqd_http_address: String = "";
+        /// defer: the delay of every DPUB
+        defer: Duration = "60s";
+        /// defer: sample this process's peak RSS (nsqd's pid; 0: none)
+        watch_pid: u32 = 0;
+        /// defer: sample this directory's peak size (nsqd's --data-path; empty: none)
+        watch_dir: String = "";
         /// latency: messages per second to publish, spread evenly over --runfor
         rate: u64 = 1000;
         /// latency: shortest interval between two publish commands; when 1/rate is shorter, the messages due are sent as one MPUB per interval
         min_interval: Duration = "1ms";
         /// latency: largest MPUB sent (a publisher that falls behind catches up in batches up to this size)
         max_batch: u32 = 1000;
-        /// latency: after publishing stops, wait at most this long for the consumer to receive every acknowledged message
+        /// latency: after publishing stops, wait at most this long for the consumer to receive every acknowledged message; defer: that long past the last due time
         drain_timeout: Duration = "5s";
         /// latency: latency samples kept (memory bound)
         max_samples: usize = 20000000;
@@ -227,7 +234,7 @@ async fn open_publishers(addr: SocketAddr, n: usize, io_timeout: Duration) -> Re
     Ok(v)
 }
 
-async fn open_consumers(
+pub(crate) async fn open_consumers(
     addr: SocketAddr,
     n: usize,
     io_timeout: Duration,
@@ -453,7 +460,7 @@ async fn run_pubsub(f: &Flags) -> Result<ExitCode> {
     Ok(print_result(v, &errors))
 }
 
-const MODES: &str = "<pub|sub|pubsub|latency>";
+const MODES: &str = "<pub|sub|pubsub|latency|defer>";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -462,7 +469,7 @@ async fn main() -> ExitCode {
     let mode = argv.get(1).cloned().unwrap_or_default();
     let rest = argv.get(2..).unwrap_or_default();
     let f = match mode.as_str() {
-        "pub" | "sub" | "pubsub" | "latency" => {
+        "pub" | "sub" | "pubsub" | "latency" | "defer" => {
             nsq_cli::flags::parse::<Flags>(&name, rest).unwrap_or_else(|e| e.exit())
         }
         "-h" | "-help" | "--help" => {
@@ -481,6 +488,7 @@ async fn main() -> ExitCode {
             "pub" => run_pub(&f).await,
             "sub" => run_sub(&f).await,
             "pubsub" => run_pubsub(&f).await,
+            "defer" => defer::run(&f).await,
             _ => latency::run(&f).await,
         },
     };

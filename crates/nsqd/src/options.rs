@@ -82,6 +82,8 @@ nsq_cli::flags! {
         max_req_timeout: Duration = "1h0m0s";
         /// nsq-rs: the longest delay of a deferred publish (DPUB, /pub?defer=); 0: --max-req-timeout, as NSQ
         max_defer_timeout: Duration = "0s";
+        /// nsq-rs: deferred messages of a channel past its mem-queue-size spill to run files on disk in due order and come back when due (README: Beyond NSQ)
+        deferred_spill: bool = false;
         /// largest command body, in bytes
         max_body_size: i64 = 5242880;
         /// the longest heartbeat interval a client may ask for

@@ -13,37 +13,38 @@
 //! thread-local RNG. Every operation takes `now` (and FIN the wall clock,
 //! for E2E latency); sampling (IDENTIFY `sample_rate`) uses a seeded RNG.
 //! What the server must carry out collects in [`Effects`]: frames per
-//! client, records to append to the backend, a refill to read, and whether
-//! the channel's timer must wake earlier than planned.
+//! client, records to append to the backend, a refill to read, run files
+//! of spilled deferrals to write or load, and whether the channel's timer
+//! must wake earlier than planned.
 //!
 //! With durable acknowledgements the backend keeps each record it hands out
 //! until the channel acknowledges it (its read number comes with the
 //! refill): when the message is finished, written back to the backend, or
 //! published as a dead letter. A crash in between delivers it again.
+//!
+//! Three children keep their rules apart from delivery: the depth limit
+//! (`channel_limits.rs`), the backend's confirmations and refills
+//! (`channel_backend.rs`) and the deferred messages with their opt-in spill
+//! to run files (`channel_deferred.rs`).
 
-use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use nsq_protocol::stats::{ChannelStats, E2eLatency};
 use nsq_protocol::{Message, MessageId};
 
-use super::deferred::Deferred;
+use super::deferred::{Deferred, RestoredRun, SpillBatch, SpillConfig};
 use super::e2e::QuantileStream;
 pub use super::effects::DiskWork;
 use super::effects::Effects;
 use super::ids::{ClientId, IdMap};
 use super::in_flight::{Delivery, InFlight, InFlightError};
 use super::limits::Limit;
-use super::queue::{Queue, Refill};
+use super::queue::Queue;
 use super::rng::Rng;
 
 /// Most backend records a channel moves into memory at once.
 pub const REFILL_MAX: usize = 256;
-
-/// How long a dead letter the dead-letter topic refused waits before the
-/// next try.
-pub const DEAD_LETTER_RETRY: Duration = Duration::from_secs(1);
 
 /// Why SUB was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,11 @@ pub struct ChannelConfig {
     pub e2e: Option<(Vec<f64>, Duration)>,
     /// Seeds sampling and the E2E reservoir.
     pub seed: u64,
+    /// Deferred messages past `mem_queue_size` spill to run files (nsq-rs,
+    /// `--deferred-spill`); None: all in memory, as NSQ.
+    pub spill: Option<SpillConfig>,
+    /// Run files of deferred messages found at start.
+    pub restored_runs: Vec<RestoredRun>,
 }
 
 /// A subscribed client as its channel sees it.
@@ -141,7 +147,7 @@ impl Channel {
         Channel {
             queue: Queue::new(cfg.mem_queue_size, cfg.durable, cfg.backend_unread),
             in_flight: InFlight::default(),
-            deferred: Deferred::default(),
+            deferred: Deferred::new(cfg.spill, &cfg.restored_runs),
             subscribers: IdMap::default(),
             ring: VecDeque::new(),
             paused: false,
@@ -173,10 +179,6 @@ impl Channel {
 
     pub fn in_flight_count(&self) -> usize {
         self.in_flight.len()
-    }
-
-    pub fn deferred_count(&self) -> usize {
-        self.deferred.len()
     }
 
     pub fn client_count(&self) -> usize {
@@ -218,14 +220,6 @@ impl Channel {
         self.request_refill();
     }
 
-    /// Messages from the topic that must wait `delay` first (DPUB).
-    pub fn put_deferred(&mut self, msgs: Vec<Message>, delay: Duration, now: Instant) {
-        for msg in msgs {
-            self.message_count += 1;
-            self.defer(msg, now + delay);
-        }
-    }
-
     /// Into the queue: memory while it has room, else the backend. Past the
     /// bound a message still goes to memory when memory and backend are
     /// empty and a consumer can take it this instant (nsqd's unbuffered
@@ -254,17 +248,6 @@ impl Channel {
         false
     }
 
-    /// The backend read number of message `id`, if the backend waits for
-    /// its acknowledgement. Without durable acknowledgements the map is
-    /// empty, and the hot path skips hashing the id.
-    fn take_unacked(&mut self, id: &MessageId) -> Option<u64> {
-        if self.unacked.is_empty() {
-            None
-        } else {
-            self.unacked.remove(id)
-        }
-    }
-
     fn has_ready_client(&self) -> bool {
         !self.paused
             && !self.exiting
@@ -272,11 +255,6 @@ impl Channel {
                 .ring
                 .iter()
                 .any(|c| self.subscribers.get(c).is_some_and(|s| s.has_credit()))
-    }
-
-    fn defer(&mut self, msg: Message, due: Instant) {
-        self.deferred.push(msg, due);
-        self.schedule(due);
     }
 
     fn schedule(&mut self, at: Instant) {
@@ -386,7 +364,7 @@ impl Channel {
         if delay.is_zero() {
             self.enqueue(d.msg);
         } else {
-            self.defer(d.msg, now + delay);
+            self.defer(d.msg, now + delay, now);
         }
         self.credit_changed(client);
         self.pump(now);
@@ -425,11 +403,9 @@ impl Channel {
             self.enqueue(d.msg);
             self.credit_changed(d.client);
         }
-        while let Some(msg) = self.deferred.pop_due(now) {
-            self.enqueue(msg);
-        }
+        self.release_due(now);
         self.pump(now);
-        let next = match (self.in_flight.next_deadline(), self.deferred.next_due()) {
+        let next = match (self.in_flight.next_deadline(), self.deferred.next_due(now)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -562,24 +538,7 @@ impl Channel {
             dead_letters: std::mem::take(&mut self.effects.dead_letters),
             acks: std::mem::take(&mut self.effects.acks),
             dead_letter_acks: std::mem::take(&mut self.effects.dead_letter_acks),
-        }
-    }
-
-    /// Dead letters the server could not publish (nsqd is exiting, the
-    /// dead-letter topic was deleted): deferred for [`DEAD_LETTER_RETRY`],
-    /// never lost, and tried again when due. Not queued at once: with
-    /// nothing else to deliver they would come straight back (through the
-    /// backend, with `--mem-queue-size=0`) in a busy loop.
-    pub fn dead_letters_refused(
-        &mut self,
-        msgs: Vec<Message>,
-        acks: Vec<(MessageId, u64)>,
-        now: Instant,
-    ) {
-        self.dead_letter_count = self.dead_letter_count.saturating_sub(msgs.len() as u64);
-        self.unacked.extend(acks);
-        for msg in msgs {
-            self.defer(msg, now + DEAD_LETTER_RETRY);
+            deferred: self.deferred.take_work(),
         }
     }
 
@@ -596,53 +555,6 @@ impl Channel {
     /// Whether the timer must be woken (an earlier deadline appeared).
     pub fn take_wake(&mut self) -> bool {
         std::mem::take(&mut self.effects.wake)
-    }
-
-    /// An append from [`DiskWork`] is done (worked or not).
-    pub fn appended(&mut self, now: Instant) {
-        self.queue.appended();
-        self.pump(now);
-    }
-
-    /// Records became readable in the backend without this channel writing
-    /// them (a sync made them durable, with durable acknowledgements).
-    pub fn backend_grew(&mut self, now: Instant) {
-        self.queue.grew();
-        self.pump(now);
-    }
-
-    /// A refill from [`DiskWork`] is done: its records (decoded), their
-    /// read numbers when the backend waits for acknowledgements (else
-    /// empty), and whether the backend has more.
-    pub fn refilled(
-        &mut self,
-        req: Refill,
-        msgs: Vec<Message>,
-        reads: Vec<u64>,
-        more: bool,
-        now: Instant,
-    ) {
-        self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);
-        let msgs = if reads.is_empty() {
-            msgs
-        } else {
-            // A crash can bring back both the record a message was read
-            // from and the one it was written back to (a requeue): the
-            // channel keeps one copy, and the other record is done with.
-            let mut kept = Vec::with_capacity(msgs.len());
-            for (m, read) in msgs.into_iter().zip(reads) {
-                match self.unacked.entry(m.id) {
-                    Entry::Occupied(_) => self.effects.acks.push(read),
-                    Entry::Vacant(e) => {
-                        e.insert(read);
-                        kept.push(m);
-                    }
-                }
-            }
-            kept
-        };
-        self.queue.refilled(req, msgs, more);
-        self.pump(now);
     }
 
     // ---- administration ----
@@ -676,13 +588,15 @@ impl Channel {
     /// closed — memory, then in flight (oldest delivery first), then
     /// deferred (soonest first); timers are forgotten, attempts kept. Once
     /// they are written, every record the backend handed out is done with.
-    pub fn close(&mut self) -> Vec<Message> {
+    /// With spilling on, the deferred ones go to a run of their own
+    /// instead, due times kept (the second part).
+    pub fn close(&mut self) -> (Vec<Message>, Option<SpillBatch>) {
         self.exiting = true;
         self.unacked.clear();
         let mut msgs: Vec<Message> = self.queue.drain_memory().collect();
         msgs.extend(self.in_flight.drain_by_delivery());
-        msgs.extend(self.deferred.drain_in_order());
-        msgs
+        let run = self.close_deferred(&mut msgs);
+        (msgs, run)
     }
 
     /// Channel delete: drops everything (the server removes the backend).
@@ -739,6 +653,15 @@ impl Channel {
 // the channel's side of its depth limit
 #[path = "channel_limits.rs"]
 mod limits;
+
+// the channel's side of its backend: confirmations, refills, acknowledgements
+#[path = "channel_backend.rs"]
+mod backend;
+
+// the channel's deferred messages, in memory and spilled
+#[path = "channel_deferred.rs"]
+mod deferral;
+pub use deferral::DEAD_LETTER_RETRY;
 
 #[cfg(test)]
 #[path = "channel_tests.rs"]

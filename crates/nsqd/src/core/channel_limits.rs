@@ -21,10 +21,12 @@ impl Channel {
         self.limit = limit;
     }
 
-    /// `--mem-queue-size` for this channel (its topic's setting); what is in
-    /// memory beyond a smaller size stays there until delivered.
+    /// `--mem-queue-size` for this channel (its topic's setting), also the
+    /// deferred messages it keeps in memory before spilling; what is in
+    /// memory beyond a smaller size stays there until it leaves.
     pub fn set_mem_queue_size(&mut self, size: usize) {
         self.queue.set_capacity(size);
+        self.deferred.set_threshold(size);
     }
 
     /// The depth as `/stats` will show it once the disk work handed out is

@@ -28,6 +28,8 @@ fn cfg(mem: usize) -> ChannelConfig {
         hand_off: true,
         e2e: None,
         seed: 7,
+        spill: None,
+        restored_runs: Vec::new(),
     }
 }
 
@@ -53,6 +55,13 @@ struct Harness {
     /// Records handed out and not acknowledged, by read number: what a
     /// crash would bring back.
     outstanding: BTreeMap<u64, MessageId>,
+    /// Run files of spilled deferred messages, each with its read position.
+    runs: BTreeMap<u64, (Vec<(Instant, Message)>, usize)>,
+    /// Runs the channel was done with, in order.
+    deleted_runs: Vec<u64>,
+    /// Appends to the backend in the call that deleted a run, for each
+    /// deletion (with durable acks its records must be in the backend first).
+    appends_at_delete: Vec<usize>,
     now: Instant,
 }
 
@@ -72,6 +81,9 @@ impl Harness {
             acked: false,
             reads: 0,
             outstanding: BTreeMap::new(),
+            runs: BTreeMap::new(),
+            deleted_runs: Vec::new(),
+            appends_at_delete: Vec::new(),
             now,
         }
     }
@@ -105,6 +117,26 @@ impl Harness {
                 self.appends += 1;
                 self.disk.extend(work.append);
                 self.ch.appended(self.now);
+            }
+            for b in work.deferred.spill {
+                let run = self.runs.entry(b.run).or_default();
+                run.0.extend(b.records);
+                self.ch.spilled(b.run, Vec::new(), self.now);
+            }
+            for l in work.deferred.load {
+                let (recs, pos) = self.runs.get_mut(&l.run).expect("a load of a run on disk");
+                let mut got = Vec::new();
+                while got.len() < l.max && *pos < recs.len() && recs[*pos].0 <= l.until {
+                    got.push(recs[*pos].clone());
+                    *pos += 1;
+                }
+                let next = recs.get(*pos).map(|r| r.0);
+                self.ch.loaded(l.run, got, next, self.now);
+            }
+            for id in work.deferred.delete {
+                self.runs.remove(&id);
+                self.deleted_runs.push(id);
+                self.appends_at_delete.push(self.appends);
             }
             if work.skip > 0 {
                 let n = (work.skip as usize).min(self.disk.len());
@@ -324,25 +356,6 @@ fn touch_postpones_the_timeout_but_not_past_max_msg_timeout() {
 }
 
 #[test]
-fn requeue_with_a_delay_is_deferred_until_due() {
-    let mut h = Harness::new(cfg(100));
-    h.sub(1, 5);
-    h.put([1]);
-    let m = h.take(1).remove(0);
-    h.ch.requeue(1, &m.id, Duration::from_secs(2), h.now)
-        .unwrap();
-    h.settle();
-    assert_eq!(h.ch.deferred_count(), 1);
-    assert!(h.ch.take_wake(), "the timer must wake for the new due time");
-    h.timers_at(Duration::from_millis(1999));
-    assert!(h.take(1).is_empty());
-    h.timers_at(Duration::from_secs(2));
-    let m2 = h.take(1);
-    assert_eq!((m2.len(), m2[0].attempts), (1, 2));
-    assert_eq!(h.ch.stats("c", 0, h.now).requeue_count, 1);
-}
-
-#[test]
 fn a_paused_channel_delivers_nothing_until_unpaused() {
     let mut h = Harness::new(cfg(100));
     h.sub(1, 5);
@@ -541,22 +554,6 @@ fn sampling_is_deterministic_for_a_seed_and_near_the_rate() {
 }
 
 #[test]
-fn close_returns_memory_then_in_flight_then_deferred_with_attempts_kept() {
-    let mut h = Harness::new(cfg(100));
-    h.sub(1, 2);
-    h.put(0..4); // 0, 1 in flight; 2, 3 in memory
-    h.ch.put_deferred(vec![msg(6)], Duration::from_secs(9), h.now);
-    h.ch.put_deferred(vec![msg(5)], Duration::from_secs(5), h.now);
-    let saved = h.ch.close();
-    assert_eq!(nums(&saved), vec![2, 3, 0, 1, 5, 6]);
-    assert_eq!(
-        saved.iter().map(|m| m.attempts).collect::<Vec<_>>(),
-        vec![0, 0, 1, 1, 0, 0]
-    );
-    assert_eq!(h.ch.add_client(2, T, 0, 0), Err(SubError::Exiting));
-}
-
-#[test]
 fn fin_records_e2e_latency_from_the_wall_clock_passed_in() {
     let mut h = Harness::new(ChannelConfig {
         e2e: Some((vec![0.5], Duration::from_secs(60))),
@@ -602,267 +599,14 @@ fn without_hand_off_a_ready_consumer_still_gets_messages_only_through_the_disk()
     assert!(h.refills >= 1);
 }
 
-#[test]
-fn records_that_become_readable_later_are_fetched_when_the_backend_grows() {
-    // durable acknowledgements: the disk queue shows records only once a
-    // sync covered them
-    let mut h = Harness::new(ChannelConfig {
-        hand_off: false,
-        ..cfg(0)
-    });
-    h.sub(1, 5);
-    h.gated = true;
-    h.put([1, 2, 3]);
-    assert!(h.take(1).is_empty(), "nothing readable before the sync");
-    assert_eq!(h.disk.len(), 3);
-    h.gated = false;
-    h.ch.backend_grew(h.now);
-    h.settle();
-    assert_eq!(nums(&h.take(1)), vec![1, 2, 3]);
-}
+// deferrals, in memory and spilled to runs
+#[path = "channel_deferred_tests.rs"]
+mod deferral;
 
-#[test]
-fn a_message_past_max_attempts_goes_to_the_dead_letter_topic_instead_of_its_next_delivery() {
-    let mut h = Harness::new(ChannelConfig {
-        max_attempts: 2,
-        ..cfg(100)
-    });
-    h.sub(1, 1);
-    h.put([1]);
-    let m = h.take(1).remove(0);
-    assert_eq!((n_of(&m), m.attempts), (1, 1));
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    let m = h.take(1).remove(0);
-    assert_eq!((n_of(&m), m.attempts), (1, 2));
-    h.put([2]);
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    let two = h.take(1);
-    assert_eq!(nums(&two), vec![2]);
-    // the next pass reaches 1: attempt 3 would exceed max_attempts, so it
-    // is dead-lettered, and the client's turn is not used up by it
-    h.put([3]);
-    assert!(h.fin(1, &ids(&two)).is_empty());
-    assert_eq!(nums(&h.take(1)), vec![3], "the client keeps its turn");
-    assert_eq!(nums(&h.dead), vec![1]);
-    assert_eq!(h.dead[0].body, msg(1).body, "body unchanged");
-    let s = h.ch.stats("c", 0, h.now);
-    assert_eq!((s.dead_letter_count, s.depth, s.in_flight_count), (1, 0, 1));
-}
+// the backend's side: records that appear, dead letters, durable acks
+#[path = "channel_backend_tests.rs"]
+mod backend;
 
-#[test]
-fn dead_letters_the_topic_refuses_stay_in_the_channel() {
-    let mut h = Harness::new(ChannelConfig {
-        max_attempts: 1,
-        ..cfg(100)
-    });
-    h.refuse_dead = true;
-    h.sub(1, 1);
-    h.put([1]);
-    let m = h.take(1).remove(0);
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    assert!(h.dead.is_empty());
-    let s = h.ch.stats("c", 0, h.now);
-    assert_eq!(
-        (s.dead_letter_count, s.deferred_count),
-        (0, 1),
-        "kept, not counted, retried later"
-    );
-    h.ch.pump(h.now);
-    h.settle();
-    assert!(h.dead.is_empty(), "not before the retry delay");
-    h.refuse_dead = false;
-    h.timers_at(DEAD_LETTER_RETRY);
-    assert_eq!(nums(&h.dead), vec![1], "moved once the topic takes it");
-}
-
-#[test]
-fn max_attempts_zero_is_unlimited_and_can_be_changed_at_run_time() {
-    let mut h = Harness::new(cfg(100));
-    h.sub(1, 1);
-    h.put([1]);
-    for _ in 0..5 {
-        let m = h.take(1).remove(0);
-        h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-        h.settle();
-    }
-    assert!(h.dead.is_empty());
-    let m = h.take(1).remove(0);
-    assert_eq!(m.attempts, 6);
-    h.ch.set_max_attempts(3, h.now);
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    assert_eq!(nums(&h.dead), vec![1]);
-}
-
-fn durable_acks(max_attempts: u16) -> Harness {
-    let mut h = Harness::new(ChannelConfig {
-        hand_off: false,
-        max_attempts,
-        ..cfg(0)
-    });
-    h.acked = true;
-    h
-}
-
-#[test]
-fn with_durable_acks_a_backend_record_is_released_only_when_its_message_is_done() {
-    let mut h = durable_acks(0);
-    h.sub(1, 4);
-    h.put([1, 2, 3, 4]);
-    let got = h.take(1);
-    assert_eq!(nums(&got), vec![1, 2, 3, 4]);
-    assert_eq!(h.outstanding(), vec![1, 2, 3, 4], "all in flight: all kept");
-    assert!(h.fin(1, &[got[0].id]).is_empty());
-    h.ch.requeue(1, &got[1].id, Duration::from_secs(5), h.now)
-        .unwrap();
-    h.settle();
-    assert_eq!(
-        h.outstanding(),
-        vec![2, 3, 4],
-        "finished 1 released; deferred 2 and in-flight 3, 4 kept"
-    );
-    assert!(h.fin(1, &[got[3].id]).is_empty());
-    // 3 times out and 2 is due: with no memory they are written back to
-    // the disk queue as new records, which replace the old ones
-    h.rdy(1, 0);
-    h.timers_at(T + Duration::from_secs(1));
-    assert!(h.outstanding().is_empty(), "{:?}", h.outstanding());
-    assert_eq!(
-        nums(&h.disk.iter().cloned().collect::<Vec<_>>()),
-        vec![3, 2]
-    );
-    h.rdy(1, 10);
-    let again = h.take(1);
-    assert_eq!(nums(&again), vec![3, 2]);
-    assert_eq!(h.outstanding(), vec![2, 3], "read again: kept again");
-    assert!(h.fin(1, &ids(&again)).is_empty());
-    assert!(h.outstanding().is_empty(), "{:?}", h.outstanding());
-}
-
-#[test]
-fn with_durable_acks_a_message_written_back_or_dead_lettered_releases_its_old_record() {
-    let mut h = durable_acks(2);
-    h.sub(1, 1);
-    h.put([1]);
-    let m = h.take(1).remove(0);
-    assert_eq!(h.outstanding(), vec![1]);
-    // memory is 0: the requeued message goes back to the disk queue as a
-    // new record, and the one it was read from is released after the append
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    let m = h.take(1).remove(0);
-    assert_eq!((n_of(&m), m.attempts), (1, 2));
-    assert_eq!(h.outstanding(), vec![1], "one record: the rewritten one");
-    // a refused dead letter keeps its record; an accepted one releases it
-    h.refuse_dead = true;
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    assert!(h.dead.is_empty());
-    assert_eq!(h.outstanding(), vec![1]);
-    h.refuse_dead = false;
-    h.timers_at(DEAD_LETTER_RETRY);
-    assert_eq!(nums(&h.dead), vec![1]);
-    assert!(h.outstanding().is_empty());
-}
-
-#[test]
-fn a_second_copy_of_a_message_is_never_in_flight_twice() {
-    // without durable acks: a crash-replayed record meets its message in flight
-    let mut h = Harness::new(ChannelConfig {
-        hand_off: false,
-        ..cfg(0)
-    });
-    h.sub(1, 5);
-    h.put([1]);
-    let first = h.take(1);
-    assert_eq!(nums(&first), vec![1]);
-    h.disk.push_back(msg(1));
-    h.ch.backend_grew(h.now);
-    h.settle();
-    assert!(h.take(1).is_empty(), "the copy is not delivered");
-    assert!(h.fin(1, &ids(&first)).is_empty());
-    let s = h.ch.subscriber(1).unwrap();
-    assert_eq!(s.in_flight, 0, "no credit leaked");
-}
-
-#[test]
-fn with_durable_acks_a_replayed_second_record_of_a_message_is_acknowledged_and_dropped() {
-    let mut h = durable_acks(0);
-    h.sub(1, 5);
-    h.put([1, 2]);
-    let got = h.take(1);
-    assert_eq!(h.outstanding(), vec![1, 2]);
-    // the crash replay: both records of message 1 (read and written back)
-    h.disk.push_back(msg(1));
-    h.ch.backend_grew(h.now);
-    h.settle();
-    assert!(h.take(1).is_empty());
-    assert_eq!(h.outstanding(), vec![1, 2], "the copy's record is released");
-    assert!(h.fin(1, &ids(&got)).is_empty());
-    assert!(h.outstanding().is_empty());
-    assert_eq!(h.ch.subscriber(1).unwrap().in_flight, 0);
-}
-
-fn limit(max_depth: u64, policy: crate::core::Policy) -> crate::core::Limit {
-    crate::core::Limit { max_depth, policy }
-}
-
-#[test]
-fn drop_oldest_keeps_the_depth_at_max_and_counts_what_it_dropped() {
-    // memory 2, the rest on disk: the oldest go from memory first, then
-    // from the disk's head
-    let mut h = Harness::new(cfg(2));
-    h.ch.set_limit(limit(5, crate::core::Policy::DropOldest));
-    h.put(0..5);
-    assert_eq!(h.depth(), 5);
-    h.put(5..8);
-    assert_eq!(h.depth(), 5);
-    assert_eq!(h.ch.stats("c", h.disk.len() as i64, h.now).dropped_count, 3);
-    assert_eq!(h.skipped.iter().map(n_of).collect::<Vec<_>>(), vec![2]);
-    // a batch larger than the limit keeps its newest five
-    h.put(100..110);
-    assert_eq!(h.depth(), 5);
-    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
-    assert_eq!((s.dropped_count, s.message_count), (13, 18));
-    h.sub(1, 100);
-    let mut got: Vec<u64> = h.take(1).iter().map(n_of).collect();
-    got.sort();
-    assert_eq!(got, vec![105, 106, 107, 108, 109]);
-}
-
-#[test]
-fn reject_refuses_what_would_cross_max_depth_and_never_a_requeue() {
-    let mut h = Harness::new(cfg(10));
-    h.ch.set_limit(limit(3, crate::core::Policy::Reject));
-    assert!(!h.ch.refuses(3));
-    h.put(0..3);
-    assert!(h.ch.refuses(1), "full");
-    assert!(h.ch.refuses(1) && !h.ch.refuses(0));
-    // counted with the disk: two in memory and one on disk is three
-    let mut h2 = Harness::new(cfg(2));
-    h2.ch.set_limit(limit(3, crate::core::Policy::Reject));
-    h2.put(0..3);
-    assert!(h2.ch.refuses(1));
-    // a message already accepted goes back whatever the limit
-    h.sub(1, 1);
-    let m = h.take(1).remove(0);
-    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
-    h.settle();
-    assert_eq!(h.depth() + h.ch.in_flight_count(), 3);
-}
-
-#[test]
-fn no_limit_is_nsqs_behaviour() {
-    let mut h = Harness::new(cfg(2));
-    h.put(0..50);
-    assert_eq!(h.depth(), 50);
-    assert!(!h.ch.refuses(1_000_000));
-    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
-    assert_eq!(
-        (s.dropped_count, s.max_depth, s.max_depth_policy),
-        (0, 0, None)
-    );
-}
+// depth limits
+#[path = "channel_limits_tests.rs"]
+mod limits;

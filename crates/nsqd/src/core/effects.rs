@@ -9,6 +9,7 @@
 use bytes::BytesMut;
 use nsq_protocol::{Message, MessageId};
 
+use super::deferred::DeferredWork;
 use super::ids::ClientId;
 use super::queue::Refill;
 
@@ -55,6 +56,10 @@ pub struct DiskWork {
     /// How many of the oldest backend records to read and drop (a
     /// `drop-oldest` limit), before any refill.
     pub skip: u64,
+    /// Run files of spilled deferred messages to write, load and delete
+    /// (nsq-rs, `--deferred-spill`), reported back with
+    /// [`super::Channel::spilled`] and [`super::Channel::loaded`].
+    pub deferred: DeferredWork,
 }
 
 impl DiskWork {
@@ -64,5 +69,6 @@ impl DiskWork {
             && self.dead_letters.is_empty()
             && self.acks.is_empty()
             && self.skip == 0
+            && self.deferred.is_empty()
     }
 }

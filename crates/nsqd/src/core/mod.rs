@@ -3,7 +3,8 @@
 //! Owns every rule about where a message goes and when: fan-out from a
 //! topic to its channels ([`topic`]), the memory queue and its overflow
 //! ([`queue`]), delivery to clients with RDY credit, in-flight timeouts and
-//! deferrals ([`channel`], [`in_flight`], [`deferred`]), message ids
+//! deferrals, with their opt-in spill to run files ([`channel`],
+//! [`in_flight`], [`deferred`]), message ids
 //! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
 //! limits of topics and channels ([`limits`]).
 //!
@@ -27,6 +28,7 @@ pub mod rng;
 pub mod topic;
 
 pub use channel::{Channel, ChannelConfig, DiskWork, SubError, Subscriber};
+pub use deferred::{DeferredWork, Load, RestoredRun, SpillBatch, SpillConfig};
 pub use ids::{ClientId, IdMap};
 pub use in_flight::InFlightError;
 pub use limits::{Full, Limit, Policy};

@@ -37,6 +37,8 @@ fn channel() -> Channel {
         hand_off: true,
         e2e: None,
         seed: 1,
+        spill: None,
+        restored_runs: Vec::new(),
     };
     Channel::new(cfg, Instant::now())
 }

@@ -26,6 +26,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use super::health::Health;
+use super::spill::SpillTicket;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
@@ -60,10 +61,10 @@ pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Runs a queue's syncs, one at a time, off the callers' threads. Asked
-/// while one runs, it runs another right after: that one covers every
-/// append made meanwhile.
-struct Syncer {
+/// Runs a queue's syncs (or a channel's deferred runs', `super::spill`),
+/// one at a time, off the callers' threads. Asked while one runs, it runs
+/// another right after: that one covers every append made meanwhile.
+pub struct Syncer {
     state: Mutex<SyncState>,
     /// Bumped after every sync, worked or not: writers waiting for their
     /// records look again, and with durable reads the queue's owner
@@ -79,7 +80,30 @@ struct SyncState {
 }
 
 impl Syncer {
-    fn request(self: &Arc<Self>, queue: &Arc<DiskQueue>) {
+    pub fn new(health: Arc<Health>) -> Syncer {
+        Syncer {
+            state: Mutex::new(SyncState::default()),
+            done: watch::Sender::new(0),
+            health,
+        }
+    }
+
+    /// Changes after every sync, worked or not.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.done.subscribe()
+    }
+
+    /// A disk queue's sync; a closed queue is no error.
+    fn request_queue(self: &Arc<Self>, queue: &Arc<DiskQueue>) {
+        let queue = queue.clone();
+        self.request(move || match queue.sync() {
+            Err(e) if !matches!(e, nsq_diskqueue::Error::Closed) => Some(e.to_string()),
+            _ => None,
+        })
+    }
+
+    /// Runs `sync` (which returns its error) now, or after the one running.
+    pub fn request(self: &Arc<Self>, sync: impl Fn() -> Option<String> + Send + 'static) {
         {
             let mut st = self.state.lock();
             if st.running {
@@ -88,13 +112,11 @@ impl Syncer {
             }
             st.running = true;
         }
-        let (syncer, queue) = (self.clone(), queue.clone());
+        let syncer = self.clone();
         let job = move || loop {
-            if let Err(e) = queue.sync() {
-                if !matches!(e, nsq_diskqueue::Error::Closed) {
-                    tracing::error!(error = %e, "disk queue sync failed");
-                    syncer.health.set(Some(e.to_string()));
-                }
+            if let Some(e) = sync() {
+                tracing::error!(error = %e, "disk sync failed");
+                syncer.health.set(Some(e));
             }
             syncer.done.send_modify(|n| *n += 1);
             let mut st = syncer.state.lock();
@@ -135,10 +157,24 @@ pub struct Read {
     pub more: bool,
 }
 
-/// Records appended to a disk queue, to wait for until they are durable.
-pub struct Ticket {
-    disk: DiskBackend,
-    range: RangeInclusive<Seq>,
+/// Records appended to a disk queue (or to a channel's deferred run), to
+/// wait for until they are durable.
+#[derive(Clone)]
+pub struct Ticket(Written);
+
+#[derive(Clone)]
+enum Written {
+    Queue {
+        disk: DiskBackend,
+        range: RangeInclusive<Seq>,
+    },
+    Run(SpillTicket),
+}
+
+impl From<SpillTicket> for Ticket {
+    fn from(t: SpillTicket) -> Ticket {
+        Ticket(Written::Run(t))
+    }
 }
 
 impl Ticket {
@@ -146,8 +182,26 @@ impl Ticket {
     /// (the one running may not): ask for every ticket of a publish before
     /// waiting for any, so the queues' fsyncs overlap.
     pub fn request(&self) {
-        if self.disk.queue.durability(&self.range) == Durability::Pending {
-            self.disk.syncer.request(&self.disk.queue);
+        match &self.0 {
+            Written::Queue { disk, range } => {
+                if disk.queue.durability(range) == Durability::Pending {
+                    disk.syncer.request_queue(&disk.queue);
+                }
+            }
+            Written::Run(t) => t.request(),
+        }
+    }
+
+    /// Whether a completed sync covered the records (Some(true)), the
+    /// sync that should have failed (Some(false)), or neither yet.
+    fn durability(&self) -> Option<bool> {
+        match &self.0 {
+            Written::Queue { disk, range } => match disk.queue.durability(range) {
+                Durability::Durable => Some(true),
+                Durability::Lost => Some(false),
+                Durability::Pending => None,
+            },
+            Written::Run(t) => t.durability(),
         }
     }
 
@@ -155,12 +209,15 @@ impl Ticket {
     /// the sync that should have failed (they were discarded and will never
     /// be delivered). Cancel-safe: waiting again starts over.
     pub async fn durable(&self) -> Result<(), BackendError> {
-        let mut done = self.disk.syncer.done.subscribe();
+        let mut done = match &self.0 {
+            Written::Queue { disk, .. } => disk.syncer.subscribe(),
+            Written::Run(t) => t.syncs(),
+        };
         loop {
-            match self.disk.queue.durability(&self.range) {
-                Durability::Durable => return Ok(()),
-                Durability::Lost => return Err(BackendError::NotDurable),
-                Durability::Pending => self.disk.syncer.request(&self.disk.queue),
+            match self.durability() {
+                Some(true) => return Ok(()),
+                Some(false) => return Err(BackendError::NotDurable),
+                None => self.request(),
             }
             if done.changed().await.is_err() {
                 return Err(BackendError::Disk("disk queue closed".into()));
@@ -180,11 +237,7 @@ impl DiskBackend {
         let durable_acks = opts.durable_reads;
         let acked_reads = opts.acked_reads;
         let queue = DiskQueue::open(name, data_path, opts).map_err(disk)?;
-        let syncer = Syncer {
-            state: Mutex::new(SyncState::default()),
-            done: watch::Sender::new(0),
-            health,
-        };
+        let syncer = Syncer::new(health);
         Ok(DiskBackend {
             queue: Arc::new(queue),
             syncer: Arc::new(syncer),
@@ -231,9 +284,11 @@ impl DiskBackend {
             first.get_or_insert(*range.start());
             last = *range.end();
         }
-        Ok(first.map(|first| Ticket {
-            disk: self.clone(),
-            range: first..=last,
+        Ok(first.map(|first| {
+            Ticket(Written::Queue {
+                disk: self.clone(),
+                range: first..=last,
+            })
         }))
     }
 
@@ -327,14 +382,14 @@ impl DiskBackend {
     /// fsyncs if anything changed since the last sync (`--sync-timeout`).
     pub fn sync_if_needed(&self) {
         if self.queue.needs_sync() {
-            self.syncer.request(&self.queue);
+            self.syncer.request_queue(&self.queue);
         }
     }
 
     /// Starts a sync if the sync policy calls for one.
     fn kick_sync(&self) {
         if self.queue.sync_due() {
-            self.syncer.request(&self.queue);
+            self.syncer.request_queue(&self.queue);
         }
     }
 }

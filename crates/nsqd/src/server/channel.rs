@@ -19,10 +19,13 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError, Ticket};
+use super::backend::{blocking, Backend, BackendError, Ticket};
 use super::client::Client;
-use super::context::{now, Context};
-use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, Limit, SubError};
+use super::context::{now, now_unix_ns, Context};
+use super::spill::{to_instant, to_unix_ns, Spill};
+use crate::core::{
+    self, ClientId, DeferredWork, DiskWork, IdMap, InFlightError, Limit, SpillBatch, SubError,
+};
 
 struct Locked {
     core: core::Channel,
@@ -46,12 +49,26 @@ pub fn default_dead_letter_topic(topic: &str, channel: &str) -> String {
     format!("{}.{hash:08x}.dead", &name[..64 - 14])
 }
 
+/// Deferred messages with their due times, as the core hands them over.
+type Records = Vec<(Instant, Message)>;
+
+/// What came of the run file work of one pass, for the core.
+#[derive(Default)]
+struct RunsDone {
+    /// Runs written (with the records that could not be: they stay in memory).
+    spilled: Vec<(u64, Records)>,
+    /// Runs read: their records and the due time of the next one.
+    loaded: Vec<(u64, Records, Option<Instant>)>,
+}
+
 pub struct Channel {
     pub topic_name: String,
     pub name: String,
     pub ephemeral: bool,
     state: Mutex<Locked>,
     backend: Backend,
+    /// Run files of spilled deferred messages (None: `#ephemeral`).
+    spill: Option<Arc<Spill>>,
     timer: Notify,
     /// Stops the timer task when the channel is deleted or nsqd exits.
     pub cancel: CancellationToken,
@@ -74,7 +91,8 @@ impl Channel {
         parent: &CancellationToken,
     ) -> Arc<Channel> {
         let backend = ctx.open_backend(&format!("{topic_name}:{name}"), true);
-        let cfg = ctx.channel_config(name, &backend);
+        let spill = ctx.open_spill(&format!("{topic_name}:{name}"));
+        let cfg = ctx.channel_config(name, &backend, spill.as_deref());
         Arc::new(Channel {
             topic_name: topic_name.to_string(),
             name: name.to_string(),
@@ -85,6 +103,7 @@ impl Channel {
                 dead_letter_topic: None,
             }),
             backend,
+            spill,
             timer: Notify::new(),
             cancel: parent.child_token(),
             ctx: ctx.clone(),
@@ -140,18 +159,24 @@ impl Channel {
             }
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
             let did_append = appended.is_some();
+            // with durable acknowledgements, a run is deleted only once the
+            // records it gave back are durable in the disk queue
+            let mut last_append = None;
             match appended {
                 Some(Err(e)) => {
                     tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "channel disk write failed");
                     result = result.and(Err(e));
                 }
                 Some(Ok(ticket)) => {
+                    last_append.clone_from(&ticket);
                     tickets.extend(ticket);
                     // the records written back replace the ones read
                     self.backend.ack(&work.acks);
                 }
                 None => self.backend.ack(&work.acks),
             }
+            let runs =
+                self.carry_out_runs(std::mem::take(&mut work.deferred), last_append, tickets);
             let refused = match refused {
                 Some(msgs) => Some((msgs, dead_letter_acks)),
                 None => {
@@ -171,9 +196,90 @@ impl Channel {
                 if let Some((msgs, acks)) = refused {
                     st.core.dead_letters_refused(msgs, acks, now);
                 }
+                for (run, refused) in runs.spilled {
+                    st.core.spilled(run, refused, now);
+                }
+                for (run, records, next) in runs.loaded {
+                    st.core.loaded(run, records, next, now);
+                }
             });
         }
         result
+    }
+
+    /// Writes, loads and deletes run files of spilled deferred messages.
+    /// Writes leave their tickets in `tickets` (a DPUB is answered once its
+    /// run is durable, with `--sync-every=1`).
+    fn carry_out_runs(
+        &self,
+        work: DeferredWork,
+        last_append: Option<Ticket>,
+        tickets: &mut Vec<Ticket>,
+    ) -> RunsDone {
+        let mut done = RunsDone::default();
+        if work.is_empty() {
+            return done;
+        }
+        let Some(spill) = &self.spill else {
+            // never asked for without run files; keep the records anyway
+            done.spilled = work.spill.into_iter().map(|b| (b.run, b.records)).collect();
+            return done;
+        };
+        let (now, now_ns) = (now(), now_unix_ns());
+        for b in work.spill {
+            let recs: Vec<(i64, &Message)> = b
+                .records
+                .iter()
+                .map(|(due, m)| (to_unix_ns(*due, now, now_ns), m))
+                .collect();
+            match spill.append(b.run, b.new, &recs) {
+                Ok(ticket) => {
+                    if self.ctx.durable_acks() {
+                        tickets.extend(ticket.map(Ticket::from));
+                    }
+                    done.spilled.push((b.run, Vec::new()));
+                }
+                Err(e) => {
+                    tracing::error!(topic = %self.topic_name, channel = %self.name, run = b.run, error = %e, "deferred run write failed; its messages stay in memory");
+                    self.ctx.set_health(Some(e.to_string()));
+                    done.spilled.push((b.run, b.records));
+                }
+            }
+        }
+        for l in work.load {
+            let until = to_unix_ns(l.until, now, now_ns);
+            let (records, next) = blocking(|| spill.read(l.run, l.max, until));
+            let records = records
+                .into_iter()
+                .map(|(due, m)| (to_instant(due, now, now_ns), m))
+                .collect();
+            done.loaded
+                .push((l.run, records, next.map(|d| to_instant(d, now, now_ns))));
+        }
+        if !work.delete.is_empty() {
+            match last_append.filter(|_| self.ctx.durable_acks()) {
+                Some(ticket) => {
+                    let spill = spill.clone();
+                    // untracked: shutdown does not wait for it; a run left
+                    // behind is read again after the restart (duplicates)
+                    tokio::spawn(async move {
+                        // not durable: the run stays, and a crash brings its
+                        // records back (duplicates, never a loss)
+                        if ticket.durable().await.is_ok() {
+                            for run in work.delete {
+                                spill.delete(run);
+                            }
+                        }
+                    });
+                }
+                None => {
+                    for run in work.delete {
+                        spill.delete(run);
+                    }
+                }
+            }
+        }
+        done
     }
 
     /// Publishes messages that used up their attempts to the dead-letter
@@ -410,24 +516,59 @@ impl Channel {
         if let Err(e) = self.backend.delete() {
             tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "failed to delete channel disk queue");
         }
+        if let Some(s) = &self.spill {
+            s.delete_all();
+        }
         for c in clients.values() {
             c.closer.cancel();
         }
     }
 
     /// Clean shutdown: clients disconnected, memory, in-flight and deferred
-    /// messages written to the disk queue, which is closed.
+    /// messages written to the disk queue, which is closed. With
+    /// `--deferred-spill` the deferred ones go to a run instead, due times
+    /// kept, and the runs' read offsets are saved.
     pub fn close(&self) -> Result<(), BackendError> {
         self.cancel.cancel();
         let _io = self.backend.lock_io();
-        let (msgs, clients) = {
+        let ((mut msgs, run), clients) = {
             let mut st = self.state.lock();
             (st.core.close(), std::mem::take(&mut st.clients))
         };
         for c in clients.values() {
             c.closer.cancel();
         }
-        self.backend.close_with(&msgs)
+        if let Some(b) = run {
+            if let Err(recs) = self.write_closing_run(b) {
+                // due times lost, messages kept: as NSQ's shutdown does
+                msgs.extend(recs);
+            }
+        }
+        let r = self.backend.close_with(&msgs);
+        match &self.spill {
+            Some(s) => r.and(s.close()),
+            None => r,
+        }
+    }
+
+    /// The deferred messages memory held at a clean close, as a new run.
+    fn write_closing_run(&self, b: SpillBatch) -> Result<(), Vec<Message>> {
+        let Some(spill) = &self.spill else {
+            return Err(b.records.into_iter().map(|(_, m)| m).collect());
+        };
+        let (now, now_ns) = (now(), now_unix_ns());
+        let recs: Vec<(i64, &Message)> = b
+            .records
+            .iter()
+            .map(|(due, m)| (to_unix_ns(*due, now, now_ns), m))
+            .collect();
+        match spill.append(b.run, true, &recs) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::error!(topic = %self.topic_name, channel = %self.name, error = %e, "deferred run write failed at close; deferred messages go to the disk queue");
+                Err(b.records.into_iter().map(|(_, m)| m).collect())
+            }
+        }
     }
 
     pub fn sync_backend(&self) {

@@ -17,7 +17,8 @@ use tokio_util::task::TaskTracker;
 
 use super::backend::{Backend, BackendError, DiskBackend};
 use super::health::Health;
-use crate::core::{ChannelConfig, TopicConfig};
+use super::spill::{to_instant, Spill};
+use crate::core::{ChannelConfig, RestoredRun, SpillConfig, TopicConfig};
 use crate::options::Options;
 
 /// Topic and channel lifecycle, for the lookupd registration loop and the
@@ -141,9 +142,40 @@ impl Context {
         }
     }
 
-    pub fn channel_config(&self, name: &str, backend: &Backend) -> ChannelConfig {
+    /// A channel's run files of spilled deferred messages
+    /// (`<topic>:<channel>.deferred.*`): None for `#ephemeral` channels,
+    /// which keep nothing. Opened with or without `--deferred-spill`, so
+    /// runs an earlier start wrote are delivered either way.
+    pub fn open_spill(&self, name: &str) -> Option<Arc<Spill>> {
+        (!is_ephemeral(name)).then(|| Spill::new(&self.data_dir, name, self.health.clone()))
+    }
+
+    /// `spill`: the channel's run files, whose runs it starts with.
+    pub fn channel_config(
+        &self,
+        name: &str,
+        backend: &Backend,
+        spill: Option<&Spill>,
+    ) -> ChannelConfig {
         let o = &self.opts;
+        let (now, now_ns) = (now(), now_unix_ns());
+        let restored_runs = spill
+            .map(|s| s.restore())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| RestoredRun {
+                id: r.id,
+                count: r.count,
+                head: to_instant(r.head_ns, now, now_ns),
+            })
+            .collect();
         ChannelConfig {
+            spill: (o.deferred_spill && spill.is_some()).then(|| SpillConfig {
+                threshold: self.mem_queue_size(),
+                durable: self.durable_acks(),
+                max_run_bytes: o.max_bytes_per_file.max(1) as u64,
+            }),
+            restored_runs,
             mem_queue_size: self.mem_queue_size(),
             durable: !is_ephemeral(name),
             backend_unread: backend.has_unread(),

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod nsqd;
 pub mod outbox;
 pub mod precreate;
+pub mod spill;
 pub mod stats;
 pub mod statsd;
 pub mod tcp;

@@ -1,0 +1,74 @@
+//! A channel's side of its backend (the disk queue the server owns): the
+//! confirmations of appends, the records a refill brought back, records
+//! that became readable on their own, and, with durable acknowledgements,
+//! which backend record each message waits on. A child of [`super`].
+//!
+//! Never: touches the disk; the server reports what it did.
+
+use std::collections::hash_map::Entry;
+use std::time::Instant;
+
+use nsq_protocol::{Message, MessageId};
+
+use super::Channel;
+use crate::core::queue::Refill;
+
+impl Channel {
+    /// The backend read number of message `id`, if the backend waits for
+    /// its acknowledgement. Without durable acknowledgements the map is
+    /// empty, and the hot path skips hashing the id.
+    pub(super) fn take_unacked(&mut self, id: &MessageId) -> Option<u64> {
+        if self.unacked.is_empty() {
+            None
+        } else {
+            self.unacked.remove(id)
+        }
+    }
+
+    /// An append from [`super::DiskWork`] is done (worked or not).
+    pub fn appended(&mut self, now: Instant) {
+        self.queue.appended();
+        self.pump(now);
+    }
+
+    /// Records became readable in the backend without this channel writing
+    /// them (a sync made them durable, with durable acknowledgements).
+    pub fn backend_grew(&mut self, now: Instant) {
+        self.queue.grew();
+        self.pump(now);
+    }
+
+    /// A refill from [`super::DiskWork`] is done: its records (decoded), their
+    /// read numbers when the backend waits for acknowledgements (else
+    /// empty), and whether the backend has more.
+    pub fn refilled(
+        &mut self,
+        req: Refill,
+        msgs: Vec<Message>,
+        reads: Vec<u64>,
+        more: bool,
+        now: Instant,
+    ) {
+        self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);
+        let msgs = if reads.is_empty() {
+            msgs
+        } else {
+            // A crash can bring back both the record a message was read
+            // from and the one it was written back to (a requeue): the
+            // channel keeps one copy, and the other record is done with.
+            let mut kept = Vec::with_capacity(msgs.len());
+            for (m, read) in msgs.into_iter().zip(reads) {
+                match self.unacked.entry(m.id) {
+                    Entry::Occupied(_) => self.effects.acks.push(read),
+                    Entry::Vacant(e) => {
+                        e.insert(read);
+                        kept.push(m);
+                    }
+                }
+            }
+            kept
+        };
+        self.queue.refilled(req, msgs, more);
+        self.pump(now);
+    }
+}

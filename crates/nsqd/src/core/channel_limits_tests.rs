@@ -1,0 +1,65 @@
+//! A channel's depth limit (`reject`, `drop-oldest`), the server played by
+//! [`super::Harness`].
+
+use super::*;
+
+fn limit(max_depth: u64, policy: crate::core::Policy) -> crate::core::Limit {
+    crate::core::Limit { max_depth, policy }
+}
+
+#[test]
+fn drop_oldest_keeps_the_depth_at_max_and_counts_what_it_dropped() {
+    // memory 2, the rest on disk: the oldest go from memory first, then
+    // from the disk's head
+    let mut h = Harness::new(cfg(2));
+    h.ch.set_limit(limit(5, crate::core::Policy::DropOldest));
+    h.put(0..5);
+    assert_eq!(h.depth(), 5);
+    h.put(5..8);
+    assert_eq!(h.depth(), 5);
+    assert_eq!(h.ch.stats("c", h.disk.len() as i64, h.now).dropped_count, 3);
+    assert_eq!(h.skipped.iter().map(n_of).collect::<Vec<_>>(), vec![2]);
+    // a batch larger than the limit keeps its newest five
+    h.put(100..110);
+    assert_eq!(h.depth(), 5);
+    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
+    assert_eq!((s.dropped_count, s.message_count), (13, 18));
+    h.sub(1, 100);
+    let mut got: Vec<u64> = h.take(1).iter().map(n_of).collect();
+    got.sort();
+    assert_eq!(got, vec![105, 106, 107, 108, 109]);
+}
+
+#[test]
+fn reject_refuses_what_would_cross_max_depth_and_never_a_requeue() {
+    let mut h = Harness::new(cfg(10));
+    h.ch.set_limit(limit(3, crate::core::Policy::Reject));
+    assert!(!h.ch.refuses(3));
+    h.put(0..3);
+    assert!(h.ch.refuses(1), "full");
+    assert!(h.ch.refuses(1) && !h.ch.refuses(0));
+    // counted with the disk: two in memory and one on disk is three
+    let mut h2 = Harness::new(cfg(2));
+    h2.ch.set_limit(limit(3, crate::core::Policy::Reject));
+    h2.put(0..3);
+    assert!(h2.ch.refuses(1));
+    // a message already accepted goes back whatever the limit
+    h.sub(1, 1);
+    let m = h.take(1).remove(0);
+    h.ch.requeue(1, &m.id, Duration::ZERO, h.now).unwrap();
+    h.settle();
+    assert_eq!(h.depth() + h.ch.in_flight_count(), 3);
+}
+
+#[test]
+fn no_limit_is_nsqs_behaviour() {
+    let mut h = Harness::new(cfg(2));
+    h.put(0..50);
+    assert_eq!(h.depth(), 50);
+    assert!(!h.ch.refuses(1_000_000));
+    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
+    assert_eq!(
+        (s.dropped_count, s.max_depth, s.max_depth_policy),
+        (0, 0, None)
+    );
+}

@@ -22,10 +22,11 @@
 //! refill): when the message is finished, written back to the backend, or
 //! published as a dead letter. A crash in between delivers it again.
 //!
-//! Three children keep their rules apart from delivery: the depth limit
+//! Four children keep their rules apart from delivery: the depth limit
 //! (`channel_limits.rs`), the backend's confirmations and refills
-//! (`channel_backend.rs`) and the deferred messages with their opt-in spill
-//! to run files (`channel_deferred.rs`).
+//! (`channel_backend.rs`), the deferred messages with their opt-in spill
+//! to run files (`channel_deferred.rs`) and what `/stats` reads
+//! (`channel_stats.rs`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

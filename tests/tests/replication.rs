@@ -69,21 +69,28 @@ fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
     })
 }
 
-#[test]
-fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
-    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+/// Three members, ids 1 to 3, each in its own directory of `dirs`, with
+/// `extra(id)` flags.
+fn start_cluster(dirs: &[tempfile::TempDir], extra: impl Fn(u64) -> Vec<String>) -> Vec<Member> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers = (1..=3u64)
         .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
         .collect::<Vec<_>>()
         .join(",");
-    let mut members: Vec<Member> = (1..=3u64)
+    (1..=3u64)
         .map(|id| {
-            let args = member_args(id, ports[id as usize - 1], &peers);
+            let mut args = member_args(id, ports[id as usize - 1], &peers);
+            args.extend(extra(id));
             let nsqd = start(dirs[id as usize - 1].path(), &args);
             Member { id, nsqd, args }
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
 
     // They form a cluster: every group has one leader, the same everywhere.
     let before = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
@@ -179,6 +186,38 @@ fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
         assert!(g["last_applied"].as_u64().is_some(), "group {id}: {g}");
     }
     assert_eq!(rejoined.len(), GROUPS);
+
+    // The member stops on nsqd's shutdown path: SIGTERM, exit 0.
+    for m in &mut members {
+        let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+        assert!(st.success(), "node {}: {st}\n{}", m.id, m.nsqd.stderr());
+        assert!(m.nsqd.stderr().contains("REPLICATION: stopped"));
+    }
+}
+
+/// With the daemons' certificates the members speak TLS, verified both
+/// ways: two members with certificates of one CA form the majority; the
+/// third, whose certificate is of another CA, is refused both ways and
+/// never learns a leader (over plain TCP it would follow them).
+#[test]
+fn members_speak_tls_with_the_daemons_flags() {
+    let pki = nsq_tests::pki::Pki::new();
+    let other = nsq_tests::pki::Pki::new();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = start_cluster(&dirs, |id| {
+        let p = if id == 3 { &other } else { &pki };
+        let mut f = p.flags();
+        f.push(format!("--tls-root-ca-file={}", p.path("ca.pem")));
+        f
+    });
+    let two = agreed_leaders(&[&members[0], &members[1]], None);
+    assert!(two.iter().all(|l| *l != 3));
+    nsq_tests::sleep_ms(1000);
+    assert!(
+        leaders(&members[2].nsqd).iter().all(Option::is_none),
+        "a member with another CA's certificate was let in: {}",
+        replication(&members[2].nsqd)
+    );
 }
 
 /// Each group's term as `n` sees it.

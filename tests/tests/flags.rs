@@ -68,6 +68,11 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqlookupd", "tls-key", "string", ""),
     ("nsqlookupd", "tls-client-auth-policy", "string", ""),
     ("nsqlookupd", "tls-min-version", "value", "tls1.0"),
+    // Replicated topics (docs/replication.md, "nsqd integration")
+    ("nsqd", "replication-address", "string", ""),
+    ("nsqd", "replication-peer", "value", ""),
+    ("nsqd", "replication-groups", "int", "16"),
+    ("nsqd", "replication-election-timeout", "duration", "1s"),
     ("nsqadmin", "http-secret", "string", ""),
     ("nsq_tail", "http-secret", "string", ""),
     ("nsq_to_nsq", "http-secret", "string", ""),

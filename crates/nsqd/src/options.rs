@@ -3,6 +3,7 @@
 //! the command line, `--help`, the `--config` keys and `/config/<opt>`;
 //! plus the checks nsqd makes at startup. Everything else reads this.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use nsq_cli::flags::TlsMinVersion;
@@ -138,6 +139,14 @@ nsq_cli::flags! {
         snappy: bool = true;
         /// accepted for compatibility; nsq-rs has no experiments (may be given several times)
         enable_experiment: Vec<String> = "";
+        /// nsq-rs: <addr>:<port> to listen on for replication traffic from the other members (empty: not a member of a replication cluster; docs/replication.md)
+        replication_address: String = "";
+        /// nsq-rs: a member of the replication cluster as <node-id>@<host>:<port>, this nsqd's --node-id included (may be given several times, or comma separated)
+        replication_peers: ReplicationPeers = "", flag = "replication-peer";
+        /// nsq-rs: Raft groups per member that replicated topics are placed onto; the same on every member
+        replication_groups: i64 = 16;
+        /// nsq-rs: how long a follower waits without hearing from its group's leader before it stands for election (heartbeats go every fifth of it)
+        replication_election_timeout: Duration = "1s";
     }
 }
 
@@ -235,6 +244,53 @@ impl Value for Percentiles {
     }
 }
 
+/// `--replication-peer`: the members of the replication cluster by node id,
+/// each `<node-id>@<host>:<port>`; repeatable, each value possibly comma
+/// separated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicationPeers(pub BTreeMap<u64, String>);
+
+impl Value for ReplicationPeers {
+    const TYPE: &'static str = "value";
+
+    fn set(&mut self, s: &str) -> Result<(), String> {
+        for v in s.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let bad = || format!("invalid --replication-peer {v:?} (want <node-id>@<host>:<port>)");
+            let (id, addr) = v.split_once('@').ok_or_else(bad)?;
+            let id: u64 = id.parse().map_err(|_| bad())?;
+            let port = addr.rsplit_once(':').map(|(_, p)| p).ok_or_else(bad)?;
+            if addr.starts_with(':') || port.parse::<u16>().is_err() {
+                return Err(bad());
+            }
+            if let Some(old) = self.0.insert(id, addr.to_string()) {
+                if old != addr {
+                    return Err(format!(
+                        "--replication-peer: node id {id} given twice ({old} and {addr})"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn show(&self) -> String {
+        self.0
+            .iter()
+            .map(|(id, addr)| format!("{id}@{addr}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn config(&self) -> ConfigValue {
+        ConfigValue::Json(Json::from(
+            self.0
+                .iter()
+                .map(|(id, addr)| format!("{id}@{addr}"))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
 /// The fixed client timeout of nsqd (not a flag); heartbeats default to half.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -260,12 +316,46 @@ impl Options {
             !self.auth_http_addresses.is_empty(),
             self.http_max_connections,
         )?;
+        self.validate_replication()?;
         for p in self.e2e_processing_latency_percentiles.iter() {
             if !(*p > 0.0 && *p <= 1.0) {
                 return Err(format!("invalid E2E processing latency percentile: {p}"));
             }
         }
         Ok(())
+    }
+
+    /// The replication flags go together: a listen address, this nsqd among
+    /// the peers (by `--node-id`), at least one other, a sane group count.
+    fn validate_replication(&self) -> Result<(), String> {
+        let peers = &self.replication_peers.0;
+        if self.replication_address.is_empty() {
+            if !peers.is_empty() {
+                return Err("--replication-peer needs --replication-address".into());
+            }
+            return Ok(());
+        }
+        if !(1..=1024).contains(&self.replication_groups) {
+            return Err("--replication-groups must be [1,1024]".into());
+        }
+        if self.replication_election_timeout < Duration::from_millis(50) {
+            return Err("--replication-election-timeout must be at least 50ms".into());
+        }
+        if !peers.contains_key(&(self.node_id as u64)) {
+            return Err(format!(
+                "--replication-peer must name this nsqd (--node-id {}) among the members",
+                self.node_id
+            ));
+        }
+        if peers.len() < 2 {
+            return Err("--replication-peer must name at least one other member".into());
+        }
+        Ok(())
+    }
+
+    /// True when nsqd runs as a member of a replication cluster.
+    pub fn replication_enabled(&self) -> bool {
+        !self.replication_address.is_empty()
     }
 
     pub fn limits(&self) -> nsq_protocol::Limits {
@@ -325,6 +415,37 @@ mod tests {
         p.set("0.99").unwrap();
         assert_eq!(p.0, [0.99, 0.95, 0.5]);
         assert!(p.set("x").is_err());
+    }
+
+    #[test]
+    fn replication_flags_go_together() {
+        let mut o = Options {
+            node_id: 2,
+            ..Options::default()
+        };
+        let mut peers = ReplicationPeers::default();
+        peers.set("1@10.0.0.1:4160, 2@10.0.0.2:4160").unwrap();
+        peers.set("3@[::1]:4160").unwrap();
+        assert_eq!(peers.show(), "1@10.0.0.1:4160,2@10.0.0.2:4160,3@[::1]:4160");
+        for bad in ["x@h:1", "1@h", "1@:4160", "1-h:1", "1@h:99999", "3@other:1"] {
+            assert!(peers.clone().set(bad).is_err(), "{bad}");
+        }
+        o.replication_peers = peers.clone();
+        assert_eq!(
+            o.validate().unwrap_err(),
+            "--replication-peer needs --replication-address"
+        );
+        o.replication_address = "127.0.0.1:4160".into();
+        assert!(o.validate().is_ok());
+        o.node_id = 7;
+        assert!(o.validate().unwrap_err().contains("--node-id 7"));
+        o.node_id = 2;
+        o.replication_groups = 0;
+        assert!(o.validate().is_err());
+        o.replication_groups = 16;
+        o.replication_peers = ReplicationPeers::default();
+        o.replication_peers.set("2@h:1").unwrap();
+        assert!(o.validate().unwrap_err().contains("at least one other"));
     }
 
     #[test]

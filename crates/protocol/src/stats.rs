@@ -12,6 +12,42 @@ pub struct Stats {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub memory: Option<MemStats>,
     pub producers: Option<Vec<ClientStats>>,
+    /// nsq-rs: this nsqd as a member of a replication cluster; absent (as
+    /// from NSQ) when it is not one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replication: Option<ReplicationStats>,
+}
+
+/// nsq-rs: a member of a replication cluster, as it sees the cluster
+/// (docs/replication.md, "nsqd integration").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ReplicationStats {
+    pub node_id: u64,
+    /// The address this member's replication listener is bound to.
+    pub address: String,
+    /// Every member, this one included, as configured.
+    pub peers: Vec<ReplicationPeer>,
+    pub groups: Vec<ReplicationGroup>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ReplicationPeer {
+    pub node_id: u64,
+    pub address: String,
+}
+
+/// One Raft group as this member sees it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ReplicationGroup {
+    pub group: u32,
+    /// The leader this member knows of; null while there is none.
+    pub leader: Option<u64>,
+    pub term: u64,
+    /// This member's role in the group: leader, follower, candidate,
+    /// learner or shutdown.
+    pub state: String,
+    pub last_log_index: Option<u64>,
+    pub last_applied: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

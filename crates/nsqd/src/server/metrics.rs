@@ -244,10 +244,68 @@ pub fn render(s: &Stats, clients: usize) -> String {
         mem.add(String::new(), m.heap_in_use_bytes);
     }
 
+    let mut r_leader = Family::new(
+        "nsqd_replication_group_leader",
+        "gauge",
+        "nsq-rs replication: the node id of the group's leader as this member sees it (-1: none).",
+    );
+    let mut r_term = Family::new(
+        "nsqd_replication_group_term",
+        "gauge",
+        "nsq-rs replication: the group's Raft term on this member.",
+    );
+    let mut r_is_leader = Family::new(
+        "nsqd_replication_group_is_leader",
+        "gauge",
+        "nsq-rs replication: 1 when this member leads the group.",
+    );
+    let mut r_applied = Family::new(
+        "nsqd_replication_group_last_applied",
+        "gauge",
+        "nsq-rs replication: the last log index this member applied in the group.",
+    );
+    if let Some(r) = &s.replication {
+        for g in &r.groups {
+            let l = format!("group=\"{}\"", g.group);
+            r_leader.add(l.clone(), g.leader.map_or(-1, |id| id as i64));
+            r_term.add(l.clone(), g.term);
+            r_is_leader.add(l.clone(), u8::from(g.leader == Some(r.node_id)));
+            r_applied.add(l, g.last_applied.unwrap_or(0));
+        }
+    }
+
     let families = [
-        up, start, conns, mem, t_depth, t_backend, t_msgs, t_bytes, t_paused, t_chans, t_e2e,
-        t_max, t_dropped, c_depth, c_backend, c_inflight, c_deferred, c_msgs, c_requeue, c_timeout,
-        c_dead, c_max, c_dropped, c_clients, c_paused, c_e2e, c_e2e_n,
+        up,
+        start,
+        conns,
+        mem,
+        t_depth,
+        t_backend,
+        t_msgs,
+        t_bytes,
+        t_paused,
+        t_chans,
+        t_e2e,
+        t_max,
+        t_dropped,
+        c_depth,
+        c_backend,
+        c_inflight,
+        c_deferred,
+        c_msgs,
+        c_requeue,
+        c_timeout,
+        c_dead,
+        c_max,
+        c_dropped,
+        c_clients,
+        c_paused,
+        c_e2e,
+        c_e2e_n,
+        r_leader,
+        r_term,
+        r_is_leader,
+        r_applied,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -319,6 +377,7 @@ mod tests {
             }]),
             memory: None,
             producers: None,
+            replication: None,
         };
         let m = render(&s, 2);
         assert!(m.contains("# HELP nsqd_channel_depth "));

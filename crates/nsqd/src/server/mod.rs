@@ -14,7 +14,9 @@
 //!
 //! Around that path: [`tls`] configures TLS for TCP and HTTPS (the auth
 //! servers are asked through `nsq_http::auth`), and
-//! [`stats`], [`statsd`] and [`metrics`] report on all of it.
+//! [`stats`], [`statsd`] and [`metrics`] report on all of it. With the
+//! replication flags, [`replication`] runs nsqd as a member of a
+//! replication cluster.
 
 pub mod backend;
 pub mod channel;
@@ -28,6 +30,7 @@ pub mod metrics;
 pub mod nsqd;
 pub mod outbox;
 pub mod precreate;
+pub mod replication;
 pub mod spill;
 pub mod stats;
 pub mod statsd;
@@ -102,6 +105,12 @@ impl Nsqd {
             let host_key = format!("{}:{}", inner.opts().broadcast_address, http_port)
                 .replace(['.', ':'], "_");
             *inner.statsd_prefix.lock() = statsd_prefix(&inner.opts().statsd_prefix, &host_key);
+        }
+        if inner.opts().replication_enabled() {
+            let r = replication::Replication::start(inner.opts(), &inner.data_dir())
+                .await
+                .map_err(|e| Error::Replication(Box::new(e)))?;
+            inner.set_replication(r);
         }
         inner.load_metadata()?;
         inner.persist_metadata()?;

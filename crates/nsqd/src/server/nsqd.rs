@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use nsq_protocol::identify::ServerFeatures;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use super::client::Client;
 use super::context::{now_unix_ns, Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
+use super::replication::Replication;
 use super::topic::Topic;
 use crate::core::ClientId;
 use crate::core::{Limit, Policy};
@@ -43,6 +44,9 @@ pub enum Error {
     Tls(super::tls::TlsError),
     #[error("failed to build client TLS config - {0}")]
     ClientTls(super::tls::TlsError),
+    /// Boxed: openraft's errors are large, and this one is rare.
+    #[error("{0}")]
+    Replication(Box<super::replication::ReplicationError>),
 }
 
 /// Sets the log filter to a level; false if it could not.
@@ -84,6 +88,9 @@ pub struct NsqdInner {
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
     loading: AtomicBool,
     metadata_lock: Mutex<()>,
+    /// This nsqd as a member of a replication cluster; unset without
+    /// `--replication-address`.
+    replication: OnceLock<Replication>,
     _data_lock: Option<File>,
 }
 
@@ -169,6 +176,7 @@ impl NsqdInner {
             events_rx: Mutex::new(Some(rx)),
             loading: AtomicBool::new(false),
             metadata_lock: Mutex::new(()),
+            replication: OnceLock::new(),
             _data_lock: Some(data_lock),
         });
         // Channels publish their dead letters through this; weak, or the
@@ -204,6 +212,18 @@ impl NsqdInner {
 
     pub fn is_exiting(&self) -> bool {
         self.ctx.cancel.is_cancelled()
+    }
+
+    /// The replication member; None unless started with the flags.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.replication.get()
+    }
+
+    /// Set once, at startup, after the data path is locked.
+    pub fn set_replication(&self, r: Replication) {
+        if self.replication.set(r).is_err() {
+            tracing::error!("REPLICATION: member started twice; keeping the first");
+        }
     }
 
     pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
@@ -392,6 +412,9 @@ impl NsqdInner {
         }
         self.ctx.tasks.close();
         self.ctx.tasks.wait().await;
+        if let Some(r) = self.replication() {
+            r.shutdown().await;
+        }
     }
 
     /// fsyncs every disk queue that has unsynced writes (the sync timeout).

@@ -88,6 +88,7 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
         topics,
         memory: q.include_mem.then(mem_stats),
         producers,
+        replication: nsqd.replication().map(|r| r.stats()),
     }
 }
 

@@ -304,6 +304,7 @@ mod tests {
             }]),
             memory: Some(MemStats::default()),
             producers: None,
+            replication: None,
         }
     }
 

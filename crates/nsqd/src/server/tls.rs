@@ -16,7 +16,9 @@ use crate::options::Options;
 /// The certificate and key files and the CA bundle failed to load.
 pub use nsq_http::tls::TlsError;
 
-fn server_tls(opts: &Options) -> nsq_http::tls::ServerTls<'_> {
+/// The daemons' TLS flags as nsq-http takes them (also the replication
+/// listener's and its peer connections', verified both ways).
+pub fn daemon_tls(opts: &Options) -> nsq_http::tls::ServerTls<'_> {
     nsq_http::tls::ServerTls {
         cert_file: &opts.tls_cert,
         key_file: &opts.tls_key,
@@ -29,20 +31,20 @@ fn server_tls(opts: &Options) -> nsq_http::tls::ServerTls<'_> {
 /// The server side, or None when no cert/key is configured (then IDENTIFY
 /// never offers `tls_v1` and there is no HTTPS listener).
 pub fn server_config(opts: &Options) -> Result<Option<Arc<rustls::ServerConfig>>, TlsError> {
-    server_tls(opts).config()
+    daemon_tls(opts).config()
 }
 
 /// The client side for outgoing HTTPS (auth servers): verifies the server against `--tls-root-ca-file` or the
 /// system bundle.
 pub fn client_config(opts: &Options) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    server_tls(opts).client_config()
+    daemon_tls(opts).client_config()
 }
 
 /// The client side of a `tls://` lookupd connection: verified as
 /// [`client_config`], presenting `--tls-cert` when nsqd has one (a lookupd
 /// with `--tls-client-auth-policy` asks for it).
 pub fn lookupd_client_config(opts: &Options) -> Result<Arc<rustls::ClientConfig>, TlsError> {
-    server_tls(opts).client_config_with_identity()
+    daemon_tls(opts).client_config_with_identity()
 }
 
 /// What `/stats` and the auth query need to know about a TLS connection.

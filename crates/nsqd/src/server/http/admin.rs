@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
+use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
 
 use super::{err, json_response, ok_text, Query};
+use crate::core::replicas::{check_replicas, CreateContext};
 use crate::core::{Limit, Policy};
 use crate::server::nsqd::NsqdInner;
 
@@ -28,6 +29,26 @@ fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     })
 }
 
+/// `POST /topic/create?replicas=N`: checked against the cluster and the
+/// topic (a 400 naming what is wrong, nothing changed). A replicated topic
+/// is not yet served by this nsqd (docs/replication.md, "Not yet there"),
+/// so a request that passes is answered 501 and creates nothing: never an
+/// unreplicated topic in its place.
+fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Response {
+    let ctx = CreateContext {
+        cluster_size: nsqd.replication().map(|r| r.cluster_size()),
+        ephemeral: is_ephemeral(name),
+        exists_unreplicated: nsqd.get_topic(name).is_some(),
+    };
+    match check_replicas(replicas, ctx) {
+        Err(e) => err(StatusCode::BAD_REQUEST, &e.to_string()),
+        Ok(_) => err(
+            StatusCode::NOT_IMPLEMENTED,
+            "REPLICATED_TOPICS_NOT_YET_SERVED",
+        ),
+    }
+}
+
 /// An empty 200 once `nsqd.dat` has the change, else the 500.
 fn persisted(nsqd: &NsqdInner) -> Response {
     persist(nsqd).map_or_else(|r| r, |()| ok_text(""))
@@ -41,6 +62,9 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> 
         return err(StatusCode::BAD_REQUEST, "INVALID_TOPIC");
     }
     if action == Action::Create {
+        if let Some(replicas) = q.get("replicas") {
+            return create_replicated(nsqd, name, replicas);
+        }
         return match nsqd.get_or_create_topic(name) {
             Some(_) => ok_text(""),
             None => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),

@@ -57,12 +57,15 @@ enum Endpoint {
     ConfigPut,
     /// nsq-rs addition: Prometheus text format (Go nsqd: 404).
     Metrics,
+    /// nsq-rs addition, only on a member of a replication cluster (404
+    /// otherwise, as NSQ): the cluster as this member sees it.
+    Replication,
 }
 
-fn routes() -> Routes<Endpoint> {
+fn routes(replication: bool) -> Routes<Endpoint> {
     use admin::Action::*;
     use Endpoint::*;
-    Routes::new()
+    let routes = Routes::new()
         .add("GET", "/ping", Ping)
         .add("GET", "/info", Info)
         .add("POST", "/pub", Pub)
@@ -90,7 +93,12 @@ fn routes() -> Routes<Endpoint> {
         .add("POST", "/topic/config", TopicConfig { set: true })
         .add("GET", "/config/:opt", ConfigGet)
         .add("PUT", "/config/:opt", ConfigPut)
-        .add("GET", "/metrics", Metrics)
+        .add("GET", "/metrics", Metrics);
+    if replication {
+        routes.add("GET", "/replication", Replication)
+    } else {
+        routes
+    }
 }
 
 /// What each endpoint needs under `--http-auth-required`.
@@ -98,7 +106,11 @@ fn access(e: Endpoint) -> Access {
     use admin::Action::*;
     match e {
         Endpoint::Ping => Access::Open,
-        Endpoint::Info | Endpoint::Stats | Endpoint::Metrics | Endpoint::ConfigGet => Access::Known,
+        Endpoint::Info
+        | Endpoint::Stats
+        | Endpoint::Metrics
+        | Endpoint::ConfigGet
+        | Endpoint::Replication => Access::Known,
         Endpoint::Pub | Endpoint::Mpub => Access::Publish,
         Endpoint::Topic(Create | Delete | Empty | Pause | Unpause) => {
             Access::Admin { channel: false }
@@ -174,6 +186,12 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
                 metrics_handler(&n, g.map(|g| g.0))
             },
         ),
+        Endpoint::Replication => on(m, |State(n): Nsqd| async move {
+            match n.replication() {
+                Some(r) => reply::v1_json(&r.stats()),
+                None => err(StatusCode::NOT_FOUND, "NOT_FOUND"),
+            }
+        }),
     };
     r.with_state(nsqd)
 }
@@ -191,7 +209,9 @@ pub async fn serve(
             axum::Router::new().fallback(move || async move { tls_required_response(&n) }),
         )
     } else {
-        let site = Site::new(routes(), |e, m| handler(e, m, nsqd.clone()));
+        let site = Site::new(routes(nsqd.opts().replication_enabled()), |e, m| {
+            handler(e, m, nsqd.clone())
+        });
         match &nsqd.http_guard {
             Some(guard) => site.guard(guard.clone(), access),
             None => site,

@@ -1,0 +1,329 @@
+//! nsqd as a member of a replication cluster (docs/replication.md, "nsqd
+//! integration"): three real nsqd binaries on 127.0.0.1 started with the
+//! replication flags form a cluster whose groups every member reports with
+//! the same leaders; one is SIGKILLed and the other two elect leaders for
+//! its groups; it restarts from its data path and rejoins. Also: bad
+//! replication flags are startup errors, `replicas=` on `/topic/create`
+//! is checked and never creates an unreplicated topic in its place, and an
+//! nsqd without the flags shows nothing of it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use nsq_tests::{free_port, run_bin, wait_for, Nsqd};
+use serde_json::Value;
+
+const GROUPS: usize = 4;
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Member {
+    id: u64,
+    nsqd: Nsqd,
+    args: Vec<String>,
+}
+
+fn member_args(id: u64, port: u16, peers: &str) -> Vec<String> {
+    vec![
+        format!("--node-id={id}"),
+        format!("--replication-address=127.0.0.1:{port}"),
+        format!("--replication-peer={peers}"),
+        format!("--replication-groups={GROUPS}"),
+        "--replication-election-timeout=300ms".into(),
+    ]
+}
+
+fn start(dir: &Path, args: &[String]) -> Nsqd {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    Nsqd::start_in(dir, &a)
+}
+
+fn replication(n: &Nsqd) -> Value {
+    let r = n.get("/replication");
+    assert_eq!(r.status, 200, "GET /replication: {}", r.text());
+    r.json()
+}
+
+/// Each group's leader as `n` sees it (None while it knows none).
+fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
+    let r = replication(n);
+    let groups = r["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), GROUPS);
+    groups.iter().map(|g| g["leader"].as_u64()).collect()
+}
+
+/// Waits until every member in `ms` sees a leader in every group, all the
+/// same, none of them `not`; those leaders.
+fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
+    wait_for(WAIT, "members agreeing on a leader per group", || {
+        let first = leaders(&ms[0].nsqd);
+        let all: Option<Vec<u64>> = first.iter().copied().collect();
+        let all = all?;
+        if not.is_some_and(|x| all.contains(&x)) {
+            return None;
+        }
+        ms[1..]
+            .iter()
+            .all(|m| leaders(&m.nsqd) == first)
+            .then_some(all)
+    })
+}
+
+/// Three members, ids 1 to 3, each in its own directory of `dirs`, with
+/// `extra(id)` flags.
+fn start_cluster(dirs: &[tempfile::TempDir], extra: impl Fn(u64) -> Vec<String>) -> Vec<Member> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = (1..=3u64)
+        .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
+        .collect::<Vec<_>>()
+        .join(",");
+    (1..=3u64)
+        .map(|id| {
+            let mut args = member_args(id, ports[id as usize - 1], &peers);
+            args.extend(extra(id));
+            let nsqd = start(dirs[id as usize - 1].path(), &args);
+            Member { id, nsqd, args }
+        })
+        .collect()
+}
+
+#[test]
+fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+
+    // They form a cluster: every group has one leader, the same everywhere.
+    let before = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    let terms_before = terms(&members[0].nsqd);
+    for m in &members {
+        let r = replication(&m.nsqd);
+        assert_eq!(r["node_id"], m.id);
+        assert_eq!(r["peers"].as_array().unwrap().len(), 3);
+        let stats = m.nsqd.stats("");
+        assert_eq!(
+            stats["replication"]["node_id"], m.id,
+            "/stats shows the member"
+        );
+        let metrics = m.nsqd.get("/metrics").text();
+        assert!(
+            metrics.contains("nsqd_replication_group_leader{group=\"0\"}"),
+            "{metrics}"
+        );
+    }
+    assert!(dirs[0].path().join("raft").join("0000").is_dir());
+
+    // replicas= is checked against the cluster; nothing is created.
+    let n = &members[0].nsqd;
+    let create = |q: &str| {
+        let r = n.post(&format!("/topic/create?{q}"), b"");
+        (r.status, r.text())
+    };
+    let bad = |code: &str| (400, format!("{{\"message\":\"{code}\"}}"));
+    assert_eq!(
+        create("topic=r&replicas=4"),
+        bad("REPLICAS_EXCEED_CLUSTER_SIZE")
+    );
+    assert_eq!(create("topic=r&replicas=0"), bad("INVALID_ARG_REPLICAS"));
+    assert_eq!(
+        create("topic=r&replicas=three"),
+        bad("INVALID_ARG_REPLICAS")
+    );
+    assert_eq!(
+        create("topic=r%23ephemeral&replicas=3"),
+        bad("EPHEMERAL_TOPIC_NOT_REPLICABLE")
+    );
+    assert_eq!(create("topic=plain"), (200, String::new()));
+    assert_eq!(
+        create("topic=plain&replicas=3"),
+        bad("TOPIC_EXISTS_UNREPLICATED")
+    );
+    assert_eq!(
+        create("topic=r&replicas=3"),
+        (
+            501,
+            "{\"message\":\"REPLICATED_TOPICS_NOT_YET_SERVED\"}".to_string()
+        )
+    );
+    assert!(
+        n.topic_stats("r").is_none(),
+        "no unreplicated topic in its place"
+    );
+
+    // The member leading group 0 is killed; the other two elect leaders for
+    // every group it led.
+    let victim = before[0];
+    let at = members.iter().position(|m| m.id == victim).unwrap();
+    let mut gone = members.remove(at);
+    gone.nsqd.kill9();
+    let after = agreed_leaders(&members.iter().collect::<Vec<_>>(), Some(victim));
+    for (g, (b, a)) in before.iter().zip(&after).enumerate() {
+        if *b != victim {
+            // A group whose leader lived keeps it (or elected another of
+            // the two; either way not the dead one).
+            assert_ne!(*a, victim, "group {g}");
+        }
+    }
+    let terms_after = terms(&members[0].nsqd);
+    assert!(
+        terms_after[&0] > terms_before[&0],
+        "group 0 elected a new leader in a later term: {terms_before:?} then {terms_after:?}"
+    );
+
+    // It restarts from its data path and rejoins: it sees the leaders the
+    // others see, at the terms they reached (it did not start a new
+    // cluster of its own).
+    gone.nsqd = start(dirs[at_dir(victim)].path(), &gone.args);
+    members.push(gone);
+    let rejoined = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    let back = members.last().unwrap();
+    let r = replication(&back.nsqd);
+    for g in r["groups"].as_array().unwrap() {
+        let id = g["group"].as_u64().unwrap();
+        assert!(
+            g["term"].as_u64().unwrap() >= terms_after[&id],
+            "group {id}: {g}"
+        );
+        assert!(g["last_applied"].as_u64().is_some(), "group {id}: {g}");
+    }
+    assert_eq!(rejoined.len(), GROUPS);
+
+    // The member stops on nsqd's shutdown path: SIGTERM, exit 0.
+    for m in &mut members {
+        let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+        assert!(st.success(), "node {}: {st}\n{}", m.id, m.nsqd.stderr());
+        assert!(m.nsqd.stderr().contains("REPLICATION: stopped"));
+    }
+}
+
+/// With the daemons' certificates the members speak TLS, verified both
+/// ways: two members with certificates of one CA form the majority; the
+/// third, whose certificate is of another CA, is refused both ways and
+/// never learns a leader (over plain TCP it would follow them).
+#[test]
+fn members_speak_tls_with_the_daemons_flags() {
+    let pki = nsq_tests::pki::Pki::new();
+    let other = nsq_tests::pki::Pki::new();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = start_cluster(&dirs, |id| {
+        let p = if id == 3 { &other } else { &pki };
+        let mut f = p.flags();
+        f.push(format!("--tls-root-ca-file={}", p.path("ca.pem")));
+        f
+    });
+    let two = agreed_leaders(&[&members[0], &members[1]], None);
+    assert!(two.iter().all(|l| *l != 3));
+    nsq_tests::sleep_ms(1000);
+    assert!(
+        leaders(&members[2].nsqd).iter().all(Option::is_none),
+        "a member with another CA's certificate was let in: {}",
+        replication(&members[2].nsqd)
+    );
+}
+
+/// Each group's term as `n` sees it.
+fn terms(n: &Nsqd) -> BTreeMap<u64, u64> {
+    replication(n)["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| (g["group"].as_u64().unwrap(), g["term"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The data directory index of member `id` (ids are 1-based).
+fn at_dir(id: u64) -> usize {
+    id as usize - 1
+}
+
+#[test]
+fn without_the_flags_nothing_of_it_shows() {
+    let n = Nsqd::start(&[]);
+    assert_eq!(n.get("/replication").status, 404);
+    let stats = n.get("/stats?format=json").text();
+    assert!(!stats.contains("replication"), "{stats}");
+    assert!(!n.get("/metrics").text().contains("replication"));
+    let r = n.post("/topic/create?topic=t&replicas=3", b"");
+    assert_eq!(
+        (r.status, r.text()),
+        (400, "{\"message\":\"REPLICATION_NOT_ENABLED\"}".to_string())
+    );
+    assert!(n.topic_stats("t").is_none());
+    assert!(!n.data_path().join("raft").exists());
+}
+
+#[test]
+fn bad_replication_flags_are_startup_errors() {
+    let port = free_port();
+    let me = format!("--replication-address=127.0.0.1:{port}");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[
+                "--node-id=1",
+                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
+            ],
+            "--replication-peer needs --replication-address",
+        ),
+        (
+            &[
+                "--node-id=3",
+                &me,
+                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
+            ],
+            "--replication-peer must name this nsqd (--node-id 3)",
+        ),
+        (
+            &["--node-id=1", &me, "--replication-peer=1@127.0.0.1:1"],
+            "at least one other",
+        ),
+        (
+            &[
+                "--node-id=1",
+                &me,
+                "--replication-peer=1@127.0.0.1:1,2@nowhere",
+            ],
+            "invalid --replication-peer",
+        ),
+        (
+            &[
+                "--node-id=1",
+                &me,
+                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
+                "--replication-groups=0",
+            ],
+            "--replication-groups must be [1,1024]",
+        ),
+        (
+            &[
+                "--node-id=1",
+                "--replication-address=256.0.0.1:1",
+                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
+            ],
+            "replication listener on 256.0.0.1:1",
+        ),
+    ];
+    for (args, needle) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let tcp = format!("--tcp-address=127.0.0.1:{}", free_port());
+        let http = format!("--http-address=127.0.0.1:{}", free_port());
+        let dp = format!("--data-path={}", dir.path().display());
+        let mut all: Vec<&str> = vec![&tcp, &http, &dp];
+        all.extend_from_slice(args);
+        let out = run_bin("nsqd", &all, Duration::from_secs(10));
+        let code = out.status.and_then(|s| s.code());
+        assert!(
+            matches!(code, Some(1) | Some(2)),
+            "{args:?}: exit {code:?}\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("FATAL: ") || out.stderr.contains("invalid value"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains(needle),
+            "{args:?} wants {needle:?}: {}",
+            out.stderr
+        );
+    }
+}

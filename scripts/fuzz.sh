@@ -6,12 +6,15 @@
 # fuzz/artifacts/<target>/. Nothing else is left behind.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --build-only     (builds the targets, runs none)
 #
 # FUZZ_BUILD=dev builds the targets unoptimised (cargo fuzz's --dev): 40% of
 # the release build's CPU time, for smoke runs (the test command's); the
 # default is an optimised build with debug assertions, for real fuzzing.
 set -euo pipefail
 
+BUILD_ONLY=0
+if [ "${1:-}" = "--build-only" ]; then BUILD_ONLY=1; shift; fi
 SECONDS_EACH="${1:-60}"
 shift || true
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +40,7 @@ else
 fi
 
 cargo "+$TOOLCHAIN" fuzz build "${BUILD_FLAGS[@]}"
+if [ "$BUILD_ONLY" = 1 ]; then exit 0; fi
 
 status=0
 for t in "${TARGETS[@]}"; do

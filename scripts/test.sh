@@ -15,7 +15,8 @@
 # 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
 # 6. runs nsqadmin in a real browser,
 # 7. fuzzes every cargo-fuzz target for 5 s (FUZZ_BUILD=dev scripts/fuzz.sh 5) when a
-#    nightly toolchain is installed; otherwise prints a SKIPPED line.
+#    nightly toolchain is installed (the targets are built at nice 19 beside
+#    step 4); otherwise prints a SKIPPED line.
 #
 # What it installs, each announced before it is installed:
 #   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
@@ -89,18 +90,29 @@ echo "==> pip install: the pinned packages of tests/python/requirements.txt into
 
 phase "cargo test --workspace --no-fail-fast"
 cargo test --workspace --no-run --quiet
+# The fuzz smoke run's build (its own workspace and target dir, nightly)
+# takes ~2 CPU-minutes; at nice 19 it uses the cores the black-box suites
+# leave idle while they wait on sockets and timers, instead of adding its
+# wall time at the end.
+TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
+FUZZ_LOG="$RUN_TMP/fuzz_build.log"
+fuzz_pid=""
+if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
+    FUZZ_BUILD=dev setsid nice -n 19 bash scripts/fuzz.sh --build-only >"$FUZZ_LOG" 2>&1 &
+    fuzz_pid=$!
+fi
 # The cluster under faults spends its ~3.5 minutes waiting out its faults'
 # timeline, not computing: it runs beside the other suites (cargo holds no
 # lock while tests run) and its log is shown after them.
 CLUSTER_LOG="$RUN_TMP/cluster_faults.log"
 setsid cargo test --workspace --test cluster_faults >"$CLUSTER_LOG" 2>&1 &
 cluster_pid=$!
-trap 'kill -TERM -- "-$cluster_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
+trap 'kill -TERM -- "-$cluster_pid" 2>/dev/null; [ -z "$fuzz_pid" ] || kill -TERM -- "-$fuzz_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
 rc=0
 cargo test --workspace --no-fail-fast -- --skip cluster_under_faults || rc=$?
 cluster_rc=0
 wait "$cluster_pid" || cluster_rc=$?
-trap 'rm -rf "$RUN_TMP"' EXIT
+trap '[ -z "$fuzz_pid" ] || kill -TERM -- "-$fuzz_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
 echo "==> tests/tests/cluster_faults (ran beside the suites above)"
 cat "$CLUSTER_LOG"
 if [ "$rc" -ne 0 ] || [ "$cluster_rc" -ne 0 ]; then
@@ -115,13 +127,22 @@ phase "nsqadmin in a real browser (tests/browser/run.sh)"
 rm -rf "$TARGET/nsqadmin-screens"
 SCREENSHOT_DIR="$TARGET/nsqadmin-screens" bash tests/browser/run.sh
 
-# Short fuzz smoke run: builds the fuzz targets (ASan, nightly, unoptimised:
-# it checks they build and run, not how far they get) and runs each for 5 s
+# Short fuzz smoke run: the fuzz targets (ASan, nightly, unoptimised: it
+# checks they build and run, not how far they get; built beside the Rust
+# tests, above) each run for 5 s
 # from fuzz/corpus/; a crash fails the run (input left in
 # fuzz/artifacts/). Longer runs: scripts/fuzz.sh 600 (see fuzz/README.md).
 phase "fuzz smoke run (FUZZ_BUILD=dev scripts/fuzz.sh 5)"
-TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
-if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
+if [ -n "$fuzz_pid" ]; then
+    fuzz_rc=0
+    wait "$fuzz_pid" || fuzz_rc=$?
+    trap 'rm -rf "$RUN_TMP"' EXIT
+    if [ "$fuzz_rc" -ne 0 ]; then
+        cat "$FUZZ_LOG" >&2
+        echo "the fuzz targets' build failed (exit $fuzz_rc)" >&2
+        exit 1
+    fi
+    echo "==> fuzz targets built beside the Rust tests ($(grep -c Compiling "$FUZZ_LOG" || true) crates compiled)"
     FUZZ_BUILD=dev bash scripts/fuzz.sh 5
 else
     echo "SKIPPED: fuzzing needs a nightly toolchain (rustup toolchain install nightly)"

@@ -103,7 +103,8 @@
 //!   possibly torn, which sets its segment aside), but every record put
 //!   before a sync that completed is kept, and every record the surviving
 //!   metadata does not record as read is delivered again. The power-cut
-//!   tests (`simfs_tests.rs`) check this on a simulated filesystem that
+//!   tests (`simfs_tests.rs`; the cases they found in
+//!   `simfs_regressions.rs`) check this on a simulated filesystem that
 //!   drops whatever was not fsynced.
 //!
 //! * With [`Options::acked_reads`], reading a record no longer consumes
@@ -197,6 +198,8 @@ mod durable_tests;
 mod model_tests;
 #[cfg(test)]
 mod simfs;
+#[cfg(test)]
+mod simfs_regressions;
 #[cfg(test)]
 mod simfs_tests;
 #[cfg(test)]

@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use super::backend::{Backend, BackendError, DiskBackend};
 use super::health::Health;
-use super::spill::{to_instant, Spill};
+use super::spill::{channels_with_runs, to_instant, Spill};
 use crate::core::{ChannelConfig, RestoredRun, SpillConfig, TopicConfig};
 use crate::options::Options;
 
@@ -40,6 +40,8 @@ pub struct Context {
     /// Set once by the registry (`NsqdInner::new`).
     publisher: std::sync::OnceLock<Publisher>,
     pub data_dir: PathBuf,
+    /// Channels with run files left by an earlier process, found once.
+    left_runs: std::sync::OnceLock<std::collections::HashSet<String>>,
     health: Arc<Health>,
     events: mpsc::UnboundedSender<Event>,
     pub tasks: TaskTracker,
@@ -52,6 +54,7 @@ impl Context {
             publisher: std::sync::OnceLock::new(),
             opts,
             data_dir,
+            left_runs: std::sync::OnceLock::new(),
             health: Arc::default(),
             events,
             tasks: TaskTracker::new(),
@@ -144,10 +147,22 @@ impl Context {
 
     /// A channel's run files of spilled deferred messages
     /// (`<topic>:<channel>.deferred.*`): None for `#ephemeral` channels,
-    /// which keep nothing. Opened with or without `--deferred-spill`, so
-    /// runs an earlier start wrote are delivered either way.
+    /// which keep nothing. Opened without `--deferred-spill` too when the
+    /// channel has runs an earlier start wrote, so they are delivered
+    /// either way; otherwise None.
     pub fn open_spill(&self, name: &str) -> Option<Arc<Spill>> {
-        (!is_ephemeral(name)).then(|| Spill::new(&self.data_dir, name, self.health.clone()))
+        if is_ephemeral(name) {
+            return None;
+        }
+        // Without the flag no run is ever written, so the runs a channel can
+        // have are the ones found at start: one scan of the data directory,
+        // instead of a scan and a Spill (with its syncer) per channel.
+        let wanted = self.opts.deferred_spill
+            || self
+                .left_runs
+                .get_or_init(|| channels_with_runs(&self.data_dir))
+                .contains(name);
+        wanted.then(|| Spill::new(&self.data_dir, name, self.health.clone()))
     }
 
     /// `spill`: the channel's run files, whose runs it starts with.

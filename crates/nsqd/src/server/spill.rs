@@ -99,6 +99,32 @@ struct State {
     failed: u64,
 }
 
+/// The run number in a run file's name (`<channel>.deferred.NNNNNN.dat`),
+/// and the channel part before it.
+fn parse_run_name(file: &str) -> Option<(&str, u64)> {
+    let (channel, n) = file.strip_suffix(".dat")?.rsplit_once(".deferred.")?;
+    if n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()) {
+        Some((channel, n.parse().ok()?))
+    } else {
+        None
+    }
+}
+
+/// The channels (`topic:channel`) that have run files in `dir`, in one
+/// pass over the directory.
+pub fn channels_with_runs(dir: &Path) -> HashSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    parse_run_name(&name).map(|(c, _)| c.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A channel's run files.
 pub struct Spill {
     dir: PathBuf,
@@ -160,17 +186,14 @@ impl Spill {
 
     /// The run numbers of this channel's files in the data directory.
     fn run_ids(&self) -> Vec<u64> {
-        let prefix = format!("{}.deferred.", self.name);
         let mut ids: Vec<u64> = std::fs::read_dir(&self.dir)
             .map(|d| {
                 d.filter_map(|e| e.ok())
                     .filter_map(|e| {
                         let name = e.file_name().into_string().ok()?;
-                        let n = name.strip_prefix(&prefix)?.strip_suffix(".dat")?;
-                        if n.len() == 6 && n.bytes().all(|b| b.is_ascii_digit()) {
-                            n.parse().ok()
-                        } else {
-                            None
+                        match parse_run_name(&name) {
+                            Some((c, n)) if c == self.name => Some(n),
+                            _ => None,
                         }
                     })
                     .collect()
@@ -498,6 +521,31 @@ mod tests {
         assert_eq!(s.restore()[0].count, 5);
         s.delete(3);
         assert!(s.restore().is_empty());
+    }
+
+    #[test]
+    fn channels_with_runs_are_found_by_name_in_one_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "t:c.deferred.000001.dat",
+            "t:c.deferred.000002.dat",
+            "a.b:c.d.deferred.000007.dat",
+            "t:m.deferred.meta.dat",
+            "t:x.deferred.12.dat",
+            "t:y.diskqueue.000000.dat",
+        ] {
+            std::fs::write(dir.path().join(f), b"").unwrap();
+        }
+        let mut found: Vec<String> = channels_with_runs(dir.path()).into_iter().collect();
+        found.sort();
+        assert_eq!(found, ["a.b:c.d", "t:c"]);
+        let s = Spill::new(dir.path(), "a.b:c.d", Arc::default());
+        assert_eq!(s.run_ids(), [7]);
+        let s = Spill::new(dir.path(), "b:c.d", Arc::default());
+        assert!(
+            s.run_ids().is_empty(),
+            "a name that ends another's is not it"
+        );
     }
 
     #[test]

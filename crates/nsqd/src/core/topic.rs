@@ -429,6 +429,8 @@ impl<C> Topic<C> {
             max_depth: self.limit.max_depth,
             max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
             dropped_count: self.dropped_count,
+            // The server's: the core does not know replication.
+            replicas: None,
         }
     }
 }

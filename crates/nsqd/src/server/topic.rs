@@ -7,6 +7,7 @@
 //! channel's memory work is done there too. The disk work — a channel's
 //! overflow, the topic's own — runs after the lock is released.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,9 @@ type State = core::Topic<Arc<Channel>>;
 pub struct Topic {
     pub name: String,
     pub ephemeral: bool,
+    /// Replicas of a replicated topic (docs/replication.md); 0: NSQ's
+    /// unreplicated topic.
+    replicas: AtomicU8,
     state: Mutex<State>,
     backend: Backend,
     pump: Notify,
@@ -102,6 +106,7 @@ impl Topic {
         Arc::new(Topic {
             name: name.to_string(),
             ephemeral: nsq_protocol::names::is_ephemeral(name),
+            replicas: AtomicU8::new(0),
             state: Mutex::new(core::Topic::new(cfg)),
             backend,
             pump: Notify::new(),
@@ -375,7 +380,10 @@ impl Topic {
         let (mut stats, channels) = {
             let st = self.state.lock();
             (
-                st.stats(&self.name, backend_depth),
+                TopicStats {
+                    replicas: self.replicas(),
+                    ..st.stats(&self.name, backend_depth)
+                },
                 st.channels().map(|(_, c)| c.clone()).collect::<Vec<_>>(),
             )
         };
@@ -399,6 +407,24 @@ impl Topic {
             };
         }
         stats
+    }
+
+    // ---- replicated topics (nsq-rs, opt-in) ----
+
+    /// Its replicas; None for an unreplicated topic.
+    pub fn replicas(&self) -> Option<u8> {
+        match self.replicas.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Marks the topic replicated (a committed `TopicCreate`, or
+    /// `nsqd.dat` at startup); 0 is not a replica count and is ignored.
+    pub fn set_replicas(&self, replicas: u8) {
+        if replicas > 0 {
+            self.replicas.store(replicas, Ordering::Relaxed);
+        }
     }
 
     // ---- limits (nsq-rs, opt-in) ----
@@ -458,6 +484,7 @@ impl Topic {
             mem_queue_size: st.mem_queue_size().map(|n| n as i64),
             max_depth: limit.is_set().then_some(limit.max_depth),
             max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
+            replicas: self.replicas(),
         }
     }
 }

@@ -460,3 +460,88 @@ fn bad_replication_flags_are_startup_errors() {
         );
     }
 }
+
+/// Publishes to a replicated topic, on the leader of its group or on a
+/// member that forwards them, are answered OK once committed and
+/// delivered by the leader; without a majority a publish fails with
+/// E_PUB_FAILED once the commit timeout is up, and the connection stays.
+#[test]
+fn publishes_to_a_replicated_topic_are_committed_then_delivered_by_the_leader() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    let t = "replicated_pub";
+    let lid = leaders[group_of(t)];
+    let leader = members.iter().find(|m| m.id == lid).unwrap();
+    let follower = members.iter().find(|m| m.id != lid).unwrap();
+    assert_eq!(create(&leader.nsqd, t, 3), (200, String::new()));
+    wait_replicas(&members, t, 3);
+
+    let mut sub = leader.nsqd.connect();
+    sub.sub(t, "c");
+    sub.rdy(10);
+    let mut on_follower = follower.nsqd.connect();
+    on_follower.publish(t, b"pub on a follower");
+    on_follower.mpublish(t, &[b"mpub 1", b"mpub 2"]);
+    on_follower.send(&nsq_tests::dpub_cmd(t, 200, b"dpub on a follower"));
+    on_follower.expect_ok();
+    let mut on_leader = leader.nsqd.connect();
+    on_leader.publish(t, b"pub on the leader");
+    follower.nsqd.http_pub(t, b"http on a follower");
+    let r = leader
+        .nsqd
+        .post(&format!("/mpub?topic={t}"), b"http mpub 1\nhttp mpub 2");
+    assert_eq!((r.status, r.text()), (200, "OK".to_string()));
+
+    let mut want: Vec<&[u8]> = vec![
+        b"pub on a follower",
+        b"mpub 1",
+        b"mpub 2",
+        b"dpub on a follower",
+        b"pub on the leader",
+        b"http on a follower",
+        b"http mpub 1",
+        b"http mpub 2",
+    ];
+    let mut got = Vec::new();
+    for _ in 0..want.len() {
+        let m = sub.expect_msg_within(Duration::from_secs(10));
+        sub.fin(&m.id);
+        got.push(m.body);
+    }
+    want.sort();
+    got.sort();
+    assert_eq!(got, want.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+    sub.expect_nothing(Duration::from_millis(500));
+    // The followers delivered nothing of it: they keep the batches in the
+    // log only.
+    for m in members.iter().filter(|m| m.id != lid) {
+        let ts = m.nsqd.topic_stats(t).expect("the topic on every member");
+        assert_eq!(ts["message_count"], 0, "node {}: {ts}", m.id);
+    }
+
+    // Two of three stopped: a publish fails once the commit timeout (5 s)
+    // is up, with NSQ's error, and the connection stays open.
+    let keep = members.iter().position(|m| m.id == lid).unwrap();
+    let mut kept = members.remove(keep);
+    for m in &mut members {
+        let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+        assert!(st.success(), "{st}");
+    }
+    let mut c = kept.nsqd.connect();
+    let started = std::time::Instant::now();
+    c.send(&nsq_tests::pub_cmd(t, b"no majority"));
+    let f = c.recv_timeout(Duration::from_secs(10)).expect("an answer");
+    let took = started.elapsed();
+    let text = f.text();
+    assert!(
+        text.starts_with("E_PUB_FAILED PUB failed REPLICATION_"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    c.nop();
+    let r = kept.nsqd.post(&format!("/pub?topic={t}"), b"no majority");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let st = kept.nsqd.sigterm_and_wait(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
+}

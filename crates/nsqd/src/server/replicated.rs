@@ -6,19 +6,22 @@
 //!
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
-//! Built so far: `TopicCreate`. Every other entry is logged and skipped
-//! until the increments that serve them (docs/replication.md).
+//! Built so far: `TopicCreate`, and `Publish` on the group's leader.
+//! Every other entry is logged and skipped until the increments that
+//! serve them (docs/replication.md).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use nsq_protocol::names::{is_ephemeral, is_valid_topic_name};
+use nsq_protocol::Message;
 use nsq_replication::machine::Applied;
 use nsq_replication::GroupId;
 use tokio::sync::mpsc;
 
 use super::nsqd::NsqdInner;
 use crate::core::replicas::{on_topic_create, Existing, OnCreate};
-use crate::core::replicated::Entry;
+use crate::core::replicated::{Entry, Published};
 
 /// Starts one applier per group of the member (nothing without one).
 pub fn spawn_appliers(nsqd: &Arc<NsqdInner>) {
@@ -74,6 +77,7 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
 fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
     match entry {
         Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
+        Entry::Publish { topic, messages } => publish(nsqd, group, &topic, messages),
         other => tracing::debug!(
             group,
             index,
@@ -114,5 +118,34 @@ fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
     tracing::info!(topic = %name, replicas, "REPLICATION: replicated topic created");
     if let Err(e) = nsqd.persist_metadata() {
         tracing::error!(topic = %name, error = %e, "failed to persist metadata");
+    }
+}
+
+/// A committed `Publish`: the group's leader puts the messages into the
+/// topic, delivered as any topic's; the other members keep them in the log
+/// only (channels reading the log, so that a new leader delivers what the
+/// old one had not, are the next increment). A member that is not the
+/// leader yet when it applies again after a restart puts nothing twice.
+fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published>) {
+    if !nsqd.replication().is_some_and(|r| r.leads(group)) {
+        return;
+    }
+    let Some(topic) = nsqd.get_topic(name) else {
+        tracing::warn!(topic = %name, "REPLICATION: publish to a topic this member does not have; skipped");
+        return;
+    };
+    // One batch is one PUB, MPUB or DPUB: one delay for all of it.
+    let defer = messages
+        .first()
+        .filter(|m| m.defer_ms > 0)
+        .map(|m| Duration::from_millis(m.defer_ms));
+    let msgs = messages
+        .into_iter()
+        .map(|m| Message::new(m.id, m.timestamp, m.body))
+        .collect();
+    // Its own disk queue's durability does not matter here: the batch is
+    // in the group's log on a majority already.
+    if let Err(e) = topic.publish_stamped(msgs, defer) {
+        tracing::error!(topic = %name, error = %e, "REPLICATION: committed publish not delivered here");
     }
 }

@@ -230,6 +230,14 @@ impl Replication {
         })
     }
 
+    /// Whether this member leads `group` now.
+    pub fn leads(&self, group: GroupId) -> bool {
+        self.groups
+            .iter()
+            .find(|(id, _)| *id == group)
+            .is_some_and(|(_, raft)| raft.metrics().borrow().state == openraft::ServerState::Leader)
+    }
+
     /// Members of the cluster, this one included.
     pub fn cluster_size(&self) -> usize {
         self.peers.len()

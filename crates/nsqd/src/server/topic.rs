@@ -23,6 +23,7 @@ use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
 use super::metadata::{ChannelMeta, TopicMeta};
 use crate::core::e2e::quantiles;
+use crate::core::replicated::{Entry, Published};
 use crate::core::topic::{copies, PUMP_BATCH};
 use crate::core::{self, DiskWork, Exiting, Full, Limit, Refused};
 
@@ -124,15 +125,61 @@ impl Topic {
         bodies: Vec<Bytes>,
         defer: Option<Duration>,
     ) -> Result<Vec<Ticket>, PutError> {
+        let unix_ns = now_unix_ns();
+        self.put(|st| st.publish(bodies, defer, unix_ns, |ch, n| ch.refuses(n)))
+    }
+
+    /// New messages of `bodies` with this topic's next ids and the time
+    /// now, not published: a replicated topic's publish is stamped where
+    /// it is taken, so every replica holds the same messages.
+    pub fn stamp(&self, bodies: Vec<Bytes>) -> Vec<Message> {
+        self.state.lock().stamp(bodies, now_unix_ns())
+    }
+
+    /// The `Publish` entry of a batch for a replicated topic, stamped here
+    /// so every replica holds the same ids and timestamps.
+    pub fn publish_entry(&self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Entry {
+        let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
+        Entry::Publish {
+            topic: self.name.clone(),
+            messages: self
+                .stamp(bodies)
+                .into_iter()
+                .map(|m| Published {
+                    id: m.id,
+                    timestamp: m.timestamp,
+                    defer_ms,
+                    body: m.body,
+                })
+                .collect(),
+        }
+    }
+
+    /// Publishes messages already stamped (a replicated topic's committed
+    /// batch) as [`Topic::publish`] does.
+    pub fn publish_stamped(
+        &self,
+        msgs: Vec<Message>,
+        defer: Option<Duration>,
+    ) -> Result<Vec<Ticket>, PutError> {
+        self.put(|st| st.route(msgs, defer, |ch, n| ch.refuses(n)))
+    }
+
+    /// Routes a publish under the topic's lock (`route`), then does its
+    /// disk work.
+    fn put(
+        &self,
+        route: impl FnOnce(&mut State) -> Result<core::Publish, Refused>,
+    ) -> Result<Vec<Ticket>, PutError> {
         let mut tickets = Vec::new();
-        let (now, unix_ns) = (now(), now_unix_ns());
+        let now = now();
         let mut pending = Pending::new();
-        let count = bodies.len() as u64;
-        let bytes = bodies.iter().map(|b| b.len() as u64).sum::<u64>();
-        let (p, direct) = {
+        let (p, direct, count, bytes) = {
             let mut st = self.state.lock();
-            let mut p = st.publish(bodies, defer, unix_ns, |ch, n| ch.refuses(n))?;
+            let mut p = route(&mut st)?;
             let direct = !p.fan_out.is_empty();
+            let count = p.fan_out.len() as u64;
+            let bytes = p.fan_out.iter().map(|m| m.body.len() as u64).sum::<u64>();
             fan_out(
                 &st,
                 std::mem::take(&mut p.fan_out),
@@ -140,7 +187,7 @@ impl Topic {
                 now,
                 &mut pending,
             );
-            (p, direct)
+            (p, direct, count, bytes)
         };
         let mut result = carry_out(pending, &mut tickets).map_err(PutError::from);
         if result.is_err() && direct {

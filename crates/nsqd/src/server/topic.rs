@@ -6,6 +6,10 @@
 //! topic's messages in one order and nothing overtakes the backlog; each
 //! channel's memory work is done there too. The disk work — a channel's
 //! overflow, the topic's own — runs after the lock is released.
+//!
+//! A replicated topic (docs/replication.md) also carries its `replicas`,
+//! stamps the batches its group commits (`publish_entry`) and takes them
+//! back stamped once committed (`publish_stamped`).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;

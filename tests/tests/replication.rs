@@ -2,10 +2,12 @@
 //! integration"): three real nsqd binaries on 127.0.0.1 started with the
 //! replication flags form a cluster whose groups every member reports with
 //! the same leaders; one is SIGKILLed and the other two elect leaders for
-//! its groups; it restarts from its data path and rejoins. Also: bad
-//! replication flags are startup errors, `replicas=` on `/topic/create`
-//! is checked and never creates an unreplicated topic in its place, and an
-//! nsqd without the flags shows nothing of it.
+//! its groups; it restarts from its data path and rejoins. A replicated
+//! topic is created through its group from any member and exists on all
+//! of them, across restarts; without a majority its creation fails. Also:
+//! bad replication flags are startup errors, `replicas=` on
+//! `/topic/create` is checked and never creates an unreplicated topic in
+//! its place, and an nsqd without the flags shows nothing of it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -137,17 +139,7 @@ fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
         create("topic=plain&replicas=3"),
         bad("TOPIC_EXISTS_UNREPLICATED")
     );
-    assert_eq!(
-        create("topic=r&replicas=3"),
-        (
-            501,
-            "{\"message\":\"REPLICATED_TOPICS_NOT_YET_SERVED\"}".to_string()
-        )
-    );
-    assert!(
-        n.topic_stats("r").is_none(),
-        "no unreplicated topic in its place"
-    );
+    assert!(n.topic_stats("r").is_none(), "a refused create made it");
 
     // The member leading group 0 is killed; the other two elect leaders for
     // every group it led.
@@ -218,6 +210,147 @@ fn members_speak_tls_with_the_daemons_flags() {
         "a member with another CA's certificate was let in: {}",
         replication(&members[2].nsqd)
     );
+}
+
+/// CRC-32 (IEEE), bit by bit: the placement docs/replication.md gives
+/// (`core::replicas::group_of`), computed here independently.
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+fn group_of(topic: &str) -> usize {
+    (crc32(topic.as_bytes()) % GROUPS as u32) as usize
+}
+
+fn create(n: &Nsqd, topic: &str, replicas: u8) -> (u16, String) {
+    let r = n.post(
+        &format!("/topic/create?topic={topic}&replicas={replicas}"),
+        b"",
+    );
+    (r.status, r.text())
+}
+
+/// The topic's `replicas` in `n`'s `/stats`: None for an unreplicated
+/// topic, Some(None) when it has none.
+fn replicas_of(n: &Nsqd, topic: &str) -> Option<Option<u64>> {
+    n.topic_stats(topic)
+        .map(|t| t.get("replicas").and_then(Value::as_u64))
+}
+
+fn wait_replicas(ms: &[Member], topic: &str, want: u64) {
+    for m in ms {
+        wait_for(WAIT, &format!("node {} showing {topic}", m.id), || {
+            (replicas_of(&m.nsqd, topic) == Some(Some(want))).then_some(())
+        });
+    }
+}
+
+#[test]
+fn replicated_topics_are_created_through_their_group() {
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926, "the CRC-32 check value");
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+
+    // Created on a member that does not lead the topic's group: forwarded
+    // to the leader, committed, and applied on the member that answered
+    // before it answered.
+    let t1 = "made_on_a_follower";
+    let follower = members
+        .iter()
+        .find(|m| m.id != leaders[group_of(t1)])
+        .unwrap();
+    assert_eq!(create(&follower.nsqd, t1, 3), (200, String::new()));
+    assert_eq!(replicas_of(&follower.nsqd, t1), Some(Some(3)));
+    wait_replicas(&members, t1, 3);
+
+    // Created on the leader of its group.
+    let t2 = "made_on_the_leader";
+    let leader = members
+        .iter()
+        .find(|m| m.id == leaders[group_of(t2)])
+        .unwrap();
+    assert_eq!(create(&leader.nsqd, t2, 2), (200, String::new()));
+    assert_eq!(replicas_of(&leader.nsqd, t2), Some(Some(2)));
+    wait_replicas(&members, t2, 2);
+
+    // Again with the same replicas, anywhere: nothing changes; with other
+    // replicas: refused.
+    for m in &members {
+        assert_eq!(
+            create(&m.nsqd, t1, 3),
+            (200, String::new()),
+            "node {}",
+            m.id
+        );
+    }
+    assert_eq!(
+        create(&members[0].nsqd, t1, 2),
+        (
+            400,
+            "{\"message\":\"TOPIC_EXISTS_WITH_OTHER_REPLICAS\"}".to_string()
+        )
+    );
+    wait_replicas(&members, t1, 3);
+
+    // An unreplicated topic shows no replicas, and nsqd.dat has the key
+    // only on the replicated ones.
+    let plain = members[0].nsqd.post("/topic/create?topic=plain", b"");
+    assert_eq!(plain.status, 200);
+    assert_eq!(replicas_of(&members[0].nsqd, "plain"), Some(None));
+    // (Creating an unreplicated topic does not write nsqd.dat at once, as
+    // NSQ; an unpause does.)
+    let unpause = members[0].nsqd.post("/topic/unpause?topic=plain", b"");
+    assert_eq!(unpause.status, 200);
+    let dat = members[0].nsqd.read_metadata().expect("nsqd.dat");
+    assert!(
+        dat.contains(
+            r#"{"name":"made_on_a_follower","paused":false,"channels":null,"replicas":3}"#
+        ),
+        "{dat}"
+    );
+    assert!(
+        dat.contains(r#"{"name":"plain","paused":false,"channels":null}"#),
+        "{dat}"
+    );
+
+    // A member restarted from its data path still has both, replicated.
+    let m = &mut members[2];
+    let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
+    m.nsqd = start(dirs[at_dir(m.id)].path(), &m.args);
+    assert_eq!(replicas_of(&m.nsqd, t1), Some(Some(3)));
+    assert_eq!(replicas_of(&m.nsqd, t2), Some(Some(2)));
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    wait_replicas(&members, t1, 3);
+
+    // Two of three stopped: the one left cannot commit; a create fails
+    // with a 503 once the commit timeout (5 s) is up, and creates nothing.
+    for m in &mut members[1..] {
+        let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+        assert!(st.success(), "{st}");
+    }
+    let started = std::time::Instant::now();
+    let (status, body) = create(&members[0].nsqd, "no_majority", 3);
+    let took = started.elapsed();
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("REPLICATION_NO_LEADER") || body.contains("REPLICATION_TIMEOUT"),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    assert!(members[0].nsqd.topic_stats("no_majority").is_none());
 }
 
 /// Each group's term as `n` sees it.
@@ -326,4 +459,89 @@ fn bad_replication_flags_are_startup_errors() {
             out.stderr
         );
     }
+}
+
+/// Publishes to a replicated topic, on the leader of its group or on a
+/// member that forwards them, are answered OK once committed and
+/// delivered by the leader; without a majority a publish fails with
+/// E_PUB_FAILED once the commit timeout is up, and the connection stays.
+#[test]
+fn publishes_to_a_replicated_topic_are_committed_then_delivered_by_the_leader() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    let t = "replicated_pub";
+    let lid = leaders[group_of(t)];
+    let leader = members.iter().find(|m| m.id == lid).unwrap();
+    let follower = members.iter().find(|m| m.id != lid).unwrap();
+    assert_eq!(create(&leader.nsqd, t, 3), (200, String::new()));
+    wait_replicas(&members, t, 3);
+
+    let mut sub = leader.nsqd.connect();
+    sub.sub(t, "c");
+    sub.rdy(10);
+    let mut on_follower = follower.nsqd.connect();
+    on_follower.publish(t, b"pub on a follower");
+    on_follower.mpublish(t, &[b"mpub 1", b"mpub 2"]);
+    on_follower.send(&nsq_tests::dpub_cmd(t, 200, b"dpub on a follower"));
+    on_follower.expect_ok();
+    let mut on_leader = leader.nsqd.connect();
+    on_leader.publish(t, b"pub on the leader");
+    follower.nsqd.http_pub(t, b"http on a follower");
+    let r = leader
+        .nsqd
+        .post(&format!("/mpub?topic={t}"), b"http mpub 1\nhttp mpub 2");
+    assert_eq!((r.status, r.text()), (200, "OK".to_string()));
+
+    let mut want: Vec<&[u8]> = vec![
+        b"pub on a follower",
+        b"mpub 1",
+        b"mpub 2",
+        b"dpub on a follower",
+        b"pub on the leader",
+        b"http on a follower",
+        b"http mpub 1",
+        b"http mpub 2",
+    ];
+    let mut got = Vec::new();
+    for _ in 0..want.len() {
+        let m = sub.expect_msg_within(Duration::from_secs(10));
+        sub.fin(&m.id);
+        got.push(m.body);
+    }
+    want.sort();
+    got.sort();
+    assert_eq!(got, want.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+    sub.expect_nothing(Duration::from_millis(500));
+    // The followers delivered nothing of it: they keep the batches in the
+    // log only.
+    for m in members.iter().filter(|m| m.id != lid) {
+        let ts = m.nsqd.topic_stats(t).expect("the topic on every member");
+        assert_eq!(ts["message_count"], 0, "node {}: {ts}", m.id);
+    }
+
+    // Two of three stopped: a publish fails once the commit timeout (5 s)
+    // is up, with NSQ's error, and the connection stays open.
+    let keep = members.iter().position(|m| m.id == lid).unwrap();
+    let mut kept = members.remove(keep);
+    for m in &mut members {
+        let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+        assert!(st.success(), "{st}");
+    }
+    let mut c = kept.nsqd.connect();
+    let started = std::time::Instant::now();
+    c.send(&nsq_tests::pub_cmd(t, b"no majority"));
+    let f = c.recv_timeout(Duration::from_secs(10)).expect("an answer");
+    let took = started.elapsed();
+    let text = f.text();
+    assert!(
+        text.starts_with("E_PUB_FAILED PUB failed REPLICATION_"),
+        "{text}"
+    );
+    assert!(took < Duration::from_secs(8), "answered after {took:?}");
+    c.nop();
+    let r = kept.nsqd.post(&format!("/pub?topic={t}"), b"no majority");
+    assert_eq!(r.status, 503, "{}", r.text());
+    let st = kept.nsqd.sigterm_and_wait(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
 }

@@ -71,6 +71,10 @@ pub struct TopicStats {
     pub max_depth_policy: Option<String>,
     #[serde(skip_serializing_if = "is_zero", default)]
     pub dropped_count: u64,
+    /// nsq-rs replicated topics: the topic's replicas, absent on every
+    /// unreplicated topic (docs/replication.md).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replicas: Option<u8>,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -23,6 +23,7 @@ use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
+use crate::propose::Proposer;
 use crate::store::LogStore;
 use crate::{GroupId, Member, NodeId, Raft};
 
@@ -189,6 +190,15 @@ impl ClusterMember {
             }
         }
         Ok(())
+    }
+
+    /// Proposes payloads to this member's groups, from here or through
+    /// their leaders.
+    pub fn proposer(&self) -> Proposer {
+        Proposer::new(
+            self.groups.iter().map(|g| (g.id, g.raft.clone())).collect(),
+            self.peers.clone(),
+        )
     }
 
     /// The group `id`.

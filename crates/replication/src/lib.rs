@@ -11,6 +11,9 @@
 //!   connection per peer shared by every group, refusing connections from
 //!   addresses that are not configured peers.
 //! * [`group`]: a member's Raft groups, started on those parts.
+//! * [`propose`]: a payload proposed from any member: written by the
+//!   group's leader, forwarded to it from the others, answered once
+//!   committed or refused after a timeout.
 //!
 //! Never: channels, clients or what a payload means. Entries carry opaque
 //! payloads (a topic's message batch, a channel event: nsqd's core defines
@@ -23,6 +26,7 @@ pub mod group;
 pub mod log;
 pub mod machine;
 pub mod network;
+pub mod propose;
 pub mod store;
 
 use std::fmt;

@@ -339,3 +339,75 @@ async fn only_configured_peers_are_answered() {
 
     m.shutdown().await;
 }
+
+/// A payload proposed through `Proposer` from a member that does not lead
+/// the group is forwarded to the leader and committed like one proposed
+/// there; without a majority a proposal is refused once its time is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proposals_from_any_member_commit_through_the_leader() {
+    use nsq_replication::propose::ProposeError;
+
+    let dir = tempfile::tempdir().unwrap();
+    let peers = addresses(3);
+    let mut members = Vec::new();
+    for id in 1..=3 {
+        members.push(start(id, &peers, dir.path(), None).await);
+    }
+    members[0].initialize().await.unwrap();
+    let mut applied = BTreeMap::new();
+    for m in &mut members {
+        applied.insert(m.node_id, m.groups[0].applied.take().unwrap());
+    }
+    let l = leader(&members[0], 0, None).await;
+    for m in &members {
+        // Every member sees the leader before proposing, so a follower's
+        // proposal goes through the forward path, not a retry.
+        leader(m, 0, None).await;
+    }
+    let follower = members.iter().find(|m| m.node_id != l).unwrap();
+    let on_leader = members.iter().find(|m| m.node_id == l).unwrap();
+    let first = follower
+        .proposer()
+        .propose(0, payload(0, 0), Duration::from_secs(5))
+        .await
+        .expect("forwarded and committed");
+    let second = on_leader
+        .proposer()
+        .propose(0, payload(0, 1), Duration::from_secs(5))
+        .await
+        .expect("committed on the leader");
+    assert!(second > first, "{first} then {second}");
+    for id in 1..=3 {
+        expect_applied(applied.get_mut(&id).unwrap(), 0, 0..2).await;
+    }
+
+    // Two of three stop: the one left cannot commit, whoever it was.
+    let last = members.remove(0);
+    for m in members {
+        m.shutdown().await;
+    }
+    let started = std::time::Instant::now();
+    let r = last
+        .proposer()
+        .propose(0, payload(0, 2), Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(
+            r,
+            Err(ProposeError::NoLeader(0)) | Err(ProposeError::Timeout(0, _))
+        ),
+        "{r:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        last.proposer()
+            .propose(7, payload(7, 0), Duration::from_secs(1))
+            .await,
+        Err(ProposeError::NoGroup(7))
+    ));
+    last.shutdown().await;
+}

@@ -6,8 +6,9 @@
 //! deferrals, with their opt-in spill to run files ([`channel`],
 //! [`in_flight`], [`deferred`]), message ids
 //! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
-//! limits of topics and channels ([`limits`]), and the placement and
-//! creation rules of replicated topics ([`replicas`]).
+//! limits of topics and channels ([`limits`]), the placement and
+//! creation rules of replicated topics ([`replicas`]) and the entries of
+//! their Raft groups with the entries' encoding ([`replicated`]).
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
 //! server passes in monotonic time, wall-clock nanoseconds and RNG seeds;
@@ -26,6 +27,7 @@ pub mod in_flight;
 pub mod limits;
 pub mod queue;
 pub mod replicas;
+pub mod replicated;
 pub mod rng;
 pub mod topic;
 

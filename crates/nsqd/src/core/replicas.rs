@@ -1,6 +1,7 @@
 //! The rules of replicated topics that need no cluster to decide: which
-//! Raft group a topic is placed on, and whether a `replicas=` asked for at
-//! topic creation can be granted. Never: Raft, the network or the disk
+//! Raft group a topic is placed on, whether a `replicas=` asked for at
+//! topic creation can be granted, and what a committed `TopicCreate` does
+//! to the topic a member already has. Never: Raft, the network or the disk
 //! (`crate::server::replication` runs the member; docs/replication.md,
 //! "nsqd integration").
 
@@ -12,14 +13,31 @@ pub fn group_of(topic: &str, groups: u32) -> u32 {
     crc32fast::hash(topic.as_bytes()) % groups.max(1)
 }
 
+/// The topic of that name on this member, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    None,
+    Unreplicated,
+    Replicated(u8),
+}
+
 /// What this nsqd knows when `POST /topic/create` asks for `replicas`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateContext {
     /// Members of the replication cluster; None when this nsqd is not one.
     pub cluster_size: Option<usize>,
     pub ephemeral: bool,
-    /// The topic already exists here, unreplicated.
-    pub exists_unreplicated: bool,
+    pub existing: Existing,
+}
+
+/// A `replicas=` that passes the checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granted {
+    /// Propose the topic to its group with this many replicas.
+    Propose(u8),
+    /// The topic is already replicated so: creating it again changes
+    /// nothing.
+    Exists(u8),
 }
 
 /// Why a `replicas=` is refused; Display is the HTTP error message (NSQ's
@@ -41,11 +59,14 @@ pub enum ReplicasError {
     /// A topic becomes replicated only when it is created.
     #[error("TOPIC_EXISTS_UNREPLICATED")]
     ExistsUnreplicated,
+    /// Its replicas are chosen once, when it is created.
+    #[error("TOPIC_EXISTS_WITH_OTHER_REPLICAS")]
+    ExistsWithOtherReplicas,
 }
 
-/// Checks a `replicas=` value against the cluster and the topic; the number
-/// of replicas granted.
-pub fn check_replicas(value: &str, ctx: CreateContext) -> Result<u8, ReplicasError> {
+/// Checks a `replicas=` value against the cluster and the topic: what to
+/// do with the number of replicas granted.
+pub fn check_replicas(value: &str, ctx: CreateContext) -> Result<Granted, ReplicasError> {
     let n: u8 = value.parse().map_err(|_| ReplicasError::Invalid)?;
     if n == 0 {
         return Err(ReplicasError::Invalid);
@@ -57,10 +78,36 @@ pub fn check_replicas(value: &str, ctx: CreateContext) -> Result<u8, ReplicasErr
     if ctx.ephemeral {
         return Err(ReplicasError::Ephemeral);
     }
-    if ctx.exists_unreplicated {
-        return Err(ReplicasError::ExistsUnreplicated);
+    match ctx.existing {
+        Existing::None => Ok(Granted::Propose(n)),
+        Existing::Unreplicated => Err(ReplicasError::ExistsUnreplicated),
+        Existing::Replicated(r) if r == n => Ok(Granted::Exists(n)),
+        Existing::Replicated(_) => Err(ReplicasError::ExistsWithOtherReplicas),
     }
-    Ok(n)
+}
+
+/// What applying a committed `TopicCreate` does on a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCreate {
+    /// Create the topic, replicated.
+    Create,
+    /// The member has the topic unreplicated (made here while the entry
+    /// was on its way): the group decided, so it becomes replicated; its
+    /// messages so far stay where they are.
+    MakeReplicated,
+    /// Already replicated: the entry is applied again (after a restart,
+    /// or a second create that passed the checks at the same time as the
+    /// first), and the first one's replicas stay.
+    Keep,
+}
+
+/// The rule every member applies, in log order, so all agree.
+pub fn on_topic_create(existing: Existing) -> OnCreate {
+    match existing {
+        Existing::None => OnCreate::Create,
+        Existing::Unreplicated => OnCreate::MakeReplicated,
+        Existing::Replicated(_) => OnCreate::Keep,
+    }
 }
 
 #[cfg(test)]
@@ -70,7 +117,7 @@ mod tests {
     const MEMBER: CreateContext = CreateContext {
         cluster_size: Some(3),
         ephemeral: false,
-        exists_unreplicated: false,
+        existing: Existing::None,
     };
 
     #[test]
@@ -86,8 +133,8 @@ mod tests {
 
     #[test]
     fn replicas_are_checked_in_order() {
-        assert_eq!(check_replicas("3", MEMBER), Ok(3));
-        assert_eq!(check_replicas("1", MEMBER), Ok(1));
+        assert_eq!(check_replicas("3", MEMBER), Ok(Granted::Propose(3)));
+        assert_eq!(check_replicas("1", MEMBER), Ok(Granted::Propose(1)));
         for bad in ["", "0", "-1", "x", "2.0", "256"] {
             assert_eq!(
                 check_replicas(bad, MEMBER),
@@ -110,7 +157,7 @@ mod tests {
         };
         assert_eq!(check_replicas("3", eph), Err(ReplicasError::Ephemeral));
         let exists = CreateContext {
-            exists_unreplicated: true,
+            existing: Existing::Unreplicated,
             ..MEMBER
         };
         assert_eq!(
@@ -118,5 +165,37 @@ mod tests {
             Err(ReplicasError::ExistsUnreplicated)
         );
         assert_eq!(ReplicasError::Invalid.to_string(), "INVALID_ARG_REPLICAS");
+    }
+
+    #[test]
+    fn creating_a_replicated_topic_again_is_idempotent_with_its_replicas() {
+        let replicated = CreateContext {
+            existing: Existing::Replicated(3),
+            ..MEMBER
+        };
+        assert_eq!(check_replicas("3", replicated), Ok(Granted::Exists(3)));
+        assert_eq!(
+            check_replicas("2", replicated),
+            Err(ReplicasError::ExistsWithOtherReplicas)
+        );
+        // The cluster checks still come first.
+        assert_eq!(
+            check_replicas("4", replicated),
+            Err(ReplicasError::ExceedsCluster)
+        );
+        assert_eq!(
+            ReplicasError::ExistsWithOtherReplicas.to_string(),
+            "TOPIC_EXISTS_WITH_OTHER_REPLICAS"
+        );
+    }
+
+    #[test]
+    fn applying_a_create_never_changes_a_replicated_topic() {
+        assert_eq!(on_topic_create(Existing::None), OnCreate::Create);
+        assert_eq!(
+            on_topic_create(Existing::Unreplicated),
+            OnCreate::MakeReplicated
+        );
+        assert_eq!(on_topic_create(Existing::Replicated(2)), OnCreate::Keep);
     }
 }

@@ -173,12 +173,7 @@ impl<C> Topic<C> {
     // ---- publishing ----
 
     /// Stamps `bodies` as new messages (id, `now_unix_ns` timestamp) and
-    /// routes them: straight to the channels when the topic can flow and has
-    /// no backlog (so nothing overtakes the backlog), else into it.
-    ///
-    /// Limits first: each channel with a `reject` limit is asked
-    /// (`channel_refuses`: its max_depth if it refuses this many), then the
-    /// topic's own limit applies to what joins the backlog.
+    /// routes them ([`Topic::route`]).
     pub fn publish(
         &mut self,
         bodies: Vec<Bytes>,
@@ -189,28 +184,58 @@ impl<C> Topic<C> {
         if self.exiting {
             return Err(Refused::Exiting);
         }
+        let msgs = self.stamp(bodies, now_unix_ns);
+        self.route(msgs, defer, channel_refuses)
+    }
+
+    /// New messages of `bodies`: the topic's next ids, `now_unix_ns` as
+    /// their timestamp. A replicated topic's publish is stamped here and
+    /// routed once its group committed it.
+    pub fn stamp(&mut self, bodies: Vec<Bytes>, now_unix_ns: i64) -> Vec<Message> {
+        bodies
+            .into_iter()
+            .map(|body| Message::new(self.guid.next(now_unix_ns), now_unix_ns, body))
+            .collect()
+    }
+
+    /// Routes stamped messages: straight to the channels when the topic
+    /// can flow and has no backlog (so nothing overtakes the backlog), else
+    /// into it.
+    ///
+    /// Limits first: each channel with a `reject` limit is asked
+    /// (`channel_refuses`: its max_depth if it refuses this many), then the
+    /// topic's own limit applies to what joins the backlog.
+    pub fn route(
+        &mut self,
+        msgs: Vec<Message>,
+        defer: Option<Duration>,
+        channel_refuses: impl Fn(&C, usize) -> Option<u64>,
+    ) -> Result<Publish, Refused> {
+        if self.exiting {
+            return Err(Refused::Exiting);
+        }
         for name in &self.rejecting {
             let max = self
                 .channels
                 .get(name)
-                .and_then(|c| channel_refuses(c, bodies.len()));
+                .and_then(|c| channel_refuses(c, msgs.len()));
             if let Some(max) = max {
                 return Err(Full::Channel(name.clone(), max).into());
             }
         }
         let flows = self.can_flow() && self.backlog.is_empty();
         let mut skip = 0;
-        let mut bodies = bodies;
+        let mut msgs = msgs;
         if !flows && self.limit.is_set() {
-            match self.limit.admit(self.depth(), bodies.len() as u64) {
+            match self.limit.admit(self.depth(), msgs.len() as u64) {
                 Admit::All => {}
                 Admit::Refuse => return Err(Full::Topic(self.limit.max_depth).into()),
                 Admit::Drop { old, new } => {
                     self.dropped_count += old + new;
                     self.message_count += new;
-                    self.message_bytes += bodies
+                    self.message_bytes += msgs
                         .drain(..new as usize)
-                        .map(|b| b.len() as u64)
+                        .map(|m| m.body.len() as u64)
                         .sum::<u64>();
                     let mut left = old;
                     while left > 0 && self.backlog.pop().is_some() {
@@ -221,11 +246,9 @@ impl<C> Topic<C> {
                 }
             }
         }
-        let mut msgs = Vec::with_capacity(bodies.len());
-        for body in bodies {
+        for m in &msgs {
             self.message_count += 1;
-            self.message_bytes += body.len() as u64;
-            msgs.push(Message::new(self.guid.next(now_unix_ns), now_unix_ns, body));
+            self.message_bytes += m.body.len() as u64;
         }
         if flows {
             return Ok(Publish {
@@ -429,6 +452,8 @@ impl<C> Topic<C> {
             max_depth: self.limit.max_depth,
             max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
             dropped_count: self.dropped_count,
+            // The server's: the core does not know replication.
+            replicas: None,
         }
     }
 }

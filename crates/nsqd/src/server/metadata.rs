@@ -25,6 +25,10 @@ pub struct TopicMeta {
     pub max_depth: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth_policy: Option<String>,
+    /// A replicated topic's replicas (nsq-rs, docs/replication.md);
+    /// absent for every unreplicated topic, so the file stays NSQ's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u8>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -96,6 +100,7 @@ mod tests {
                 mem_queue_size: None,
                 max_depth: None,
                 max_depth_policy: None,
+                replicas: None,
             }]),
             version: "1.3.0".into(),
         };
@@ -109,5 +114,13 @@ mod tests {
         write(&path, &m).unwrap();
         assert_eq!(load(&path).unwrap(), Some(m));
         assert_eq!(load(&dir.path().join("none")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_replicated_topic_keeps_its_replicas() {
+        let json = br#"{"topics":[{"name":"r","paused":false,"channels":null,"replicas":3}],"version":"1.3.0"}"#;
+        let m: Metadata = serde_json::from_slice(json).unwrap();
+        assert_eq!(m.topics.as_ref().unwrap()[0].replicas, Some(3));
+        assert_eq!(serde_json::to_vec(&m).unwrap(), json.to_vec());
     }
 }

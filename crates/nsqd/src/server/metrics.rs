@@ -374,6 +374,7 @@ mod tests {
                 max_depth: 0,
                 max_depth_policy: None,
                 dropped_count: 0,
+                replicas: None,
             }]),
             memory: None,
             producers: None,

@@ -16,7 +16,8 @@
 //! servers are asked through `nsq_http::auth`), and
 //! [`stats`], [`statsd`] and [`metrics`] report on all of it. With the
 //! replication flags, [`replication`] runs nsqd as a member of a
-//! replication cluster.
+//! replication cluster and [`replicated`] applies its groups' committed
+//! entries to the topics.
 
 pub mod backend;
 pub mod channel;
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod nsqd;
 pub mod outbox;
 pub mod precreate;
+pub mod replicated;
 pub mod replication;
 pub mod spill;
 pub mod stats;
@@ -114,6 +116,9 @@ impl Nsqd {
         }
         inner.load_metadata()?;
         inner.persist_metadata()?;
+        // After the topics nsqd.dat restores: the groups' entries, applied
+        // again from their logs, then find the topics they made.
+        replicated::spawn_appliers(&inner);
         Ok(Nsqd {
             inner,
             tcp,

@@ -349,6 +349,9 @@ impl NsqdInner {
             if t.paused {
                 topic.set_paused(true);
             }
+            if let Some(n) = t.replicas {
+                topic.set_replicas(n);
+            }
             let limit = limit_from_meta(&t.name, t.max_depth, t.max_depth_policy.as_deref());
             if limit.is_set() || t.mem_queue_size.is_some() {
                 topic.configure(limit, t.mem_queue_size.map(|n| n.max(0) as usize));

@@ -1,22 +1,31 @@
 //! nsqd as a member of a replication cluster (`--replication-address`,
 //! `--replication-peer`, `--replication-groups`): starts the
 //! `nsq_replication` member on `<data-path>/raft/`, initialises a new
-//! cluster from the lowest node id, reports the groups for `/stats`,
-//! `/metrics` and `GET /replication`, and stops the member on nsqd's one
-//! shutdown path. Never: what an entry means (the core decides that) or
-//! Raft itself (the replication crate). Without the flags nothing here
-//! runs. Design: docs/replication.md, "nsqd integration".
+//! cluster from the lowest node id, commits entries to a topic's group
+//! (from here or through its leader) and tracks how far this member has
+//! applied each group, reports the groups for `/stats`, `/metrics` and
+//! `GET /replication`, and stops the member on nsqd's one shutdown path.
+//! Never: what an entry means (the core decides that, and `replicated.rs`
+//! applies it to the topics) or Raft itself (the replication crate).
+//! Without the flags nothing here runs. Design: docs/replication.md,
+//! "nsqd integration".
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats};
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
+use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
+use nsq_replication::propose::{ProposeError, Proposer};
 use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
 
+use crate::core::replicas::group_of;
+use crate::core::replicated::{EncodeError, Entry};
 use crate::options::Options;
 
 /// Why nsqd could not become a member.
@@ -31,6 +40,58 @@ pub enum ReplicationError {
 /// Applied entries a group may have waiting for nsqd before applying waits.
 const APPLIED_CAPACITY: usize = 4096;
 
+/// How long a change to a replicated topic may take to be committed before
+/// its client is told it failed: nsqd's HTTP client timeout, so a member
+/// forwarding to the leader gives up no later than its own client would.
+pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why an entry was not committed; Display is the HTTP error message (503).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("REPLICATION_NO_LEADER")]
+    NoLeader,
+    #[error("REPLICATION_TIMEOUT")]
+    Timeout,
+    #[error("REPLICATION_FAILED")]
+    Failed(String),
+}
+
+impl CommitError {
+    /// What went wrong, for the log (the HTTP message says less).
+    pub fn detail(&self) -> &str {
+        match self {
+            CommitError::NoLeader => "the group has no leader",
+            CommitError::Timeout => "not committed in time",
+            CommitError::Failed(reason) => reason,
+        }
+    }
+}
+
+impl From<ProposeError> for CommitError {
+    fn from(e: ProposeError) -> CommitError {
+        match e {
+            ProposeError::NoLeader(_) => CommitError::NoLeader,
+            ProposeError::Timeout(..) => CommitError::Timeout,
+            other => CommitError::Failed(other.to_string()),
+        }
+    }
+}
+
+impl From<EncodeError> for CommitError {
+    fn from(e: EncodeError) -> CommitError {
+        CommitError::Failed(e.to_string())
+    }
+}
+
+/// Where a committed entry stands on this member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// Committed, and applied here before the answer.
+    Applied,
+    /// Committed; this member had not applied it yet when the time was up.
+    Elsewhere,
+}
+
 /// The running member, as nsqd holds it.
 pub struct Replication {
     node_id: NodeId,
@@ -38,6 +99,12 @@ pub struct Replication {
     peers: BTreeMap<NodeId, String>,
     /// Each group's Raft handle, for reports (the member keeps its own).
     groups: Vec<(GroupId, Raft)>,
+    proposer: Proposer,
+    /// Per group (by id), the last log index this member has applied to
+    /// its topics.
+    applied: Vec<watch::Sender<u64>>,
+    /// Each group's applied entries, until the appliers take them.
+    subscriptions: Mutex<Vec<(GroupId, mpsc::Receiver<Applied>)>>,
     /// Taken by [`Replication::shutdown`].
     member: Mutex<Option<ClusterMember>>,
 }
@@ -61,7 +128,7 @@ impl Replication {
             election_timeout_max: election * 2,
             ..Default::default()
         };
-        let member = ClusterMember::start(MemberOptions {
+        let mut member = ClusterMember::start(MemberOptions {
             node_id,
             listen: opts.replication_address.clone(),
             peers: peers.clone(),
@@ -92,6 +159,11 @@ impl Replication {
                 );
             }
         }
+        let subscriptions = member
+            .groups
+            .iter_mut()
+            .filter_map(|g| g.applied.take().map(|rx| (g.id, rx)))
+            .collect();
         Ok(Replication {
             node_id,
             address: member.local_addr.to_string(),
@@ -101,8 +173,69 @@ impl Replication {
                 .iter()
                 .map(|g| (g.id, g.raft.clone()))
                 .collect(),
+            proposer: member.proposer(),
+            applied: member
+                .groups
+                .iter()
+                .map(|_| watch::Sender::new(0))
+                .collect(),
+            subscriptions: Mutex::new(subscriptions),
             member: Mutex::new(Some(member)),
         })
+    }
+
+    /// The group a topic lives in.
+    pub fn group_of(&self, topic: &str) -> GroupId {
+        group_of(topic, self.groups.len() as u32)
+    }
+
+    /// Each group's applied entries, once (for the appliers).
+    pub fn take_subscriptions(&self) -> Vec<(GroupId, mpsc::Receiver<Applied>)> {
+        std::mem::take(&mut *self.subscriptions.lock())
+    }
+
+    /// Records that this member has applied `group` up to `index`.
+    pub fn mark_applied(&self, group: GroupId, index: u64) {
+        if let Some(w) = self.applied.get(group as usize) {
+            w.send_if_modified(|at| {
+                let newer = index > *at;
+                if newer {
+                    *at = index;
+                }
+                newer
+            });
+        }
+    }
+
+    /// Commits `entry` to its topic's group within [`COMMIT_TIMEOUT`], from
+    /// here or through the group's leader, then waits (in what is left of
+    /// that time) until this member has applied it too, so the client that
+    /// asked here sees the change here.
+    pub async fn commit(&self, entry: &Entry) -> Result<Committed, CommitError> {
+        let group = self.group_of(entry.topic());
+        let payload = entry.encode()?;
+        let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
+        let index = self
+            .proposer
+            .propose(group, payload, COMMIT_TIMEOUT)
+            .await?;
+        let Some(w) = self.applied.get(group as usize) else {
+            return Ok(Committed::Elsewhere);
+        };
+        let mut rx = w.subscribe();
+        let applied = tokio::time::timeout_at(deadline, rx.wait_for(|at| *at >= index)).await;
+        Ok(match applied {
+            Ok(Ok(_)) => Committed::Applied,
+            _ => Committed::Elsewhere,
+        })
+    }
+
+    /// Whether this member leads `group` now.
+    pub fn leads(&self, group: GroupId) -> bool {
+        self.groups
+            .iter()
+            .find(|(id, _)| *id == group)
+            .is_some_and(|(_, raft)| raft.metrics().borrow().state == openraft::ServerState::Leader)
     }
 
     /// Members of the cluster, this one included.

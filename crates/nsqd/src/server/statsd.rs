@@ -301,6 +301,7 @@ mod tests {
                 max_depth: 0,
                 max_depth_policy: None,
                 dropped_count: 0,
+                replicas: None,
             }]),
             memory: Some(MemStats::default()),
             producers: None,

@@ -6,7 +6,12 @@
 //! topic's messages in one order and nothing overtakes the backlog; each
 //! channel's memory work is done there too. The disk work — a channel's
 //! overflow, the topic's own — runs after the lock is released.
+//!
+//! A replicated topic (docs/replication.md) also carries its `replicas`,
+//! stamps the batches its group commits (`publish_entry`) and takes them
+//! back stamped once committed (`publish_stamped`).
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +27,7 @@ use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
 use super::metadata::{ChannelMeta, TopicMeta};
 use crate::core::e2e::quantiles;
+use crate::core::replicated::{Entry, Published};
 use crate::core::topic::{copies, PUMP_BATCH};
 use crate::core::{self, DiskWork, Exiting, Full, Limit, Refused};
 
@@ -56,6 +62,9 @@ type State = core::Topic<Arc<Channel>>;
 pub struct Topic {
     pub name: String,
     pub ephemeral: bool,
+    /// Replicas of a replicated topic (docs/replication.md); 0: NSQ's
+    /// unreplicated topic.
+    replicas: AtomicU8,
     state: Mutex<State>,
     backend: Backend,
     pump: Notify,
@@ -102,6 +111,7 @@ impl Topic {
         Arc::new(Topic {
             name: name.to_string(),
             ephemeral: nsq_protocol::names::is_ephemeral(name),
+            replicas: AtomicU8::new(0),
             state: Mutex::new(core::Topic::new(cfg)),
             backend,
             pump: Notify::new(),
@@ -119,15 +129,61 @@ impl Topic {
         bodies: Vec<Bytes>,
         defer: Option<Duration>,
     ) -> Result<Vec<Ticket>, PutError> {
+        let unix_ns = now_unix_ns();
+        self.put(|st| st.publish(bodies, defer, unix_ns, |ch, n| ch.refuses(n)))
+    }
+
+    /// New messages of `bodies` with this topic's next ids and the time
+    /// now, not published: a replicated topic's publish is stamped where
+    /// it is taken, so every replica holds the same messages.
+    pub fn stamp(&self, bodies: Vec<Bytes>) -> Vec<Message> {
+        self.state.lock().stamp(bodies, now_unix_ns())
+    }
+
+    /// The `Publish` entry of a batch for a replicated topic, stamped here
+    /// so every replica holds the same ids and timestamps.
+    pub fn publish_entry(&self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Entry {
+        let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
+        Entry::Publish {
+            topic: self.name.clone(),
+            messages: self
+                .stamp(bodies)
+                .into_iter()
+                .map(|m| Published {
+                    id: m.id,
+                    timestamp: m.timestamp,
+                    defer_ms,
+                    body: m.body,
+                })
+                .collect(),
+        }
+    }
+
+    /// Publishes messages already stamped (a replicated topic's committed
+    /// batch) as [`Topic::publish`] does.
+    pub fn publish_stamped(
+        &self,
+        msgs: Vec<Message>,
+        defer: Option<Duration>,
+    ) -> Result<Vec<Ticket>, PutError> {
+        self.put(|st| st.route(msgs, defer, |ch, n| ch.refuses(n)))
+    }
+
+    /// Routes a publish under the topic's lock (`route`), then does its
+    /// disk work.
+    fn put(
+        &self,
+        route: impl FnOnce(&mut State) -> Result<core::Publish, Refused>,
+    ) -> Result<Vec<Ticket>, PutError> {
         let mut tickets = Vec::new();
-        let (now, unix_ns) = (now(), now_unix_ns());
+        let now = now();
         let mut pending = Pending::new();
-        let count = bodies.len() as u64;
-        let bytes = bodies.iter().map(|b| b.len() as u64).sum::<u64>();
-        let (p, direct) = {
+        let (p, direct, count, bytes) = {
             let mut st = self.state.lock();
-            let mut p = st.publish(bodies, defer, unix_ns, |ch, n| ch.refuses(n))?;
+            let mut p = route(&mut st)?;
             let direct = !p.fan_out.is_empty();
+            let count = p.fan_out.len() as u64;
+            let bytes = p.fan_out.iter().map(|m| m.body.len() as u64).sum::<u64>();
             fan_out(
                 &st,
                 std::mem::take(&mut p.fan_out),
@@ -135,7 +191,7 @@ impl Topic {
                 now,
                 &mut pending,
             );
-            (p, direct)
+            (p, direct, count, bytes)
         };
         let mut result = carry_out(pending, &mut tickets).map_err(PutError::from);
         if result.is_err() && direct {
@@ -375,7 +431,10 @@ impl Topic {
         let (mut stats, channels) = {
             let st = self.state.lock();
             (
-                st.stats(&self.name, backend_depth),
+                TopicStats {
+                    replicas: self.replicas(),
+                    ..st.stats(&self.name, backend_depth)
+                },
                 st.channels().map(|(_, c)| c.clone()).collect::<Vec<_>>(),
             )
         };
@@ -399,6 +458,24 @@ impl Topic {
             };
         }
         stats
+    }
+
+    // ---- replicated topics (nsq-rs, opt-in) ----
+
+    /// Its replicas; None for an unreplicated topic.
+    pub fn replicas(&self) -> Option<u8> {
+        match self.replicas.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Marks the topic replicated (a committed `TopicCreate`, or
+    /// `nsqd.dat` at startup); 0 is not a replica count and is ignored.
+    pub fn set_replicas(&self, replicas: u8) {
+        if replicas > 0 {
+            self.replicas.store(replicas, Ordering::Relaxed);
+        }
     }
 
     // ---- limits (nsq-rs, opt-in) ----
@@ -458,6 +535,7 @@ impl Topic {
             mem_queue_size: st.mem_queue_size().map(|n| n as i64),
             max_depth: limit.is_set().then_some(limit.max_depth),
             max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
+            replicas: self.replicas(),
         }
     }
 }

@@ -8,6 +8,10 @@
 //! body     postcard of Rpc (member → peer) or Reply (peer → member)
 //! ```
 //!
+//! Besides openraft's RPCs, `Forward` carries a payload from a member that
+//! does not lead a group to the one that does (`crate::propose`), on the
+//! same connections, so it is TLS-verified and peer-checked like them.
+//!
 //! A connection carries every group's RPCs to one peer, so the number of
 //! connections is the number of peers, not peers × groups. Requests are
 //! answered in any order (a slow snapshot install does not hold up another
@@ -21,7 +25,8 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{GroupId, NodeId, TypeConfig};
+use crate::propose::ForwardError;
+use crate::{GroupId, NodeId, Payload, TypeConfig};
 
 /// Bytes of a frame before its body, after the length.
 const FIXED: usize = 12;
@@ -29,12 +34,20 @@ const FIXED: usize = 12;
 /// chunk, with room to spare. A larger length is a broken peer.
 pub const MAX_FRAME: u32 = 64 << 20;
 
-/// A request from a group's leader (or candidate) to a peer.
+/// A request from a group's leader (or candidate) to a peer, or a
+/// proposal forwarded to the group's leader. New kinds go at the end:
+/// postcard numbers them in order.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Rpc {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Propose `payload` to the group, waiting at most `timeout_ms` for it
+    /// to be committed.
+    Forward {
+        payload: Payload,
+        timeout_ms: u64,
+    },
 }
 
 /// A peer's answer to an [`Rpc`].
@@ -45,6 +58,8 @@ pub enum Reply {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     /// The peer has no such group (a configuration mismatch).
     NoGroup(GroupId),
+    /// The log index a forwarded payload was committed at.
+    Forward(Result<u64, ForwardError>),
 }
 
 /// A frame's header and body.
@@ -150,6 +165,39 @@ mod tests {
         assert!(matches!(
             body::<Reply>(&frames[1]).unwrap(),
             Reply::NoGroup(8)
+        ));
+    }
+
+    #[test]
+    fn forwards_round_trip() {
+        let mut buf = BytesMut::new();
+        let rpc = Rpc::Forward {
+            payload: Payload(bytes::Bytes::from_static(b"entry")),
+            timeout_ms: 5000,
+        };
+        encode(3, 9, &rpc, &mut buf).unwrap();
+        encode(3, 9, &Reply::Forward(Ok(17)), &mut buf).unwrap();
+        encode(
+            3,
+            10,
+            &Reply::Forward(Err(ForwardError::NotLeader)),
+            &mut buf,
+        )
+        .unwrap();
+        let f = decode(&mut buf).unwrap().unwrap();
+        match body::<Rpc>(&f).unwrap() {
+            Rpc::Forward {
+                payload,
+                timeout_ms,
+            } => assert_eq!((&payload.0[..], timeout_ms), (&b"entry"[..], 5000)),
+            other => panic!("{other:?}"),
+        }
+        let f = decode(&mut buf).unwrap().unwrap();
+        assert!(matches!(body::<Reply>(&f).unwrap(), Reply::Forward(Ok(17))));
+        let f = decode(&mut buf).unwrap().unwrap();
+        assert!(matches!(
+            body::<Reply>(&f).unwrap(),
+            Reply::Forward(Err(ForwardError::NotLeader))
         ));
     }
 

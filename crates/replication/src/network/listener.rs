@@ -1,7 +1,8 @@
 //! A member's cluster listener: accepts connections from configured peers
 //! only (by source address), over TLS when the member has certificates, and
 //! answers each request from the Raft of the frame's group. Never: calling
-//! out (`peer.rs`), or deciding anything a Raft answers.
+//! out (`peer.rs`), or deciding anything a Raft answers (a forwarded
+//! proposal is handed to the group's Raft as its own client's would be).
 //!
 //! Each request is answered by its own task, so a slow one (a snapshot
 //! being installed) holds up no other group's heartbeats on the same
@@ -9,19 +10,19 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use parking_lot::RwLock;
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, Frame, Reply, Rpc};
-use super::peer::{write_frames, Io};
+use super::stream::{read_frames, write_frames, Io};
 use crate::{GroupId, Raft};
 
 /// How long a TLS handshake may take before the connection is dropped.
@@ -90,41 +91,30 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
             }
         }
     };
-    let (mut rd, wr) = tokio::io::split(io);
+    let (rd, wr) = tokio::io::split(io);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_frames(wr, rx, Arc::new(AtomicBool::new(false))));
-    let mut buf = BytesMut::with_capacity(64 << 10);
-    'read: loop {
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        loop {
-            match frame::decode(&mut buf) {
-                Ok(Some(f)) => {
-                    let groups = s.groups.clone();
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        let (group, id) = (f.group, f.id);
-                        let reply = answer(&groups, f).await;
-                        let mut out = BytesMut::new();
-                        match reply.map(|r| frame::encode(group, id, &r, &mut out)) {
-                            Ok(Ok(())) => {
-                                let _ = tx.send(out.freeze());
-                            }
-                            Ok(Err(e)) | Err(e) => {
-                                tracing::warn!(group, error = %e, "replication request not answered");
-                            }
-                        }
-                    });
+    let read = read_frames(rd, |f| {
+        let groups = s.groups.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            let (group, id) = (f.group, f.id);
+            let reply = answer(&groups, f).await;
+            let mut out = BytesMut::new();
+            match reply.map(|r| frame::encode(group, id, &r, &mut out)) {
+                Ok(Ok(())) => {
+                    let _ = tx.send(out.freeze());
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(%remote, error = %e, "bad frame from a replication peer; connection dropped");
-                    break 'read;
+                Ok(Err(e)) | Err(e) => {
+                    tracing::warn!(group, error = %e, "replication request not answered");
                 }
             }
-        }
+        });
+        ControlFlow::Continue(())
+    })
+    .await;
+    if let Err(e) = read {
+        tracing::warn!(%remote, error = %e, "bad frame from a replication peer; connection dropped");
     }
     drop(tx);
     let _ = writer.await;
@@ -139,5 +129,11 @@ async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
         Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
         Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
         Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
+        Rpc::Forward {
+            payload,
+            timeout_ms,
+        } => Reply::Forward(
+            crate::propose::answer_forward(&raft, payload, Duration::from_millis(timeout_ms)).await,
+        ),
     })
 }

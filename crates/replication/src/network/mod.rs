@@ -8,6 +8,8 @@
 //!   shared by every group, opened on first use and again after a failure.
 //! * [`listener`]: the peer's side: accepts connections from configured
 //!   peers only, and answers each request from the Raft of its group.
+//! * [`stream`]: what both sides share: the batching writer and the loop
+//!   that reads frames off a connection.
 //!
 //! With certificates (the daemons' `--tls-*` flags) every connection is TLS
 //! verified both ways: the caller checks the peer's certificate against
@@ -18,6 +20,7 @@
 pub mod frame;
 pub mod listener;
 pub mod peer;
+pub mod stream;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,7 +85,7 @@ impl Peers {
         })
     }
 
-    fn get(&self, addr: &str) -> Arc<Peer> {
+    pub(crate) fn get(&self, addr: &str) -> Arc<Peer> {
         self.by_addr
             .lock()
             .entry(addr.to_string())

@@ -8,22 +8,20 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::frame::{self, Frame, Reply, Rpc};
+use super::stream::{read_frames, write_frames, Io};
 use crate::GroupId;
-
-/// A byte stream between members: TCP, or TLS over it.
-pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 /// Why a call got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -167,59 +165,25 @@ impl Peer {
     }
 }
 
-/// Writes the frames handed to it, as many per write as are waiting.
-pub async fn write_frames(
-    mut wr: impl AsyncWrite + Unpin,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
-    broken: Arc<AtomicBool>,
-) {
-    let mut buf = BytesMut::new();
-    while let Some(f) = rx.recv().await {
-        buf.extend_from_slice(&f);
-        while let Ok(f) = rx.try_recv() {
-            buf.extend_from_slice(&f);
-        }
-        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
-            break;
-        }
-        buf.clear();
-        if broken.load(Ordering::Acquire) {
-            break;
-        }
-    }
-    broken.store(true, Ordering::Release);
-    let _ = wr.shutdown().await;
-}
-
 async fn read_answers(
-    mut rd: impl AsyncRead + Unpin,
+    rd: impl AsyncRead + Unpin,
     pending: Pending,
     broken: Arc<AtomicBool>,
     addr: String,
 ) {
-    let mut buf = BytesMut::with_capacity(64 << 10);
-    'read: loop {
+    let read = read_frames(rd, |f| {
+        if let Some(tx) = pending.lock().remove(&f.id) {
+            let _ = tx.send(f);
+        }
         if broken.load(Ordering::Acquire) {
-            break;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-        match rd.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        loop {
-            match frame::decode(&mut buf) {
-                Ok(Some(f)) => {
-                    if let Some(tx) = pending.lock().remove(&f.id) {
-                        let _ = tx.send(f);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(peer = %addr, error = %e, "bad frame from a replication peer; connection dropped");
-                    break 'read;
-                }
-            }
-        }
+    })
+    .await;
+    if let Err(e) = read {
+        tracing::warn!(peer = %addr, error = %e, "bad frame from a replication peer; connection dropped");
     }
     broken.store(true, Ordering::Release);
     // Waiting calls fail now rather than at their timeout.

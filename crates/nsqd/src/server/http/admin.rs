@@ -1,5 +1,6 @@
 //! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
-//! the changes `nsqd.dat` records are persisted before the answer.
+//! the changes `nsqd.dat` records are persisted before the answer. A
+//! replicated topic is created through its Raft group.
 
 use std::sync::Arc;
 
@@ -8,9 +9,11 @@ use axum::response::Response;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
 
 use super::{err, json_response, ok_text, Query};
-use crate::core::replicas::{check_replicas, CreateContext};
+use crate::core::replicas::{check_replicas, CreateContext, Existing, Granted, ReplicasError};
+use crate::core::replicated::Entry;
 use crate::core::{Limit, Policy};
 use crate::server::nsqd::NsqdInner;
+use crate::server::replication::Committed;
 
 /// What `/topic/<action>` and `/channel/<action>` do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,22 +33,48 @@ fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
 }
 
 /// `POST /topic/create?replicas=N`: checked against the cluster and the
-/// topic (a 400 naming what is wrong, nothing changed). A replicated topic
-/// is not yet served by this nsqd (docs/replication.md, "Not yet there"),
-/// so a request that passes is answered 501 and creates nothing: never an
-/// unreplicated topic in its place.
-fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Response {
+/// topic (a 400 naming what is wrong, nothing changed), then committed to
+/// the topic's Raft group as a `TopicCreate` (through its leader when this
+/// member does not lead it); 200 once committed and applied here, 503 when
+/// the group has no leader or does not commit within 5 s. Creating a
+/// replicated topic again with the same replicas is a 200 that changes
+/// nothing.
+async fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Response {
+    let existing = |nsqd: &NsqdInner| match nsqd.get_topic(name) {
+        None => Existing::None,
+        Some(t) => t
+            .replicas()
+            .map_or(Existing::Unreplicated, Existing::Replicated),
+    };
     let ctx = CreateContext {
         cluster_size: nsqd.replication().map(|r| r.cluster_size()),
         ephemeral: is_ephemeral(name),
-        exists_unreplicated: nsqd.get_topic(name).is_some(),
+        existing: existing(nsqd),
     };
-    match check_replicas(replicas, ctx) {
-        Err(e) => err(StatusCode::BAD_REQUEST, &e.to_string()),
-        Ok(_) => err(
-            StatusCode::NOT_IMPLEMENTED,
-            "REPLICATED_TOPICS_NOT_YET_SERVED",
+    let n = match check_replicas(replicas, ctx) {
+        Err(e) => return err(StatusCode::BAD_REQUEST, &e.to_string()),
+        Ok(Granted::Exists(_)) => return ok_text(""),
+        Ok(Granted::Propose(n)) => n,
+    };
+    let Some(r) = nsqd.replication() else {
+        return err(StatusCode::BAD_REQUEST, "REPLICATION_NOT_ENABLED");
+    };
+    let entry = Entry::TopicCreate {
+        topic: name.to_string(),
+        replicas: n,
+    };
+    match r.commit(&entry).await {
+        Err(e) => {
+            tracing::warn!(topic = %name, error = e.detail(), "replicated topic not created");
+            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+        }
+        // Another create of the topic with other replicas was committed
+        // first: that one stands (every member applies the first).
+        Ok(Committed::Applied) if existing(nsqd) != Existing::Replicated(n) => err(
+            StatusCode::BAD_REQUEST,
+            &ReplicasError::ExistsWithOtherReplicas.to_string(),
         ),
+        Ok(_) => ok_text(""),
     }
 }
 
@@ -54,7 +83,7 @@ fn persisted(nsqd: &NsqdInner) -> Response {
     persist(nsqd).map_or_else(|r| r, |()| ok_text(""))
 }
 
-pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
+pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
     let Some(name) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
@@ -63,7 +92,7 @@ pub(super) fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> 
     }
     if action == Action::Create {
         if let Some(replicas) = q.get("replicas") {
-            return create_replicated(nsqd, name, replicas);
+            return create_replicated(nsqd, name, replicas).await;
         }
         return match nsqd.get_or_create_topic(name) {
             Some(_) => ok_text(""),

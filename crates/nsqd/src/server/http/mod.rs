@@ -156,7 +156,7 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
             },
         ),
         Endpoint::Topic(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
-            admin::topic_action(&n, a, &query(q))
+            admin::topic_action(&n, a, &query(q)).await
         }),
         Endpoint::Channel(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
             admin::channel_action(&n, a, &query(q))

@@ -1,10 +1,11 @@
 //! `/pub` and `/mpub` (and simplequeue's `/put`, `/mput`): nsqd's size
-//! checks in nsqd's order, then the topic's publish.
+//! checks in nsqd's order, then the topic's publish (a replicated topic's
+//! through its Raft group).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use nsq_protocol::command::parse_mpub_body;
@@ -14,7 +15,7 @@ use nsq_protocol::names::is_valid_topic_name;
 use super::{err, ok_text, read_limited, Query};
 use crate::server::backend::Ticket;
 use crate::server::nsqd::NsqdInner;
-use crate::server::topic::PutError;
+use crate::server::topic::{PutError, Topic};
 
 fn content_length(h: &HeaderMap) -> Option<i64> {
     h.get(header::CONTENT_LENGTH)
@@ -67,6 +68,9 @@ pub(super) async fn publish(
             _ => return err(StatusCode::BAD_REQUEST, "INVALID_DEFER"),
         },
     };
+    if topic.replicas().is_some() {
+        return replicated(nsqd, &topic, vec![body], defer).await;
+    }
     match topic.publish(vec![body], defer) {
         Ok(tickets) => durable_ok(tickets).await,
         Err(e) => put_error(&e),
@@ -112,9 +116,34 @@ pub(super) async fn mpublish(
     if bodies.is_empty() {
         return ok_text("OK");
     }
+    if topic.replicas().is_some() {
+        return replicated(nsqd, &topic, bodies, None).await;
+    }
     match topic.publish(bodies, None) {
         Ok(tickets) => durable_ok(tickets).await,
         Err(e) => put_error(&e),
+    }
+}
+
+/// A replicated topic's publish: `OK` once its Raft group committed the
+/// batch (a majority has it on disk), else a 503 naming why
+/// (`REPLICATION_NO_LEADER`, `REPLICATION_TIMEOUT`, `REPLICATION_FAILED`).
+async fn replicated(
+    nsqd: &NsqdInner,
+    topic: &Topic,
+    bodies: Vec<Bytes>,
+    defer: Option<Duration>,
+) -> Response {
+    let Some(r) = nsqd.replication() else {
+        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
+    };
+    let entry = topic.publish_entry(bodies, defer);
+    match r.commit(&entry).await {
+        Ok(_) => ok_text("OK"),
+        Err(e) => {
+            tracing::warn!(topic = %topic.name, error = e.detail(), "replicated publish failed");
+            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+        }
     }
 }
 

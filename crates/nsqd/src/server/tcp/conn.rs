@@ -12,6 +12,7 @@ use nsq_protocol::command::{pending_len, Limits};
 use nsq_protocol::compress::Decoder;
 use nsq_protocol::{MessageId, ProtocolError};
 use tokio::io::AsyncReadExt;
+use tokio::sync::oneshot;
 
 use super::session::Session;
 use crate::server::backend::Ticket;
@@ -73,6 +74,12 @@ impl Conn {
             .push_back(Reply::Publish { tickets, failed });
     }
 
+    /// Answers a replicated publish once its group committed it (`rx`), in
+    /// its turn among the other answers.
+    pub fn respond_when_committed(&mut self, rx: oneshot::Receiver<Result<(), ProtocolError>>) {
+        self.replies.queue.push_back(Reply::Committing(rx));
+    }
+
     /// Waits for every answer still held back, sending each in its turn; a
     /// publish that did not become durable ends it with its fatal error.
     /// Gives up if the client is being disconnected.
@@ -101,6 +108,9 @@ enum Reply {
         tickets: Vec<Ticket>,
         failed: ProtocolError,
     },
+    /// A replicated publish: its commit's outcome (a failure is the
+    /// publish's non-fatal error).
+    Committing(oneshot::Receiver<Result<(), ProtocolError>>),
     Response(Vec<u8>),
     Error(Vec<u8>),
 }
@@ -125,10 +135,28 @@ impl Replies {
             }
             client.send_response(nsq_protocol::frame::OK);
             self.queue.pop_front();
+        } else if let Some(Reply::Committing(rx)) = self.queue.front_mut() {
+            match rx.await {
+                Ok(Ok(())) => {
+                    client.send_response(nsq_protocol::frame::OK);
+                }
+                Ok(Err(e)) if !e.fatal => {
+                    client.send_error(&e.payload());
+                }
+                Ok(Err(e)) => return Err(e),
+                // The commit's task ended without an answer (nsqd exiting).
+                Err(_) => {
+                    return Err(ProtocolError::fatal(
+                        "E_PUB_FAILED",
+                        "PUB failed exiting".to_string(),
+                    ))
+                }
+            }
+            self.queue.pop_front();
         }
         while let Some(reply) = self.queue.front() {
             match reply {
-                Reply::Publish { .. } => break,
+                Reply::Publish { .. } | Reply::Committing(_) => break,
                 Reply::Response(data) => client.send_response(data),
                 Reply::Error(data) => client.send_error(data),
             };

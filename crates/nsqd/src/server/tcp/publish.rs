@@ -4,12 +4,21 @@
 //! The reader does not wait for that: it goes on reading (pipelined
 //! publishes share the next fsync), and the OK goes out in its turn.
 //!
+//! On a replicated topic the batch is stamped here (ids, timestamp) and
+//! committed to the topic's Raft group (through its leader when this nsqd
+//! does not lead it); the OK goes out once a majority has it on disk. No
+//! leader, or no commit within 5 s, is `E_PUB_FAILED PUB failed
+//! REPLICATION_NO_LEADER` (or `REPLICATION_TIMEOUT`; `E_MPUB_FAILED`,
+//! `E_DPUB_FAILED` likewise), not closing the connection, so the producer
+//! can retry (and may publish twice: at-least-once).
+//!
 //! A publish a `reject` limit refuses gets `E_PUB_FAILED PUB failed
 //! channel <c> is at max_depth <n>` (or `topic is at ...`; `E_MPUB_FAILED`,
 //! `E_DPUB_FAILED` likewise), which clients already take as a failed
 //! publish; unlike NSQ's other publish failures it does not close the
 //! connection.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,7 +26,9 @@ use nsq_protocol::frame::OK;
 use nsq_protocol::ProtocolError;
 
 use super::conn::Conn;
+use crate::core::replicated::Entry;
 use crate::server::backend::BackendError;
+use crate::server::nsqd::NsqdInner;
 use crate::server::topic::PutError;
 
 pub fn publish(
@@ -46,6 +57,18 @@ pub fn publish(
             t
         }
     };
+    if topic.replicas().is_some() {
+        let entry = topic.publish_entry(bodies, defer);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let nsqd = conn.nsqd.clone();
+        let cmd = cmd.to_string();
+        tokio::spawn(async move {
+            let _ = tx.send(commit(&nsqd, entry, &cmd, code).await);
+        });
+        conn.client.record_pub(topic_name, n);
+        conn.respond_when_committed(rx);
+        return Ok(());
+    }
     let tickets = match topic.publish(bodies, defer) {
         Ok(t) => t,
         Err(PutError::Exiting) => return Err(exiting()),
@@ -67,4 +90,27 @@ pub fn publish(
         conn.respond_when_durable(tickets, not_durable);
     }
     Ok(())
+}
+
+/// Commits a replicated publish; its protocol error if it was not.
+async fn commit(
+    nsqd: &Arc<NsqdInner>,
+    entry: Entry,
+    cmd: &str,
+    code: &'static str,
+) -> Result<(), ProtocolError> {
+    let Some(r) = nsqd.replication() else {
+        return Err(ProtocolError::non_fatal(
+            code,
+            format!("{cmd} failed REPLICATION_NOT_ENABLED"),
+        ));
+    };
+    r.commit(&entry).await.map(drop).map_err(|e| {
+        tracing::warn!(
+            topic = entry.topic(),
+            error = e.detail(),
+            "replicated publish failed"
+        );
+        ProtocolError::non_fatal(code, format!("{cmd} failed {e}"))
+    })
 }

@@ -1,0 +1,638 @@
+//! The entries of a replicated topic's Raft group and their encoding: what
+//! a payload of the replication crate means to nsqd. Never: Raft, the
+//! network or applying an entry (the server applies what is committed;
+//! docs/replication.md, "Entries").
+//!
+//! A payload is a version byte, a kind byte, then the kind's fields, all
+//! integers big-endian:
+//!
+//! ```text
+//! u8 version (1) | u8 kind | fields
+//! name      u8 length | UTF-8 bytes        (NSQ names are at most 64 bytes)
+//! 1 TopicCreate    topic | u8 replicas
+//! 2 Publish        topic | u32 count | count × message
+//!   message        16-byte id | i64 timestamp ns | u64 defer ms | u32 n | n body bytes
+//! 3 ChannelCreate  topic | channel
+//! 4 ChannelDelete  topic | channel
+//! 5 ChannelPause   topic | channel | u8 paused (0 or 1)
+//! 6 ChannelEmpty   topic | channel | u64 up to (log index)
+//! 7 Finished       topic | channel | u64 cursor index | u32 cursor offset | u32 count | count × 16-byte id
+//! 8 TopicDelete    topic
+//! ```
+//!
+//! Hand-written rather than serde: decoding slices each body out of the
+//! payload's `Bytes` (no copy of a batch that may be megabytes), the layout
+//! is fixed by this file rather than by a serde format's version, and
+//! nsqd needs no binary serde format for it. Every decoding failure is a
+//! [`DecodeError`]; nothing read from the log can panic here.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use nsq_protocol::message::MESSAGE_ID_LEN;
+use nsq_protocol::MessageId;
+
+/// The encoding this nsqd writes and reads.
+pub const VERSION: u8 = 1;
+
+const TOPIC_CREATE: u8 = 1;
+const PUBLISH: u8 = 2;
+const CHANNEL_CREATE: u8 = 3;
+const CHANNEL_DELETE: u8 = 4;
+const CHANNEL_PAUSE: u8 = 5;
+const CHANNEL_EMPTY: u8 = 6;
+const FINISHED: u8 = 7;
+const TOPIC_DELETE: u8 = 8;
+
+/// Bytes of a published message before its body.
+const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
+
+/// A message of a `Publish` batch, as every replica holds it: the leader
+/// assigns id and timestamp before proposing, so all replicas agree.
+/// Attempts are not replicated (they are a channel's, in flight).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub id: MessageId,
+    /// Publish time, Unix nanoseconds.
+    pub timestamp: i64,
+    /// A DPUB's delay in milliseconds (0: none); with the timestamp, the
+    /// moment a new leader delivers it.
+    pub defer_ms: u64,
+    pub body: Bytes,
+}
+
+/// A channel's position in the topic's log: the oldest message it has not
+/// finished, as the log index of its batch and its place in that batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    pub index: u64,
+    pub offset: u32,
+}
+
+/// One committed change to a replicated topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// The topic exists, with `replicas` replicas, on every member.
+    TopicCreate {
+        topic: String,
+        replicas: u8,
+    },
+    /// One PUB/MPUB/DPUB/HTTP publish, committed whole or not at all.
+    Publish {
+        topic: String,
+        messages: Vec<Published>,
+    },
+    ChannelCreate {
+        topic: String,
+        channel: String,
+    },
+    ChannelDelete {
+        topic: String,
+        channel: String,
+    },
+    ChannelPause {
+        topic: String,
+        channel: String,
+        paused: bool,
+    },
+    /// Everything at or below log index `up_to` is finished on the channel.
+    ChannelEmpty {
+        topic: String,
+        channel: String,
+        up_to: u64,
+    },
+    /// A channel's progress: its cursor, and the ids finished above it.
+    Finished {
+        topic: String,
+        channel: String,
+        cursor: Cursor,
+        ids: Vec<MessageId>,
+    },
+    TopicDelete {
+        topic: String,
+    },
+}
+
+/// Why an entry cannot be encoded (a caller passed what NSQ never allows).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("{what} name is {len} bytes, more than 255")]
+    NameTooLong { what: &'static str, len: usize },
+    #[error("{what}: {len} is more than a u32 holds")]
+    TooLong { what: &'static str, len: usize },
+}
+
+/// Why a payload is not an entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("empty payload")]
+    Empty,
+    #[error("unknown entry encoding version {0}")]
+    Version(u8),
+    #[error("unknown entry kind {0}")]
+    Kind(u8),
+    #[error("payload ends inside the {0}")]
+    Truncated(&'static str),
+    #[error("{0} is not UTF-8")]
+    Utf8(&'static str),
+    #[error("paused flag {0} is neither 0 nor 1")]
+    Flag(u8),
+    #[error("{0} bytes after the entry")]
+    Trailing(usize),
+}
+
+impl Entry {
+    /// The topic the entry changes (which also places it on its group).
+    pub fn topic(&self) -> &str {
+        match self {
+            Entry::TopicCreate { topic, .. }
+            | Entry::Publish { topic, .. }
+            | Entry::ChannelCreate { topic, .. }
+            | Entry::ChannelDelete { topic, .. }
+            | Entry::ChannelPause { topic, .. }
+            | Entry::ChannelEmpty { topic, .. }
+            | Entry::Finished { topic, .. }
+            | Entry::TopicDelete { topic } => topic,
+        }
+    }
+
+    /// The entry's payload.
+    pub fn encode(&self) -> Result<Bytes, EncodeError> {
+        let mut out = BytesMut::with_capacity(self.encoded_hint());
+        out.put_u8(VERSION);
+        match self {
+            Entry::TopicCreate { topic, replicas } => {
+                out.put_u8(TOPIC_CREATE);
+                put_name(&mut out, "topic", topic)?;
+                out.put_u8(*replicas);
+            }
+            Entry::Publish { topic, messages } => {
+                out.put_u8(PUBLISH);
+                put_name(&mut out, "topic", topic)?;
+                out.put_u32(count("messages", messages.len())?);
+                for m in messages {
+                    out.put_slice(&m.id.0);
+                    out.put_i64(m.timestamp);
+                    out.put_u64(m.defer_ms);
+                    out.put_u32(count("body", m.body.len())?);
+                    out.put_slice(&m.body);
+                }
+            }
+            Entry::ChannelCreate { topic, channel } => {
+                out.put_u8(CHANNEL_CREATE);
+                put_names(&mut out, topic, channel)?;
+            }
+            Entry::ChannelDelete { topic, channel } => {
+                out.put_u8(CHANNEL_DELETE);
+                put_names(&mut out, topic, channel)?;
+            }
+            Entry::ChannelPause {
+                topic,
+                channel,
+                paused,
+            } => {
+                out.put_u8(CHANNEL_PAUSE);
+                put_names(&mut out, topic, channel)?;
+                out.put_u8(u8::from(*paused));
+            }
+            Entry::ChannelEmpty {
+                topic,
+                channel,
+                up_to,
+            } => {
+                out.put_u8(CHANNEL_EMPTY);
+                put_names(&mut out, topic, channel)?;
+                out.put_u64(*up_to);
+            }
+            Entry::Finished {
+                topic,
+                channel,
+                cursor,
+                ids,
+            } => {
+                out.put_u8(FINISHED);
+                put_names(&mut out, topic, channel)?;
+                out.put_u64(cursor.index);
+                out.put_u32(cursor.offset);
+                out.put_u32(count("ids", ids.len())?);
+                for id in ids {
+                    out.put_slice(&id.0);
+                }
+            }
+            Entry::TopicDelete { topic } => {
+                out.put_u8(TOPIC_DELETE);
+                put_name(&mut out, "topic", topic)?;
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    /// What [`Entry::encode`] will need, so a batch is written without
+    /// growing its buffer.
+    fn encoded_hint(&self) -> usize {
+        let names = 2 + 2 * 256;
+        match self {
+            Entry::Publish { messages, .. } => {
+                names
+                    + 4
+                    + messages
+                        .iter()
+                        .map(|m| MESSAGE_FIXED + m.body.len())
+                        .sum::<usize>()
+            }
+            Entry::Finished { ids, .. } => names + 16 + ids.len() * MESSAGE_ID_LEN,
+            _ => names + 8,
+        }
+    }
+
+    /// The entry in `payload`; the bodies of a `Publish` share its bytes.
+    pub fn decode(mut payload: Bytes) -> Result<Entry, DecodeError> {
+        let buf = &mut payload;
+        if !buf.has_remaining() {
+            return Err(DecodeError::Empty);
+        }
+        let version = buf.get_u8();
+        if version != VERSION {
+            return Err(DecodeError::Version(version));
+        }
+        let kind = take_u8(buf, "kind")?;
+        let entry = match kind {
+            TOPIC_CREATE => Entry::TopicCreate {
+                topic: take_name(buf, "topic")?,
+                replicas: take_u8(buf, "replicas")?,
+            },
+            PUBLISH => {
+                let topic = take_name(buf, "topic")?;
+                let n = take_u32(buf, "message count")? as usize;
+                // A count from the payload is not trusted for allocation:
+                // never more slots than the remaining bytes could fill.
+                let mut messages = Vec::with_capacity(n.min(buf.remaining() / MESSAGE_FIXED));
+                for _ in 0..n {
+                    if buf.remaining() < MESSAGE_FIXED {
+                        return Err(DecodeError::Truncated("message header"));
+                    }
+                    let id = take_id(buf, "message id")?;
+                    let timestamp = buf.get_i64();
+                    let defer_ms = buf.get_u64();
+                    let len = buf.get_u32() as usize;
+                    if buf.remaining() < len {
+                        return Err(DecodeError::Truncated("message body"));
+                    }
+                    messages.push(Published {
+                        id,
+                        timestamp,
+                        defer_ms,
+                        body: buf.split_to(len),
+                    });
+                }
+                Entry::Publish { topic, messages }
+            }
+            CHANNEL_CREATE => {
+                let (topic, channel) = take_names(buf)?;
+                Entry::ChannelCreate { topic, channel }
+            }
+            CHANNEL_DELETE => {
+                let (topic, channel) = take_names(buf)?;
+                Entry::ChannelDelete { topic, channel }
+            }
+            CHANNEL_PAUSE => {
+                let (topic, channel) = take_names(buf)?;
+                let paused = match take_u8(buf, "paused flag")? {
+                    0 => false,
+                    1 => true,
+                    other => return Err(DecodeError::Flag(other)),
+                };
+                Entry::ChannelPause {
+                    topic,
+                    channel,
+                    paused,
+                }
+            }
+            CHANNEL_EMPTY => {
+                let (topic, channel) = take_names(buf)?;
+                Entry::ChannelEmpty {
+                    topic,
+                    channel,
+                    up_to: take_u64(buf, "up to")?,
+                }
+            }
+            FINISHED => {
+                let (topic, channel) = take_names(buf)?;
+                let cursor = Cursor {
+                    index: take_u64(buf, "cursor index")?,
+                    offset: take_u32(buf, "cursor offset")?,
+                };
+                let n = take_u32(buf, "id count")? as usize;
+                let mut ids = Vec::with_capacity(n.min(buf.remaining() / MESSAGE_ID_LEN));
+                for _ in 0..n {
+                    ids.push(take_id(buf, "finished ids")?);
+                }
+                Entry::Finished {
+                    topic,
+                    channel,
+                    cursor,
+                    ids,
+                }
+            }
+            TOPIC_DELETE => Entry::TopicDelete {
+                topic: take_name(buf, "topic")?,
+            },
+            other => return Err(DecodeError::Kind(other)),
+        };
+        if buf.has_remaining() {
+            return Err(DecodeError::Trailing(buf.remaining()));
+        }
+        Ok(entry)
+    }
+}
+
+fn count(what: &'static str, len: usize) -> Result<u32, EncodeError> {
+    u32::try_from(len).map_err(|_| EncodeError::TooLong { what, len })
+}
+
+fn put_name(out: &mut BytesMut, what: &'static str, name: &str) -> Result<(), EncodeError> {
+    let len = u8::try_from(name.len()).map_err(|_| EncodeError::NameTooLong {
+        what,
+        len: name.len(),
+    })?;
+    out.put_u8(len);
+    out.put_slice(name.as_bytes());
+    Ok(())
+}
+
+fn put_names(out: &mut BytesMut, topic: &str, channel: &str) -> Result<(), EncodeError> {
+    put_name(out, "topic", topic)?;
+    put_name(out, "channel", channel)
+}
+
+fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
+    if buf.remaining() < 1 {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.get_u8())
+}
+
+fn take_u32(buf: &mut Bytes, what: &'static str) -> Result<u32, DecodeError> {
+    if buf.remaining() < 4 {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.get_u32())
+}
+
+fn take_u64(buf: &mut Bytes, what: &'static str) -> Result<u64, DecodeError> {
+    if buf.remaining() < 8 {
+        return Err(DecodeError::Truncated(what));
+    }
+    Ok(buf.get_u64())
+}
+
+fn take_id(buf: &mut Bytes, what: &'static str) -> Result<MessageId, DecodeError> {
+    if buf.remaining() < MESSAGE_ID_LEN {
+        return Err(DecodeError::Truncated(what));
+    }
+    let mut id = [0u8; MESSAGE_ID_LEN];
+    buf.copy_to_slice(&mut id);
+    Ok(MessageId(id))
+}
+
+fn take_name(buf: &mut Bytes, what: &'static str) -> Result<String, DecodeError> {
+    let len = take_u8(buf, what)? as usize;
+    if buf.remaining() < len {
+        return Err(DecodeError::Truncated(what));
+    }
+    let raw = buf.split_to(len);
+    String::from_utf8(raw.to_vec()).map_err(|_| DecodeError::Utf8(what))
+}
+
+fn take_names(buf: &mut Bytes) -> Result<(String, String), DecodeError> {
+    Ok((take_name(buf, "topic")?, take_name(buf, "channel")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u64) -> MessageId {
+        MessageId::from_guid(n)
+    }
+
+    /// One entry of every kind, with fields that are not all zero.
+    fn every_kind() -> Vec<Entry> {
+        let (t, c) = ("orders".to_string(), "billing#ephemeral".to_string());
+        vec![
+            Entry::TopicCreate {
+                topic: t.clone(),
+                replicas: 3,
+            },
+            Entry::Publish {
+                topic: t.clone(),
+                messages: vec![
+                    Published {
+                        id: id(1),
+                        timestamp: 1_700_000_000_123_456_789,
+                        defer_ms: 0,
+                        body: Bytes::from_static(b"first"),
+                    },
+                    Published {
+                        id: id(u64::MAX),
+                        timestamp: -1,
+                        defer_ms: 3_600_000,
+                        body: Bytes::new(),
+                    },
+                ],
+            },
+            Entry::Publish {
+                topic: t.clone(),
+                messages: Vec::new(),
+            },
+            Entry::ChannelCreate {
+                topic: t.clone(),
+                channel: c.clone(),
+            },
+            Entry::ChannelDelete {
+                topic: t.clone(),
+                channel: c.clone(),
+            },
+            Entry::ChannelPause {
+                topic: t.clone(),
+                channel: c.clone(),
+                paused: true,
+            },
+            Entry::ChannelPause {
+                topic: t.clone(),
+                channel: c.clone(),
+                paused: false,
+            },
+            Entry::ChannelEmpty {
+                topic: t.clone(),
+                channel: c.clone(),
+                up_to: u64::MAX - 1,
+            },
+            Entry::Finished {
+                topic: t.clone(),
+                channel: c.clone(),
+                cursor: Cursor {
+                    index: 42,
+                    offset: 7,
+                },
+                ids: vec![id(9), id(10), id(1 << 40)],
+            },
+            Entry::TopicDelete { topic: t },
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        for e in every_kind() {
+            let bytes = e.encode().unwrap();
+            assert_eq!(bytes[0], VERSION, "{e:?}");
+            assert_eq!(Entry::decode(bytes).unwrap(), e);
+            assert_eq!(e.topic(), "orders");
+        }
+    }
+
+    #[test]
+    fn the_layout_is_the_documented_one() {
+        let e = Entry::TopicCreate {
+            topic: "ab".into(),
+            replicas: 3,
+        };
+        assert_eq!(&e.encode().unwrap()[..], &[1, 1, 2, b'a', b'b', 3]);
+        let e = Entry::Publish {
+            topic: "t".into(),
+            messages: vec![Published {
+                id: MessageId(*b"0123456789abcdef"),
+                timestamp: 2,
+                defer_ms: 3,
+                body: Bytes::from_static(b"xy"),
+            }],
+        };
+        let mut want = vec![1, 2, 1, b't', 0, 0, 0, 1];
+        want.extend_from_slice(b"0123456789abcdef");
+        want.extend_from_slice(&2i64.to_be_bytes());
+        want.extend_from_slice(&3u64.to_be_bytes());
+        want.extend_from_slice(&[0, 0, 0, 2, b'x', b'y']);
+        assert_eq!(&e.encode().unwrap()[..], &want[..]);
+    }
+
+    #[test]
+    fn bodies_share_the_payload() {
+        let e = Entry::Publish {
+            topic: "t".into(),
+            messages: vec![Published {
+                id: id(1),
+                timestamp: 0,
+                defer_ms: 0,
+                body: Bytes::from(vec![7u8; 1000]),
+            }],
+        };
+        let payload = e.encode().unwrap();
+        let range = payload.as_ptr_range();
+        let Entry::Publish { messages, .. } = Entry::decode(payload.clone()).unwrap() else {
+            panic!("not a publish");
+        };
+        assert!(range.contains(&messages[0].body.as_ptr()), "copied");
+    }
+
+    #[test]
+    fn every_truncation_is_an_error() {
+        for e in every_kind() {
+            let bytes = e.encode().unwrap();
+            for cut in 0..bytes.len() {
+                let r = Entry::decode(bytes.slice(..cut));
+                assert!(r.is_err(), "{e:?} cut at {cut} decoded: {r:?}");
+            }
+        }
+        assert_eq!(Entry::decode(Bytes::new()), Err(DecodeError::Empty));
+        assert_eq!(
+            Entry::decode(Bytes::from_static(&[1])),
+            Err(DecodeError::Truncated("kind"))
+        );
+        assert_eq!(
+            Entry::decode(Bytes::from_static(&[1, 1, 5, b'a'])),
+            Err(DecodeError::Truncated("topic"))
+        );
+    }
+
+    #[test]
+    fn unknown_versions_kinds_and_bad_fields_are_errors() {
+        let good = Entry::TopicCreate {
+            topic: "t".into(),
+            replicas: 1,
+        }
+        .encode()
+        .unwrap();
+        for v in [0u8, 2, 255] {
+            let mut b = good.to_vec();
+            b[0] = v;
+            assert_eq!(Entry::decode(b.into()), Err(DecodeError::Version(v)));
+        }
+        for k in [0u8, 9, 255] {
+            let mut b = good.to_vec();
+            b[1] = k;
+            assert_eq!(Entry::decode(b.into()), Err(DecodeError::Kind(k)));
+        }
+        let mut b = good.to_vec();
+        b.push(0);
+        assert_eq!(Entry::decode(b.into()), Err(DecodeError::Trailing(1)));
+        // A name that is not UTF-8.
+        assert_eq!(
+            Entry::decode(Bytes::from_static(&[1, 8, 1, 0xff])),
+            Err(DecodeError::Utf8("topic"))
+        );
+        // A paused flag that is neither.
+        assert_eq!(
+            Entry::decode(Bytes::from_static(&[1, 5, 1, b't', 1, b'c', 2])),
+            Err(DecodeError::Flag(2))
+        );
+    }
+
+    #[test]
+    fn huge_counts_do_not_allocate_before_failing() {
+        // A publish claiming u32::MAX messages in a few bytes.
+        let b = Bytes::from_static(&[1, 2, 1, b't', 0xff, 0xff, 0xff, 0xff, 0]);
+        assert_eq!(
+            Entry::decode(b),
+            Err(DecodeError::Truncated("message header"))
+        );
+        let b = Bytes::from_static(&[
+            1, 7, 1, b't', 1, b'c', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        ]);
+        assert_eq!(
+            Entry::decode(b),
+            Err(DecodeError::Truncated("finished ids"))
+        );
+        // A body length past the end.
+        let mut b = vec![1, 2, 1, b't', 0, 0, 0, 1];
+        b.extend_from_slice(&[b'0'; 16]);
+        b.extend_from_slice(&[0; 16]);
+        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 1]);
+        assert_eq!(
+            Entry::decode(b.into()),
+            Err(DecodeError::Truncated("message body"))
+        );
+    }
+
+    #[test]
+    fn names_longer_than_a_byte_holds_are_encode_errors() {
+        let e = Entry::TopicDelete {
+            topic: "x".repeat(256),
+        };
+        assert_eq!(
+            e.encode(),
+            Err(EncodeError::NameTooLong {
+                what: "topic",
+                len: 256
+            })
+        );
+        let e = Entry::ChannelCreate {
+            topic: "t".into(),
+            channel: "c".repeat(300),
+        };
+        assert!(matches!(
+            e.encode(),
+            Err(EncodeError::NameTooLong {
+                what: "channel",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,151 @@
+//! Applying the committed entries of this member's Raft groups to nsqd's
+//! topics: one task per group reads what the group applied, in log order,
+//! decodes it (`core::replicated`) and makes the change here, so every
+//! member holds the same replicated topics. Never: proposing (the HTTP and
+//! TCP handlers commit through `replication.rs`), or Raft.
+//!
+//! After a restart a group applies its committed entries again from the
+//! log; each change is one that applying twice leaves as applying once.
+//! Built so far: `TopicCreate`, and `Publish` on the group's leader.
+//! Every other entry is logged and skipped until the increments that
+//! serve them (docs/replication.md).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nsq_protocol::names::{is_ephemeral, is_valid_topic_name};
+use nsq_protocol::Message;
+use nsq_replication::machine::Applied;
+use nsq_replication::GroupId;
+use tokio::sync::mpsc;
+
+use super::nsqd::NsqdInner;
+use crate::core::replicas::{on_topic_create, Existing, OnCreate};
+use crate::core::replicated::{Entry, Published};
+
+/// Starts one applier per group of the member (nothing without one).
+pub fn spawn_appliers(nsqd: &Arc<NsqdInner>) {
+    let Some(r) = nsqd.replication() else { return };
+    for (group, rx) in r.take_subscriptions() {
+        nsqd.ctx.tasks.spawn(apply_group(nsqd.clone(), group, rx));
+    }
+}
+
+async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receiver<Applied>) {
+    let cancel = nsqd.ctx.cancel.clone();
+    loop {
+        let applied = tokio::select! {
+            _ = cancel.cancelled() => return,
+            a = rx.recv() => match a {
+                Some(a) => a,
+                None => return,
+            },
+        };
+        match applied {
+            Applied::Entry { log_id, payload } => {
+                match Entry::decode(payload) {
+                    Ok(entry) => apply(&nsqd, group, log_id.index, entry),
+                    // Nothing this member can do about an entry it cannot
+                    // read (one written by a newer nsqd): the group goes on.
+                    Err(e) => tracing::error!(
+                        group,
+                        index = log_id.index,
+                        error = %e,
+                        "REPLICATION: committed entry not understood; skipped"
+                    ),
+                }
+                if let Some(r) = nsqd.replication() {
+                    r.mark_applied(group, log_id.index);
+                }
+            }
+            Applied::Snapshot { last } => {
+                // Members never purge their logs yet, so no snapshot is
+                // ever sent; once they do, the topics come with it.
+                tracing::warn!(
+                    group,
+                    ?last,
+                    "REPLICATION: installed a snapshot; entries below it were not applied here"
+                );
+                if let (Some(r), Some(l)) = (nsqd.replication(), last) {
+                    r.mark_applied(group, l.index);
+                }
+            }
+        }
+    }
+}
+
+fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
+    match entry {
+        Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
+        Entry::Publish { topic, messages } => publish(nsqd, group, &topic, messages),
+        other => tracing::debug!(
+            group,
+            index,
+            topic = other.topic(),
+            "REPLICATION: entry kind not served yet; kept in the log"
+        ),
+    }
+}
+
+/// A committed `TopicCreate`: the topic exists here, replicated, and
+/// `nsqd.dat` says so.
+fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
+    // The proposer checked both; an entry that breaks them came from
+    // elsewhere, and no topic is better than an invalid one.
+    if !is_valid_topic_name(name) || is_ephemeral(name) || replicas == 0 {
+        tracing::warn!(topic = %name, replicas, "REPLICATION: invalid TopicCreate skipped");
+        return;
+    }
+    let existing = match nsqd.get_topic(name) {
+        None => Existing::None,
+        Some(t) => t
+            .replicas()
+            .map_or(Existing::Unreplicated, Existing::Replicated),
+    };
+    match on_topic_create(existing) {
+        OnCreate::Keep => return,
+        OnCreate::MakeReplicated => tracing::warn!(
+            topic = %name,
+            replicas,
+            "REPLICATION: topic created here unreplicated becomes replicated (its group committed it)"
+        ),
+        OnCreate::Create => {}
+    }
+    let Some(topic) = nsqd.get_or_create_topic(name) else {
+        return;
+    };
+    topic.set_replicas(replicas);
+    tracing::info!(topic = %name, replicas, "REPLICATION: replicated topic created");
+    if let Err(e) = nsqd.persist_metadata() {
+        tracing::error!(topic = %name, error = %e, "failed to persist metadata");
+    }
+}
+
+/// A committed `Publish`: the group's leader puts the messages into the
+/// topic, delivered as any topic's; the other members keep them in the log
+/// only (channels reading the log, so that a new leader delivers what the
+/// old one had not, are the next increment). A member that is not the
+/// leader yet when it applies again after a restart puts nothing twice.
+fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published>) {
+    if !nsqd.replication().is_some_and(|r| r.leads(group)) {
+        return;
+    }
+    let Some(topic) = nsqd.get_topic(name) else {
+        tracing::warn!(topic = %name, "REPLICATION: publish to a topic this member does not have; skipped");
+        return;
+    };
+    // One batch is one PUB, MPUB or DPUB: one delay for all of it.
+    let defer = messages
+        .first()
+        .filter(|m| m.defer_ms > 0)
+        .map(|m| Duration::from_millis(m.defer_ms));
+    let msgs = messages
+        .into_iter()
+        .map(|m| Message::new(m.id, m.timestamp, m.body))
+        .collect();
+    // Its own disk queue's durability does not matter here: the batch is
+    // in the group's log on a majority already.
+    if let Err(e) = topic.publish_stamped(msgs, defer) {
+        tracing::error!(topic = %name, error = %e, "REPLICATION: committed publish not delivered here");
+    }
+}

@@ -256,6 +256,14 @@ fn wait_replicas(ms: &[Member], topic: &str, want: u64) {
     }
 }
 
+fn wait_gone(ms: &[Member], topic: &str) {
+    for m in ms {
+        wait_for(WAIT, &format!("node {} without {topic}", m.id), || {
+            m.nsqd.topic_stats(topic).is_none().then_some(())
+        });
+    }
+}
+
 #[test]
 fn replicated_topics_are_created_through_their_group() {
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926, "the CRC-32 check value");
@@ -334,6 +342,28 @@ fn replicated_topics_are_created_through_their_group() {
     assert_eq!(replicas_of(&m.nsqd, t2), Some(Some(2)));
     agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
     wait_replicas(&members, t1, 3);
+
+    // Deleted through its group from any member: gone on every member and
+    // from nsqd.dat, and a restart (which applies the group's log again,
+    // the create and then the delete) does not bring it back. The
+    // unreplicated topic is deleted as NSQ deletes one, here only.
+    let d = members[2]
+        .nsqd
+        .post(&format!("/topic/delete?topic={t2}"), b"");
+    assert_eq!((d.status, d.text()), (200, String::new()));
+    wait_gone(&members, t2);
+    let dat = members[1].nsqd.read_metadata().expect("nsqd.dat");
+    assert!(!dat.contains(t2), "{dat}");
+    let m = &mut members[1];
+    let st = m.nsqd.sigterm_and_wait(Duration::from_secs(10));
+    assert!(st.success(), "{st}");
+    m.nsqd = start(dirs[at_dir(m.id)].path(), &m.args);
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    wait_replicas(&members, t1, 3);
+    wait_gone(&members[1..2], t2);
+    let d = members[0].nsqd.post("/topic/delete?topic=plain", b"");
+    assert_eq!(d.status, 200);
+    assert!(members[0].nsqd.topic_stats("plain").is_none());
 
     // Two of three stopped: the one left cannot commit; a create fails
     // with a 503 once the commit timeout (5 s) is up, and creates nothing.

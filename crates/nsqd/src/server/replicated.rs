@@ -6,7 +6,8 @@
 //!
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
-//! Built so far: `TopicCreate`, and `Publish` on the group's leader.
+//! Built so far: `TopicCreate`, `TopicDelete`, and `Publish` on the
+//! group's leader.
 //! Every other entry is logged and skipped until the increments that
 //! serve them (docs/replication.md).
 
@@ -78,6 +79,7 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
     match entry {
         Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
         Entry::Publish { topic, messages } => publish(nsqd, group, &topic, messages),
+        Entry::TopicDelete { topic } => topic_delete(nsqd, &topic),
         other => tracing::debug!(
             group,
             index,
@@ -118,6 +120,26 @@ fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
     tracing::info!(topic = %name, replicas, "REPLICATION: replicated topic created");
     if let Err(e) = nsqd.persist_metadata() {
         tracing::error!(topic = %name, error = %e, "failed to persist metadata");
+    }
+}
+
+/// A committed `TopicDelete`: the replicated topic is gone here, with its
+/// channels and queues, and `nsqd.dat` says so. An unreplicated topic of
+/// the same name is not the group's to delete.
+fn topic_delete(nsqd: &NsqdInner, name: &str) {
+    match nsqd.get_topic(name).map(|t| t.replicas().is_some()) {
+        None => return,
+        Some(false) => {
+            tracing::warn!(topic = %name, "REPLICATION: TopicDelete of a topic unreplicated here; kept");
+            return;
+        }
+        Some(true) => {}
+    }
+    if nsqd.delete_topic(name) {
+        tracing::info!(topic = %name, "REPLICATION: replicated topic deleted");
+        if let Err(e) = nsqd.persist_metadata() {
+            tracing::error!(topic = %name, error = %e, "failed to persist metadata");
+        }
     }
 }
 

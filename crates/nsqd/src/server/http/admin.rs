@@ -1,6 +1,6 @@
 //! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
 //! the changes `nsqd.dat` records are persisted before the answer. A
-//! replicated topic is created through its Raft group.
+//! replicated topic is created and deleted through its Raft group.
 
 use std::sync::Arc;
 
@@ -78,6 +78,27 @@ async fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Resp
     }
 }
 
+/// `POST /topic/delete` of a replicated topic: committed to its group as a
+/// `TopicDelete`, which every member applies (200 once committed; 503 as
+/// for a create). Deleting it on one member only would leave the others
+/// serving it, and its group would bring it back here at the next restart.
+async fn delete_replicated(nsqd: &NsqdInner, name: &str) -> Response {
+    let Some(r) = nsqd.replication() else {
+        // kept from a start with the flags: nothing here can commit it
+        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
+    };
+    let entry = Entry::TopicDelete {
+        topic: name.to_string(),
+    };
+    match r.commit(&entry).await {
+        Err(e) => {
+            tracing::warn!(topic = %name, error = e.detail(), "replicated topic not deleted");
+            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+        }
+        Ok(_) => ok_text(""),
+    }
+}
+
 /// An empty 200 once `nsqd.dat` has the change, else the 500.
 fn persisted(nsqd: &NsqdInner) -> Response {
     persist(nsqd).map_or_else(|r| r, |()| ok_text(""))
@@ -100,6 +121,9 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
         };
     }
     if action == Action::Delete {
+        if nsqd.get_topic(name).is_some_and(|t| t.replicas().is_some()) {
+            return delete_replicated(nsqd, name).await;
+        }
         if !nsqd.delete_topic(name) {
             return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
         }

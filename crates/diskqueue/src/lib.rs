@@ -199,6 +199,8 @@ mod model_tests;
 #[cfg(test)]
 mod simfs;
 #[cfg(test)]
+mod simfs_model;
+#[cfg(test)]
 mod simfs_regressions;
 #[cfg(test)]
 mod simfs_tests;

@@ -37,6 +37,9 @@ pub mod auth_server;
 pub mod ledger;
 pub mod netns;
 pub mod pki;
+mod ports;
+
+pub use ports::free_port;
 
 pub use serde_json;
 pub use serde_json::Value;
@@ -91,12 +94,6 @@ pub fn fixture(name: &str) -> String {
         .join("fixtures")
         .join(name);
     fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading fixture {}: {e}", p.display()))
-}
-
-/// A port that was free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
 }
 
 /// Sleep helper.

@@ -268,8 +268,11 @@ fn with_sync_every_1_no_ok_goes_out_before_the_fsync_covering_its_messages() {
         r.worst_unsynced, 0,
         "acknowledged messages not yet on disk: {r:?}"
     );
-    // group commit: batches in flight share fsyncs
-    assert!(r.fsyncs <= 40, "at most one fsync per batch: {r:?}");
+    // Group commit: the 8,000 messages share their fsyncs. Idle, batches in
+    // flight share them (at most one per batch); on a busy machine a batch
+    // can reach the channel's queue in two pieces, each fsynced, so the
+    // bound is two per batch, still a hundredth of one per message.
+    assert!(r.fsyncs <= 80, "at most two fsyncs per batch: {r:?}");
 }
 
 #[test]

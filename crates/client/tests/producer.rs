@@ -166,8 +166,12 @@ async fn concurrent_publishers_are_answered_in_order() {
         .unwrap()
         .starts_with("nsq-rs-client/"));
 
-    // Three requests written back to back: the answers go to the right
-    // callers (OK, the error, then the one nsqd never read after its fatal error).
+    // Three requests issued back to back: the answers go to the right
+    // callers (OK, then the error). The third was either written on the
+    // same connection, which nsqd never read after its fatal error
+    // (Disconnected), or, when the writer had flushed the first two alone
+    // and the close came first, on the next connection (OK); never the
+    // second one's error.
     let (a, b, c) = tokio::join!(
         p.publish("conc", b"a"),
         p.publish("conc", b""),
@@ -175,7 +179,10 @@ async fn concurrent_publishers_are_answered_in_order() {
     );
     assert!(a.is_ok(), "{a:?}");
     assert_eq!(b.unwrap_err().code(), Some("E_BAD_MESSAGE"));
-    assert!(matches!(c, Err(PublishError::Disconnected(_))), "{c:?}");
+    assert!(
+        matches!(c, Ok(()) | Err(PublishError::Disconnected(_))),
+        "{c:?}"
+    );
     p.publish("conc", b"d").await.unwrap();
     p.stop().await;
 }

@@ -32,14 +32,17 @@ fn raft_config() -> openraft::Config {
     }
 }
 
-/// Free loopback ports for `n` members (bound, then released for them).
+/// Distinct free loopback ports for `n` members (below the ephemeral
+/// range, where no outgoing connection takes them meanwhile).
 fn addresses(n: u64) -> BTreeMap<NodeId, String> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
+    let mut ports = std::collections::BTreeSet::new();
+    while (ports.len() as u64) < n {
+        ports.insert(nsq_tests::free_port());
+    }
+    ports
+        .into_iter()
         .enumerate()
-        .map(|(i, l)| (i as u64 + 1, l.local_addr().unwrap().to_string()))
+        .map(|(i, p)| (i as u64 + 1, format!("127.0.0.1:{p}")))
         .collect()
 }
 

@@ -8,16 +8,17 @@
 # 2. builds every binary (debug),
 # 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
 #    systemd-analyze verify where systemd is installed),
-# 4. runs every Rust test of the workspace (unit tests, doc tests and the
-#    black-box suites in tests/), the executables side by side since most of
-#    them wait (scripts/suites.sh); first it starts the ~3.5-minute run of a
-#    13-host cluster under faults in network namespaces (it needs root and
-#    says SKIPPED without it), which runs while the rest build and run,
-# 5. runs the Python interop tests (pynsq) against the freshly built nsqd,
-# 6. runs nsqadmin in a real browser,
-# 7. fuzzes every cargo-fuzz target for 5 s (FUZZ_BUILD=dev scripts/fuzz.sh 5) when a
-#    nightly toolchain is installed (the targets are built at nice 19 beside
-#    step 4); otherwise prints a SKIPPED line.
+# 4. runs the tests side by side, since most of them wait on sockets and
+#    timers rather than compute: a ~3.5-minute run of a 13-host cluster
+#    under faults in network namespaces (it needs root and says SKIPPED
+#    without it), the Python interop tests (pynsq) and nsqadmin in a real
+#    browser start first, while the rest of the Rust tests build; then
+#    every Rust test executable of the workspace (unit tests, doc tests and
+#    the black-box suites in tests/), eight at a time (scripts/suites.sh),
+# 5. fuzzes every cargo-fuzz target for 5 s, two at a time (FUZZ_BUILD=dev
+#    FUZZ_JOBS=2 scripts/fuzz.sh 5) when a nightly toolchain is installed
+#    (the targets are built at nice 19 beside step 4); otherwise prints a
+#    SKIPPED line.
 #
 # What it installs, each announced before it is installed:
 #   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
@@ -89,67 +90,89 @@ fi
 echo "==> pip install: the pinned packages of tests/python/requirements.txt into $ROOT/.venv (from PyPI unless already there)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
-phase "cargo test: every test executable (scripts/suites.sh), the cluster under faults beside"
-# The cluster under faults spends its ~3.5 minutes waiting out its faults'
-# timeline, not computing: it starts first, and the other tests build
-# (at nice 10, so its daemons keep their CPU) and run beside it (cargo
-# holds no lock while tests run); its log is shown after them.
-cargo test --workspace --test cluster_faults --no-run --quiet
-CLUSTER_LOG="$RUN_TMP/cluster_faults.log"
-setsid cargo test --workspace --test cluster_faults >"$CLUSTER_LOG" 2>&1 &
-cluster_pid=$!
-trap 'kill -TERM -- "-$cluster_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
-nice -n 10 cargo test --workspace --no-run --quiet
-# The fuzz smoke run's build (its own workspace and target dir, nightly)
-# takes ~2 CPU-minutes; at nice 19 it uses the cores the suites leave idle
-# while they wait on sockets and timers, instead of adding its wall time
-# at the end.
+phase "tests side by side: the cluster under faults, pytest, the browser, every Rust test executable"
+# Most tests wait on sockets, timers and the daemons they start rather than
+# compute, so they run side by side. First the ~3.5-minute cluster under
+# faults, the pynsq interop tests (tests/python) and nsqadmin in a real
+# browser (tests/browser/run.sh; screenshots in target/nsqadmin-screens/),
+# on the binaries built above; meanwhile the rest of the Rust tests build
+# at nice 10, so the running tests keep their CPU; then every Rust test
+# executable runs, eight at a time (scripts/suites.sh). The fuzz targets
+# (their own workspace and target dir, nightly, ~2 CPU-minutes) build at
+# nice 19 on whatever CPU is left. A background job's output is shown once
+# it has ended.
+BG_PIDS=()
+BG_NAMES=()
+# background NAME COMMAND...: runs COMMAND in its own process group, output to $RUN_TMP/NAME.log.
+background() {
+    local name="$1"
+    shift
+    setsid "$@" >"$RUN_TMP/$name.log" 2>&1 &
+    BG_PIDS+=($!)
+    BG_NAMES+=("$name")
+}
+cleanup() {
+    local p
+    for p in "${BG_PIDS[@]}"; do [ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null || true; done
+    rm -rf "$RUN_TMP"
+}
+trap cleanup EXIT
+# Installs first, in the foreground, so each is announced before it happens.
+bash tests/browser/run.sh --install-only
 TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
-FUZZ_LOG="$RUN_TMP/fuzz_build.log"
-fuzz_pid=""
+NIGHTLY=0
 if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
-    FUZZ_BUILD=dev setsid nice -n 19 bash scripts/fuzz.sh --build-only >"$FUZZ_LOG" 2>&1 &
-    fuzz_pid=$!
+    NIGHTLY=1
+    bash scripts/fuzz.sh --install-only
 fi
-trap 'kill -TERM -- "-$cluster_pid" 2>/dev/null; [ -z "$fuzz_pid" ] || kill -TERM -- "-$fuzz_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
-# Each executable side by side (most of them wait on sockets and timers):
-# 80 s instead of 317 s one after another.
+cargo test --workspace --test cluster_faults --no-run --quiet
+background cluster_faults cargo test --workspace --test cluster_faults
+background pytest .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+rm -rf "$TARGET/nsqadmin-screens"
+background browser env SCREENSHOT_DIR="$TARGET/nsqadmin-screens" bash tests/browser/run.sh
+fuzz_pid=""
+if [ "$NIGHTLY" = 1 ]; then
+    background fuzz_build env FUZZ_BUILD=dev nice -n 19 bash scripts/fuzz.sh --build-only
+    fuzz_pid="${BG_PIDS[-1]}"
+fi
+tests_started=$SECONDS
+nice -n 10 cargo test --workspace --no-run --quiet
+echo "==> the Rust test executables built in $((SECONDS - tests_started)) s"
 rc=0
 bash scripts/suites.sh --skip cluster_faults || rc=$?
-cluster_rc=0
-wait "$cluster_pid" || cluster_rc=$?
-trap '[ -z "$fuzz_pid" ] || kill -TERM -- "-$fuzz_pid" 2>/dev/null; rm -rf "$RUN_TMP"' EXIT
-echo "==> tests/tests/cluster_faults (ran beside the suites above)"
-cat "$CLUSTER_LOG"
-if [ "$rc" -ne 0 ] || [ "$cluster_rc" -ne 0 ]; then
-    echo "cargo test failed (suites: exit $rc, cluster_faults: exit $cluster_rc)" >&2
+failed=()
+[ "$rc" -eq 0 ] || failed+=("Rust test executables")
+for i in "${!BG_PIDS[@]}"; do
+    [ "${BG_PIDS[$i]}" != "$fuzz_pid" ] || continue
+    job_rc=0
+    wait "${BG_PIDS[$i]}" || job_rc=$?
+    BG_PIDS[i]=""
+    echo "==> ${BG_NAMES[$i]} (ran beside the suites above): exit $job_rc"
+    cat "$RUN_TMP/${BG_NAMES[$i]}.log"
+    [ "$job_rc" -eq 0 ] || failed+=("${BG_NAMES[$i]}")
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "tests failed: ${failed[*]}" >&2
     exit 1
 fi
 
-phase "pytest tests/python (pynsq interop)"
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
-
-phase "nsqadmin in a real browser (tests/browser/run.sh)"
-rm -rf "$TARGET/nsqadmin-screens"
-SCREENSHOT_DIR="$TARGET/nsqadmin-screens" bash tests/browser/run.sh
-
 # Short fuzz smoke run: the fuzz targets (ASan, nightly, unoptimised: it
-# checks they build and run, not how far they get; built beside the Rust
-# tests, above) each run for 5 s
-# from fuzz/corpus/; a crash fails the run (input left in
-# fuzz/artifacts/). Longer runs: scripts/fuzz.sh 600 (see fuzz/README.md).
-phase "fuzz smoke run (FUZZ_BUILD=dev scripts/fuzz.sh 5)"
+# checks they build and run, not how far they get; built beside the tests
+# above) each run for 5 s from fuzz/corpus/, two at a time; a crash fails
+# the run (input left in fuzz/artifacts/). Longer runs: scripts/fuzz.sh 600
+# (see fuzz/README.md).
+phase "fuzz smoke run (FUZZ_BUILD=dev FUZZ_JOBS=2 scripts/fuzz.sh 5)"
 if [ -n "$fuzz_pid" ]; then
     fuzz_rc=0
     wait "$fuzz_pid" || fuzz_rc=$?
-    trap 'rm -rf "$RUN_TMP"' EXIT
+    BG_PIDS=()
     if [ "$fuzz_rc" -ne 0 ]; then
-        cat "$FUZZ_LOG" >&2
+        cat "$RUN_TMP/fuzz_build.log" >&2
         echo "the fuzz targets' build failed (exit $fuzz_rc)" >&2
         exit 1
     fi
-    echo "==> fuzz targets built beside the Rust tests ($(grep -c Compiling "$FUZZ_LOG" || true) crates compiled)"
-    FUZZ_BUILD=dev bash scripts/fuzz.sh 5
+    echo "==> fuzz targets built beside the tests ($(grep -c Compiling "$RUN_TMP/fuzz_build.log" || true) crates compiled)"
+    FUZZ_BUILD=dev FUZZ_JOBS=2 bash scripts/fuzz.sh 5
 else
     echo "SKIPPED: fuzzing needs a nightly toolchain (rustup toolchain install nightly)"
 fi

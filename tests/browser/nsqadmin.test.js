@@ -38,12 +38,29 @@ function check(cond, what, detail) {
 
 function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
+// A port free a moment ago on 127.0.0.1, below the kernel's ephemeral range:
+// this test runs beside the Rust suites (scripts/test.sh), whose outgoing
+// connections take their local ports from that range, so a port probed free
+// there may be taken before a daemon binds it (tests/src/ports.rs).
+function canListen(port) {
+  return new Promise((resolve) => {
     const s = net.createServer();
-    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
-    s.on("error", reject);
+    s.once("error", () => resolve(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
   });
+}
+
+async function freePort() {
+  let low = 32768;
+  try {
+    low = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || low;
+  } catch (_) { /* not Linux: the default range */ }
+  const [lo, hi] = low >= 10000 ? [Math.floor(low / 2), low] : [61000, 65535];
+  for (let i = 0; i < 1000; i++) {
+    const p = lo + Math.floor(Math.random() * (hi - lo));
+    if (await canListen(p)) return p;
+  }
+  throw new Error("no free port below the ephemeral range");
 }
 
 async function http(method, addr, p, body) {
@@ -117,7 +134,7 @@ async function main() {
   fs.mkdirSync(OUT, { recursive: true });
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "nsqadmin-browser-"));
   const ports = [];
-  for (let i = 0; i < 7; i++) { ports.push(await freePort()); }
+  while (ports.length < 7) { const p = await freePort(); if (!ports.includes(p)) ports.push(p); }
   const lookupd = { tcp: `127.0.0.1:${ports[0]}`, http: `127.0.0.1:${ports[1]}` };
   const nsqds = [
     { tcp: `127.0.0.1:${ports[2]}`, http: `127.0.0.1:${ports[3]}`, node: `127.0.0.1:${ports[3]}` },

@@ -5,7 +5,8 @@
 # missing, playwright-core from npm into tests/browser/node_modules; never a
 # browser download), builds the daemons unless NSQ_BIN_DIR points at built
 # ones, then runs nsqadmin.test.js, which starts its own cluster on free
-# 127.0.0.1 ports and stops it afterwards.
+# 127.0.0.1 ports and stops it afterwards. With --install-only it installs
+# what is missing and exits.
 #
 # Screenshots go to $SCREENSHOT_DIR (default: target/nsqadmin-screens, printed
 # at the end); the cluster's data dirs and the browser profile go to a temp
@@ -26,6 +27,7 @@ if [ ! -d "$HERE/node_modules/playwright-core" ]; then
   echo "==> installing playwright-core from npm into $HERE/node_modules (package-lock.json)"
   (cd "$HERE" && npm ci --no-audit --no-fund)
 fi
+if [ "${1:-}" = "--install-only" ]; then exit 0; fi
 if [ -z "${NSQ_BIN_DIR:-}" ]; then
   (cd "$ROOT" && cargo build -p nsqd-bin -p nsqlookupd-bin -p nsqadmin-bin)
   NSQ_BIN_DIR="$ROOT/target/debug"

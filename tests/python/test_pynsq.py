@@ -11,6 +11,7 @@ import asyncio
 import collections
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,11 +37,28 @@ def nsqd_binary():
 
 
 def free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port free a moment ago on 127.0.0.1, below the kernel's ephemeral
+    range: these tests run beside the Rust suites (scripts/test.sh), whose
+    outgoing connections take their local ports from that range, so a port
+    probed free there may be taken before nsqd binds it (tests/src/ports.rs).
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    lo, hi = (low // 2, low) if low >= 10000 else (61000, 65535)
+    for _ in range(1000):
+        port = random.randrange(lo, hi)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def http_get(addr, path, timeout=5):

@@ -10,7 +10,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,16 +18,10 @@ from pathlib import Path
 
 import nsq
 
+from test_pynsq import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ["NSQ_BIN_DIR"]) if os.environ.get("NSQ_BIN_DIR") else REPO / "target" / "debug"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def get(addr, path):

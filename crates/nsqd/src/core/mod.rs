@@ -7,8 +7,9 @@
 //! [`in_flight`], [`deferred`]), message ids
 //! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
 //! limits of topics and channels ([`limits`]), the placement and
-//! creation rules of replicated topics ([`replicas`]) and the entries of
-//! their Raft groups with the entries' encoding ([`replicated`]).
+//! creation rules of replicated topics ([`replicas`]), the entries of
+//! their Raft groups with the entries' encoding ([`replicated`]) and which
+//! member serves them to consumers ([`serving`]).
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
 //! server passes in monotonic time, wall-clock nanoseconds and RNG seeds;
@@ -29,6 +30,7 @@ pub mod queue;
 pub mod replicas;
 pub mod replicated;
 pub mod rng;
+pub mod serving;
 pub mod topic;
 
 pub use channel::{Channel, ChannelConfig, DiskWork, SubError, Subscriber};

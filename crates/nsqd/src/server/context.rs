@@ -29,6 +29,9 @@ pub enum Event {
     TopicDeleted(String),
     ChannelCreated(String, String),
     ChannelDeleted(String, String),
+    /// A replicated topic whose group's leadership changed here: registered
+    /// with its channels if this member serves it now, else unregistered.
+    Reregister(String),
 }
 
 /// Publishes bodies to a topic (created if needed): how a channel hands its

@@ -5,6 +5,11 @@
 //! command on the new connection. The same loop
 //! persists `nsqd.dat` after topics or channels change, as nsqd's does.
 //!
+//! nsq-rs: a replicated topic is registered only by the member that leads
+//! its group (`core::serving`): the decision is made when a command is
+//! sent, and a change of leadership re-sends the topic's registrations or
+//! removes them (`Event::Reregister`, from `leadership.rs`).
+//!
 //! nsq-rs: a `tls://host:port` address is dialled over TLS from the first
 //! byte (a lookupd with `--tls-required`), its certificate verified for
 //! `host` against `--tls-root-ca-file` or the system's CAs; nsqd presents
@@ -21,6 +26,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::context::Event;
 use super::nsqd::NsqdInner;
+use super::topic::Topic;
 
 /// nsqd's fixed lookupd heartbeat.
 const PING_INTERVAL: Duration = Duration::from_secs(15);
@@ -112,18 +118,13 @@ impl Peer {
             http = self.http_addr.as_deref().unwrap_or(""),
             "LOOKUPD identified"
         );
-        // Bring the lookupd up to date: everything we have, channels or bare topics.
+        // Bring the lookupd up to date: everything we serve, channels or
+        // bare topics.
         for topic in nsqd.topics() {
-            let channels = topic.channel_names();
-            let lines: Vec<Vec<u8>> = if channels.is_empty() {
-                vec![Request::Register(&topic.name, None).encode()]
-            } else {
-                channels
-                    .iter()
-                    .map(|c| Request::Register(&topic.name, Some(c)).encode())
-                    .collect()
-            };
-            for l in lines {
+            if !nsqd.registers(&topic) {
+                continue;
+            }
+            for l in registrations(&topic) {
                 Self::roundtrip(&mut conn, &l).await?;
             }
         }
@@ -189,14 +190,55 @@ impl Peer {
     }
 }
 
-fn command_for(ev: &Event) -> Vec<u8> {
-    match ev {
-        Event::TopicCreated(t) => Request::Register(t, None),
-        Event::TopicDeleted(t) => Request::Unregister(t, None),
-        Event::ChannelCreated(t, c) => Request::Register(t, Some(c)),
-        Event::ChannelDeleted(t, c) => Request::Unregister(t, Some(c)),
+/// What registers `topic` and its channels: `REGISTER t c` per channel
+/// (which registers the topic too), or `REGISTER t` for a topic without.
+fn registrations(topic: &Topic) -> Vec<Vec<u8>> {
+    let channels = topic.channel_names();
+    if channels.is_empty() {
+        return vec![Request::Register(&topic.name, None).encode()];
     }
-    .encode()
+    channels
+        .iter()
+        .map(|c| Request::Register(&topic.name, Some(c)).encode())
+        .collect()
+}
+
+/// What removes them: each channel's, then the topic's (a topic's alone
+/// would remove the channels too, with a warning in the lookupd's log).
+fn unregistrations(topic: &Topic) -> Vec<Vec<u8>> {
+    let mut cmds: Vec<Vec<u8>> = topic
+        .channel_names()
+        .iter()
+        .map(|c| Request::Unregister(&topic.name, Some(c)).encode())
+        .collect();
+    cmds.push(Request::Unregister(&topic.name, None).encode());
+    cmds
+}
+
+/// The commands for one event: NSQ's for an unreplicated topic; for a
+/// replicated one, registrations only while this member serves it, decided
+/// now, so an event that waited behind a change of leadership is not
+/// stale. Removals are always sent (a lookupd ignores what it lacks).
+fn commands_for(nsqd: &NsqdInner, ev: &Event) -> Vec<Vec<u8>> {
+    let served = |name: &str| match nsqd.get_topic(name) {
+        Some(t) => nsqd.registers(&t),
+        // Gone already: NSQ registers it anyway, its removal follows.
+        None => true,
+    };
+    match ev {
+        Event::TopicCreated(t) if served(t.as_str()) => vec![Request::Register(t, None).encode()],
+        Event::ChannelCreated(t, c) if served(t.as_str()) => {
+            vec![Request::Register(t, Some(c)).encode()]
+        }
+        Event::TopicCreated(_) | Event::ChannelCreated(..) => Vec::new(),
+        Event::TopicDeleted(t) => vec![Request::Unregister(t, None).encode()],
+        Event::ChannelDeleted(t, c) => vec![Request::Unregister(t, Some(c)).encode()],
+        Event::Reregister(t) => match nsqd.get_topic(t) {
+            Some(topic) if nsqd.registers(&topic) => registrations(&topic),
+            Some(topic) => unregistrations(&topic),
+            None => Vec::new(),
+        },
+    }
 }
 
 fn touches_metadata(ev: &Event) -> bool {
@@ -205,6 +247,7 @@ fn touches_metadata(ev: &Event) -> bool {
         Event::ChannelCreated(t, c) | Event::ChannelDeleted(t, c) => {
             !nsq_protocol::names::is_ephemeral(t) && !nsq_protocol::names::is_ephemeral(c)
         }
+        Event::Reregister(_) => false,
     }
 }
 
@@ -229,9 +272,10 @@ pub async fn run(nsqd: Arc<NsqdInner>, mut events: UnboundedReceiver<Event>) {
                     batch.push(e);
                 }
                 for ev in &batch {
-                    let cmd = command_for(ev);
-                    for p in peers.iter_mut() {
-                        p.run(&nsqd, &cmd).await;
+                    for cmd in commands_for(&nsqd, ev) {
+                        for p in peers.iter_mut() {
+                            p.run(&nsqd, &cmd).await;
+                        }
                     }
                 }
                 publish_http_addrs(&nsqd, &peers);

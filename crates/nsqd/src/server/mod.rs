@@ -16,8 +16,9 @@
 //! servers are asked through `nsq_http::auth`), and
 //! [`stats`], [`statsd`] and [`metrics`] report on all of it. With the
 //! replication flags, [`replication`] runs nsqd as a member of a
-//! replication cluster and [`replicated`] applies its groups' committed
-//! entries to the topics.
+//! replication cluster, [`replicated`] applies its groups' committed
+//! entries to the topics and [`leadership`] follows who leads each group,
+//! so only the leader registers and serves a replicated topic.
 
 pub mod backend;
 pub mod channel;
@@ -25,6 +26,7 @@ pub mod client;
 pub mod context;
 pub mod health;
 pub mod http;
+pub mod leadership;
 pub mod lookup;
 pub mod metadata;
 pub mod metrics;
@@ -119,6 +121,7 @@ impl Nsqd {
         // After the topics nsqd.dat restores: the groups' entries, applied
         // again from their logs, then find the topics they made.
         replicated::spawn_appliers(&inner);
+        leadership::spawn_watchers(&inner);
         Ok(Nsqd {
             inner,
             tcp,

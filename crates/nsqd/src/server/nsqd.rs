@@ -23,6 +23,7 @@ use super::context::{now_unix_ns, Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
 use super::replication::Replication;
 use super::topic::Topic;
+use crate::core::serving::{self, Leader};
 use crate::core::ClientId;
 use crate::core::{Limit, Policy};
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
@@ -240,6 +241,18 @@ impl NsqdInner {
     /// lookupds know for it exist (nsqd's pre-creation), so its first
     /// messages reach them; until then they wait in the topic.
     pub fn get_or_create_topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.get_or_create_topic_with(name, None)
+    }
+
+    /// A replicated topic, created if needed: its `replicas` are set before
+    /// it is announced, so the lookupd loop never registers it from a
+    /// member that does not lead its group. An existing topic is returned
+    /// as it is.
+    pub fn get_or_create_replicated_topic(&self, name: &str, replicas: u8) -> Option<Arc<Topic>> {
+        self.get_or_create_topic_with(name, Some(replicas))
+    }
+
+    fn get_or_create_topic_with(&self, name: &str, replicas: Option<u8>) -> Option<Arc<Topic>> {
         if let Some(t) = self.get_topic(name) {
             return Some(t);
         }
@@ -254,6 +267,9 @@ impl NsqdInner {
                 return Some(t.clone());
             }
             let t = Topic::new(name, &self.ctx, !loading && !precreate);
+            if let Some(n) = replicas {
+                t.set_replicas(n);
+            }
             topics.insert(name.to_string(), t.clone());
             t
         };
@@ -280,6 +296,30 @@ impl NsqdInner {
             });
         }
         Some(topic)
+    }
+
+    /// Who leads the group of topic `name`, as this nsqd sees it.
+    pub fn leader_of(&self, name: &str) -> Leader {
+        match self.replication() {
+            None => Leader::NotMember,
+            Some(r) => r.leader(r.group_of(name)),
+        }
+    }
+
+    /// Whether this nsqd registers `topic` with the lookupds: always for an
+    /// unreplicated topic, for a replicated one only on its group's leader.
+    pub fn registers(&self, topic: &Topic) -> bool {
+        match topic.replicas() {
+            None => true,
+            replicas => serving::registers(replicas, self.leader_of(&topic.name)),
+        }
+    }
+
+    /// Why a SUB to topic `name` is refused here (a replicated topic whose
+    /// group another member leads, or none), or None.
+    pub fn sub_refusal(&self, name: &str) -> Option<String> {
+        let replicas = self.get_topic(name)?.replicas()?;
+        serving::sub_refusal(name, Some(replicas), self.leader_of(name))
     }
 
     /// Deletes a topic and everything in it. False if it did not exist.

@@ -113,10 +113,15 @@ fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
         ),
         OnCreate::Create => {}
     }
-    let Some(topic) = nsqd.get_or_create_topic(name) else {
+    // Created with its replicas already set, so it is never announced to
+    // the lookupds as an unreplicated topic.
+    let Some(topic) = nsqd.get_or_create_replicated_topic(name, replicas) else {
         return;
     };
     topic.set_replicas(replicas);
+    // One made here unreplicated was registered and may have consumers:
+    // only the group's leader keeps either.
+    super::leadership::reconsider(nsqd, &topic);
     tracing::info!(topic = %name, replicas, "REPLICATION: replicated topic created");
     if let Err(e) = nsqd.persist_metadata() {
         tracing::error!(topic = %name, error = %e, "failed to persist metadata");

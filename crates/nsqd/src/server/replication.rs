@@ -3,8 +3,10 @@
 //! `nsq_replication` member on `<data-path>/raft/`, initialises a new
 //! cluster from the lowest node id, commits entries to a topic's group
 //! (from here or through its leader) and tracks how far this member has
-//! applied each group, reports the groups for `/stats`, `/metrics` and
-//! `GET /replication`, and stops the member on nsqd's one shutdown path.
+//! applied each group, tells who leads each group (the watch that
+//! `leadership.rs` follows), reports the groups for `/stats`, `/metrics`
+//! and `GET /replication`, and stops the member on nsqd's one shutdown
+//! path.
 //! Never: what an entry means (the core decides that, and `replicated.rs`
 //! applies it to the topics) or Raft itself (the replication crate).
 //! Without the flags nothing here runs. Design: docs/replication.md,
@@ -26,7 +28,12 @@ use tokio::sync::{mpsc, watch};
 
 use crate::core::replicas::group_of;
 use crate::core::replicated::{EncodeError, Entry};
+use crate::core::serving::{Leader, Seen};
 use crate::options::Options;
+
+/// What openraft reports of a group's vote, state and leader (it changes
+/// with them only, not with every append).
+pub type ServerMetrics = openraft::metrics::RaftServerMetrics<NodeId, nsq_replication::Member>;
 
 /// Why nsqd could not become a member.
 #[derive(Debug, thiserror::Error)]
@@ -232,10 +239,29 @@ impl Replication {
 
     /// Whether this member leads `group` now.
     pub fn leads(&self, group: GroupId) -> bool {
+        self.leader(group) == Leader::Here
+    }
+
+    /// The leader of `group` as this member sees it now.
+    pub fn leader(&self, group: GroupId) -> Leader {
         self.groups
             .iter()
             .find(|(id, _)| *id == group)
-            .is_some_and(|(_, raft)| raft.metrics().borrow().state == openraft::ServerState::Leader)
+            .map_or(Leader::None, |(_, raft)| {
+                seen(self.node_id, &raft.server_metrics().borrow()).1
+            })
+    }
+
+    /// Each group's leadership reports, for the watchers of `leadership.rs`.
+    pub fn leadership_watches(&self) -> Vec<(GroupId, watch::Receiver<ServerMetrics>)> {
+        self.groups
+            .iter()
+            .map(|(id, raft)| (*id, raft.server_metrics()))
+            .collect()
+    }
+
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
     }
 
     /// Members of the cluster, this one included.
@@ -281,5 +307,75 @@ impl Replication {
             m.shutdown().await;
             tracing::info!("REPLICATION: stopped");
         }
+    }
+}
+
+/// A group's leadership in one report, as member `me` sees it: the term
+/// and whether it leads, and who leads.
+pub fn seen(me: NodeId, m: &ServerMetrics) -> (Seen, Leader) {
+    let leads = m.state == openraft::ServerState::Leader;
+    let leader = match m.current_leader {
+        _ if leads => Leader::Here,
+        Some(n) if n != me => Leader::Node(n),
+        // Itself named while not (or no longer) in the leader state: an
+        // election in between, no one to send a consumer to.
+        _ => Leader::None,
+    };
+    let term = m.vote.leader_id().get_term();
+    (Seen { term, leads }, leader)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::ServerState;
+
+    fn report(state: ServerState, term: u64, voted: u64, leader: Option<u64>) -> ServerMetrics {
+        ServerMetrics {
+            id: 1,
+            vote: openraft::Vote::new(term, voted),
+            state,
+            current_leader: leader,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn leadership_as_member_1_sees_it() {
+        let lead = |state, leader| seen(1, &report(state, 3, 1, leader));
+        assert_eq!(
+            lead(ServerState::Leader, Some(1)),
+            (
+                Seen {
+                    term: 3,
+                    leads: true
+                },
+                Leader::Here
+            )
+        );
+        assert_eq!(
+            seen(1, &report(ServerState::Follower, 4, 2, Some(2))),
+            (
+                Seen {
+                    term: 4,
+                    leads: false
+                },
+                Leader::Node(2)
+            )
+        );
+        // Standing for election, or no leader known yet.
+        assert_eq!(lead(ServerState::Candidate, None).1, Leader::None);
+        assert_eq!(lead(ServerState::Follower, None).1, Leader::None);
+        // Named leader while no longer in the leader state (stepping down).
+        assert_eq!(
+            lead(ServerState::Follower, Some(1)),
+            (
+                Seen {
+                    term: 3,
+                    leads: false
+                },
+                Leader::None
+            )
+        );
     }
 }

@@ -1,5 +1,9 @@
 //! SUB and what a subscribed client sends after it: RDY, FIN, REQ, TOUCH
 //! and CLS, each carried out on the client's channel.
+//!
+//! nsq-rs: a SUB to a replicated topic is served only by the member that
+//! leads its group (`core::serving`); elsewhere it is refused, naming the
+//! leader, and the connection closed as for NSQ's other SUB failures.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +38,12 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
     conn.session.check_auth("SUB", topic_name, channel_name)?;
     let exiting = || ProtocolError::fatal(E_SUB_FAILED, "SUB failed exiting");
     let deleted = || ProtocolError::fatal(E_SUB_FAILED, "SUB failed to deleted topic/channel");
+    let not_here = |why: String| ProtocolError::fatal(E_SUB_FAILED, why);
+    // Before the channel is made: a member that does not serve the topic
+    // makes nothing of it.
+    if let Some(why) = conn.nsqd.sub_refusal(topic_name) {
+        return Err(not_here(why));
+    }
     // An ephemeral channel may be going away under us as its last client
     // leaves; nsqd retries once before giving up.
     for attempt in 0..2 {
@@ -61,6 +71,15 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
             }
             Err(SubError::Exiting) if attempt == 0 => continue,
             Err(SubError::Exiting) => return Err(deleted()),
+        }
+        // Again once subscribed: leadership lost in between would otherwise
+        // leave this consumer here, missed by the close of the group's
+        // consumers (`server::leadership`), which may have run before.
+        if let Some(why) = conn.nsqd.sub_refusal(topic_name) {
+            if ch.unsubscribe(conn.client.id) == 0 && ch.ephemeral {
+                conn.nsqd.delete_channel(&topic, &ch.name);
+            }
+            return Err(not_here(why));
         }
         conn.session.state = State::Subscribed;
         conn.client

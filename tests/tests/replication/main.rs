@@ -7,87 +7,16 @@
 //! of them, across restarts; without a majority its creation fails. Also:
 //! bad replication flags are startup errors, `replicas=` on
 //! `/topic/create` is checked and never creates an unreplicated topic in
-//! its place, and an nsqd without the flags shows nothing of it.
+//! its place, and an nsqd without the flags shows nothing of it. Only the
+//! group's leader serves a replicated topic to consumers (`leader.rs`).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+mod leader;
+mod members;
+
 use std::time::Duration;
 
-use nsq_tests::{free_port, run_bin, wait_for, Nsqd};
-use serde_json::Value;
-
-const GROUPS: usize = 4;
-const WAIT: Duration = Duration::from_secs(30);
-
-struct Member {
-    id: u64,
-    nsqd: Nsqd,
-    args: Vec<String>,
-}
-
-fn member_args(id: u64, port: u16, peers: &str) -> Vec<String> {
-    vec![
-        format!("--node-id={id}"),
-        format!("--replication-address=127.0.0.1:{port}"),
-        format!("--replication-peer={peers}"),
-        format!("--replication-groups={GROUPS}"),
-        "--replication-election-timeout=300ms".into(),
-    ]
-}
-
-fn start(dir: &Path, args: &[String]) -> Nsqd {
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    Nsqd::start_in(dir, &a)
-}
-
-fn replication(n: &Nsqd) -> Value {
-    let r = n.get("/replication");
-    assert_eq!(r.status, 200, "GET /replication: {}", r.text());
-    r.json()
-}
-
-/// Each group's leader as `n` sees it (None while it knows none).
-fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
-    let r = replication(n);
-    let groups = r["groups"].as_array().expect("groups");
-    assert_eq!(groups.len(), GROUPS);
-    groups.iter().map(|g| g["leader"].as_u64()).collect()
-}
-
-/// Waits until every member in `ms` sees a leader in every group, all the
-/// same, none of them `not`; those leaders.
-fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
-    wait_for(WAIT, "members agreeing on a leader per group", || {
-        let first = leaders(&ms[0].nsqd);
-        let all: Option<Vec<u64>> = first.iter().copied().collect();
-        let all = all?;
-        if not.is_some_and(|x| all.contains(&x)) {
-            return None;
-        }
-        ms[1..]
-            .iter()
-            .all(|m| leaders(&m.nsqd) == first)
-            .then_some(all)
-    })
-}
-
-/// Three members, ids 1 to 3, each in its own directory of `dirs`, with
-/// `extra(id)` flags.
-fn start_cluster(dirs: &[tempfile::TempDir], extra: impl Fn(u64) -> Vec<String>) -> Vec<Member> {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let peers = (1..=3u64)
-        .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
-        .collect::<Vec<_>>()
-        .join(",");
-    (1..=3u64)
-        .map(|id| {
-            let mut args = member_args(id, ports[id as usize - 1], &peers);
-            args.extend(extra(id));
-            let nsqd = start(dirs[id as usize - 1].path(), &args);
-            Member { id, nsqd, args }
-        })
-        .collect()
-}
+use members::*;
+use nsq_tests::{free_port, run_bin, Nsqd};
 
 #[test]
 fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
@@ -212,58 +141,6 @@ fn members_speak_tls_with_the_daemons_flags() {
     );
 }
 
-/// CRC-32 (IEEE), bit by bit: the placement docs/replication.md gives
-/// (`core::replicas::group_of`), computed here independently.
-fn crc32(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                (c >> 1) ^ 0xEDB8_8320
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
-fn group_of(topic: &str) -> usize {
-    (crc32(topic.as_bytes()) % GROUPS as u32) as usize
-}
-
-fn create(n: &Nsqd, topic: &str, replicas: u8) -> (u16, String) {
-    let r = n.post(
-        &format!("/topic/create?topic={topic}&replicas={replicas}"),
-        b"",
-    );
-    (r.status, r.text())
-}
-
-/// The topic's `replicas` in `n`'s `/stats`: None for an unreplicated
-/// topic, Some(None) when it has none.
-fn replicas_of(n: &Nsqd, topic: &str) -> Option<Option<u64>> {
-    n.topic_stats(topic)
-        .map(|t| t.get("replicas").and_then(Value::as_u64))
-}
-
-fn wait_replicas(ms: &[Member], topic: &str, want: u64) {
-    for m in ms {
-        wait_for(WAIT, &format!("node {} showing {topic}", m.id), || {
-            (replicas_of(&m.nsqd, topic) == Some(Some(want))).then_some(())
-        });
-    }
-}
-
-fn wait_gone(ms: &[Member], topic: &str) {
-    for m in ms {
-        wait_for(WAIT, &format!("node {} without {topic}", m.id), || {
-            m.nsqd.topic_stats(topic).is_none().then_some(())
-        });
-    }
-}
-
 #[test]
 fn replicated_topics_are_created_through_their_group() {
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926, "the CRC-32 check value");
@@ -381,21 +258,6 @@ fn replicated_topics_are_created_through_their_group() {
     );
     assert!(took < Duration::from_secs(8), "answered after {took:?}");
     assert!(members[0].nsqd.topic_stats("no_majority").is_none());
-}
-
-/// Each group's term as `n` sees it.
-fn terms(n: &Nsqd) -> BTreeMap<u64, u64> {
-    replication(n)["groups"]
-        .as_array()
-        .expect("groups")
-        .iter()
-        .map(|g| (g["group"].as_u64().unwrap(), g["term"].as_u64().unwrap()))
-        .collect()
-}
-
-/// The data directory index of member `id` (ids are 1-based).
-fn at_dir(id: u64) -> usize {
-    id as usize - 1
 }
 
 #[test]

@@ -1,0 +1,121 @@
+//! Following the leadership of this member's Raft groups: one task per
+//! group watches openraft's reports of its vote and state, and when this
+//! member gains a group (`core::serving::change`) the group's replicated
+//! topics are registered with the lookupds with their channels; when it
+//! loses one they are unregistered and their consumers' connections
+//! closed, so the clients look the topic up again and find the new leader.
+//! Never: the lookupd connections themselves (`lookup.rs` sends what
+//! `Event::Reregister` asks, deciding from the leadership at that moment)
+//! or the rules (`core::serving`). Without the replication flags nothing
+//! here runs.
+
+use std::sync::Arc;
+
+use nsq_replication::{GroupId, NodeId};
+use tokio::sync::watch;
+
+use super::context::Event;
+use super::nsqd::NsqdInner;
+use super::replication::{seen, ServerMetrics};
+use super::topic::Topic;
+use crate::core::serving::{change, Change, Leader, Seen};
+
+/// Starts one watcher per group of the member (nothing without one).
+pub fn spawn_watchers(nsqd: &Arc<NsqdInner>) {
+    let Some(r) = nsqd.replication() else { return };
+    let me = r.node_id();
+    for (group, rx) in r.leadership_watches() {
+        nsqd.ctx
+            .tasks
+            .spawn(watch_group(nsqd.clone(), me, group, rx));
+    }
+}
+
+async fn watch_group(
+    nsqd: Arc<NsqdInner>,
+    me: NodeId,
+    group: GroupId,
+    mut rx: watch::Receiver<ServerMetrics>,
+) {
+    let cancel = nsqd.ctx.cancel.clone();
+    let mut before: Option<Seen> = None;
+    loop {
+        let (now, leader) = seen(me, &rx.borrow_and_update());
+        if let Some(c) = change(before, now) {
+            let was_leading = before.is_some_and(|b| b.leads);
+            on_change(&nsqd, group, c, leader, was_leading);
+        }
+        before = Some(now);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            changed = rx.changed() => if changed.is_err() {
+                // The group stopped (nsqd's shutdown stops the member last).
+                return;
+            },
+        }
+    }
+}
+
+fn on_change(nsqd: &NsqdInner, group: GroupId, c: Change, leader: Leader, was_leading: bool) {
+    let topics = topics_of(nsqd, group);
+    match c {
+        Change::Gained => tracing::info!(
+            group,
+            topics = topics.len(),
+            "REPLICATION: leading group {group}; registering its replicated topics"
+        ),
+        Change::Lost if was_leading => tracing::info!(
+            group,
+            topics = topics.len(),
+            "REPLICATION: no longer leading group {group} (now {leader}); unregistering its replicated topics"
+        ),
+        Change::Lost => {}
+    }
+    for topic in topics {
+        nsqd.ctx.emit(Event::Reregister(topic.name.clone()));
+        if c == Change::Lost {
+            close_consumers(&topic, leader);
+        }
+    }
+}
+
+/// A replicated topic whose serving here may have changed outside a change
+/// of leadership (a topic made here unreplicated that its group's
+/// `TopicCreate` made replicated): its registrations follow, and its
+/// consumers are closed unless this member serves it.
+pub fn reconsider(nsqd: &NsqdInner, topic: &Topic) {
+    nsqd.ctx.emit(Event::Reregister(topic.name.clone()));
+    if !nsqd.registers(topic) {
+        close_consumers(topic, nsqd.leader_of(&topic.name));
+    }
+}
+
+/// This member's replicated topics placed in `group`.
+fn topics_of(nsqd: &NsqdInner, group: GroupId) -> Vec<Arc<Topic>> {
+    let Some(r) = nsqd.replication() else {
+        return Vec::new();
+    };
+    nsqd.topics()
+        .into_iter()
+        .filter(|t| t.replicas().is_some() && r.group_of(&t.name) == group)
+        .collect()
+}
+
+/// Closes the connection of every consumer of `topic` here: a member that
+/// does not lead the topic's group delivers nothing of it, and a closed
+/// connection is what makes go-nsq, pynsq and nsqjs look it up again.
+fn close_consumers(topic: &Topic, leader: Leader) {
+    for ch in topic.channels() {
+        for c in ch.clients() {
+            tracing::info!(
+                client = %c.remote_addr,
+                topic = %topic.name,
+                channel = %ch.name,
+                "REPLICATION: closing consumer {}: this member no longer leads topic {} (now {leader})",
+                c.remote_addr,
+                topic.name
+            );
+            c.closer.cancel();
+        }
+    }
+}

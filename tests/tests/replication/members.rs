@@ -1,0 +1,154 @@
+//! The helpers of the replication tests: three members on 127.0.0.1 with
+//! the replication flags, what `GET /replication` says of their groups,
+//! placement computed independently of nsqd, and replicated topics'
+//! creation and presence on every member.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use nsq_tests::{free_port, wait_for, Nsqd};
+use serde_json::Value;
+
+pub const GROUPS: usize = 4;
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub struct Member {
+    pub id: u64,
+    pub nsqd: Nsqd,
+    pub args: Vec<String>,
+}
+
+pub fn member_args(id: u64, port: u16, peers: &str) -> Vec<String> {
+    vec![
+        format!("--node-id={id}"),
+        format!("--replication-address=127.0.0.1:{port}"),
+        format!("--replication-peer={peers}"),
+        format!("--replication-groups={GROUPS}"),
+        "--replication-election-timeout=300ms".into(),
+    ]
+}
+
+pub fn start(dir: &Path, args: &[String]) -> Nsqd {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    Nsqd::start_in(dir, &a)
+}
+
+pub fn replication(n: &Nsqd) -> Value {
+    let r = n.get("/replication");
+    assert_eq!(r.status, 200, "GET /replication: {}", r.text());
+    r.json()
+}
+
+/// Each group's leader as `n` sees it (None while it knows none).
+pub fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
+    let r = replication(n);
+    let groups = r["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), GROUPS);
+    groups.iter().map(|g| g["leader"].as_u64()).collect()
+}
+
+/// Waits until every member in `ms` sees a leader in every group, all the
+/// same, none of them `not`; those leaders.
+pub fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
+    wait_for(WAIT, "members agreeing on a leader per group", || {
+        let first = leaders(&ms[0].nsqd);
+        let all: Option<Vec<u64>> = first.iter().copied().collect();
+        let all = all?;
+        if not.is_some_and(|x| all.contains(&x)) {
+            return None;
+        }
+        ms[1..]
+            .iter()
+            .all(|m| leaders(&m.nsqd) == first)
+            .then_some(all)
+    })
+}
+
+/// Three members, ids 1 to 3, each in its own directory of `dirs`, with
+/// `extra(id)` flags.
+pub fn start_cluster(
+    dirs: &[tempfile::TempDir],
+    extra: impl Fn(u64) -> Vec<String>,
+) -> Vec<Member> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers = (1..=3u64)
+        .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
+        .collect::<Vec<_>>()
+        .join(",");
+    (1..=3u64)
+        .map(|id| {
+            let mut args = member_args(id, ports[id as usize - 1], &peers);
+            args.extend(extra(id));
+            let nsqd = start(dirs[id as usize - 1].path(), &args);
+            Member { id, nsqd, args }
+        })
+        .collect()
+}
+
+/// CRC-32 (IEEE), bit by bit: the placement docs/replication.md gives
+/// (`core::replicas::group_of`), computed here independently.
+pub fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+pub fn group_of(topic: &str) -> usize {
+    (crc32(topic.as_bytes()) % GROUPS as u32) as usize
+}
+
+pub fn create(n: &Nsqd, topic: &str, replicas: u8) -> (u16, String) {
+    let r = n.post(
+        &format!("/topic/create?topic={topic}&replicas={replicas}"),
+        b"",
+    );
+    (r.status, r.text())
+}
+
+/// The topic's `replicas` in `n`'s `/stats`: None for an unreplicated
+/// topic, Some(None) when it has none.
+pub fn replicas_of(n: &Nsqd, topic: &str) -> Option<Option<u64>> {
+    n.topic_stats(topic)
+        .map(|t| t.get("replicas").and_then(Value::as_u64))
+}
+
+pub fn wait_replicas(ms: &[Member], topic: &str, want: u64) {
+    for m in ms {
+        wait_for(WAIT, &format!("node {} showing {topic}", m.id), || {
+            (replicas_of(&m.nsqd, topic) == Some(Some(want))).then_some(())
+        });
+    }
+}
+
+pub fn wait_gone(ms: &[Member], topic: &str) {
+    for m in ms {
+        wait_for(WAIT, &format!("node {} without {topic}", m.id), || {
+            m.nsqd.topic_stats(topic).is_none().then_some(())
+        });
+    }
+}
+
+/// Each group's term as `n` sees it.
+pub fn terms(n: &Nsqd) -> BTreeMap<u64, u64> {
+    replication(n)["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| (g["group"].as_u64().unwrap(), g["term"].as_u64().unwrap()))
+        .collect()
+}
+
+/// The data directory index of member `id` (ids are 1-based).
+pub fn at_dir(id: u64) -> usize {
+    id as usize - 1
+}

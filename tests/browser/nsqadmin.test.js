@@ -206,7 +206,13 @@ async function main() {
   const jsErrors = [];
   page.on("pageerror", (e) => jsErrors.push(e.message));
   page.on("console", (m) => { if (m.type() === "error") { jsErrors.push(m.text()); } });
-  page.on("requestfailed", (r) => jsErrors.push(`request failed: ${r.url()}`));
+  // A refresh still in flight when the test navigates away is cancelled by
+  // the browser (net::ERR_ABORTED), more often on a busy machine: that is
+  // the navigation, not a failed request.
+  page.on("requestfailed", (r) => {
+    const why = (r.failure() || {}).errorText || "";
+    if (why !== "net::ERR_ABORTED") { jsErrors.push(`request failed: ${r.url()} ${why}`); }
+  });
   const base = `http://${admin}`;
   const shot = async (name) => { await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true }); log("screenshot", name); };
 

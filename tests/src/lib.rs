@@ -39,7 +39,7 @@ pub mod netns;
 pub mod pki;
 mod ports;
 
-pub use ports::free_port;
+pub use ports::{free_port, free_ports};
 
 pub use serde_json;
 pub use serde_json::Value;

@@ -43,6 +43,19 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `n` distinct ports, each free a moment ago (for daemons that must know
+/// each other's addresses before any of them starts).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let mut ports: Vec<u16> = Vec::with_capacity(n);
+    while ports.len() < n {
+        let p = free_port();
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+    }
+    ports
+}
+
 /// `[lo, hi)`: the half of the ports below the ephemeral range nearest it
 /// (16384-32767 with the default range), well above the daemons' default
 /// ports (4150-4171) a developer may have running.

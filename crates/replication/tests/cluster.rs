@@ -35,11 +35,7 @@ fn raft_config() -> openraft::Config {
 /// Distinct free loopback ports for `n` members (below the ephemeral
 /// range, where no outgoing connection takes them meanwhile).
 fn addresses(n: u64) -> BTreeMap<NodeId, String> {
-    let mut ports = std::collections::BTreeSet::new();
-    while (ports.len() as u64) < n {
-        ports.insert(nsq_tests::free_port());
-    }
-    ports
+    nsq_tests::free_ports(n as usize)
         .into_iter()
         .enumerate()
         .map(|(i, p)| (i as u64 + 1, format!("127.0.0.1:{p}")))

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use nsq_tests::{free_port, wait_for, Nsqd};
+use nsq_tests::{free_ports, wait_for, Nsqd};
 use serde_json::Value;
 
 pub const GROUPS: usize = 4;
@@ -71,7 +71,7 @@ pub fn start_cluster(
     dirs: &[tempfile::TempDir],
     extra: impl Fn(u64) -> Vec<String>,
 ) -> Vec<Member> {
-    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let ports = free_ports(3);
     let peers = (1..=3u64)
         .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
         .collect::<Vec<_>>()

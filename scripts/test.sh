@@ -8,13 +8,13 @@
 # 2. builds every binary (debug),
 # 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
 #    systemd-analyze verify where systemd is installed),
-# 4. runs the tests side by side, since most of them wait on sockets and
-#    timers rather than compute: a ~3.5-minute run of a 13-host cluster
-#    under faults in network namespaces (it needs root and says SKIPPED
-#    without it), the Python interop tests (pynsq) and nsqadmin in a real
-#    browser start first, while the rest of the Rust tests build; then
-#    every Rust test executable of the workspace (unit tests, doc tests and
-#    the black-box suites in tests/), eight at a time (scripts/suites.sh),
+# 4. builds every test executable, then runs the tests side by side, since
+#    most of them wait on sockets and timers rather than compute: a
+#    ~3.5-minute run of a 13-host cluster under faults in network
+#    namespaces (it needs root and says SKIPPED without it), the Python
+#    interop tests (pynsq), nsqadmin in a real browser, and every Rust test
+#    executable of the workspace (unit tests, doc tests and the black-box
+#    suites in tests/), eight at a time (scripts/suites.sh),
 # 5. fuzzes every cargo-fuzz target for 5 s, two at a time (FUZZ_BUILD=dev
 #    FUZZ_JOBS=2 scripts/fuzz.sh 5) when a nightly toolchain is installed
 #    (the targets are built at nice 19 beside step 4); otherwise prints a
@@ -92,15 +92,14 @@ echo "==> pip install: the pinned packages of tests/python/requirements.txt into
 
 phase "tests side by side: the cluster under faults, pytest, the browser, every Rust test executable"
 # Most tests wait on sockets, timers and the daemons they start rather than
-# compute, so they run side by side. First the ~3.5-minute cluster under
-# faults, the pynsq interop tests (tests/python) and nsqadmin in a real
-# browser (tests/browser/run.sh; screenshots in target/nsqadmin-screens/),
-# on the binaries built above; meanwhile the rest of the Rust tests build
-# at nice 10, so the running tests keep their CPU; then every Rust test
-# executable runs, eight at a time (scripts/suites.sh). The fuzz targets
-# (their own workspace and target dir, nightly, ~2 CPU-minutes) build at
-# nice 19 on whatever CPU is left. A background job's output is shown once
-# it has ended.
+# compute, so once every test executable is built they run side by side:
+# the ~3.5-minute cluster under faults (about 0.85 of a core), the pynsq
+# interop tests (tests/python), nsqadmin in a real browser
+# (tests/browser/run.sh; screenshots in target/nsqadmin-screens/) and every
+# Rust test executable, eight at a time (scripts/suites.sh). The fuzz
+# targets (their own workspace and target dir, nightly, ~2 CPU-minutes)
+# build meanwhile on the CPU the tests leave idle. A background job's
+# output is shown once it has ended.
 BG_PIDS=()
 BG_NAMES=()
 # background NAME COMMAND...: runs COMMAND in its own process group, output to $RUN_TMP/NAME.log.
@@ -110,6 +109,19 @@ background() {
     setsid "$@" >"$RUN_TMP/$name.log" 2>&1 &
     BG_PIDS+=($!)
     BG_NAMES+=("$name")
+}
+# autogroup_nice PID N: once PID leads its own session (setsid has run),
+# sets the nice of its scheduling group (/proc/PID/autogroup) to N.
+autogroup_nice() {
+    local i sid
+    for i in $(seq 100); do
+        sid="$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f4)"
+        if [ "$sid" = "$1" ]; then
+            echo "$2" >"/proc/$1/autogroup" 2>/dev/null || true
+            return
+        fi
+        sleep 0.01
+    done
 }
 cleanup() {
     local p
@@ -125,7 +137,7 @@ if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then
     NIGHTLY=1
     bash scripts/fuzz.sh --install-only
 fi
-cargo test --workspace --test cluster_faults --no-run --quiet
+cargo test --workspace --no-run --quiet
 background cluster_faults cargo test --workspace --test cluster_faults
 background pytest .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 rm -rf "$TARGET/nsqadmin-screens"
@@ -134,10 +146,11 @@ fuzz_pid=""
 if [ "$NIGHTLY" = 1 ]; then
     background fuzz_build env FUZZ_BUILD=dev nice -n 19 bash scripts/fuzz.sh --build-only
     fuzz_pid="${BG_PIDS[-1]}"
+    # Its own session is its own scheduling group (autogroup), which the
+    # kernel shares the CPU with as an equal of the tests' groups, whatever
+    # the nice of the processes inside: the group itself gets nice 19.
+    autogroup_nice "$fuzz_pid" 19
 fi
-tests_started=$SECONDS
-nice -n 10 cargo test --workspace --no-run --quiet
-echo "==> the Rust test executables built in $((SECONDS - tests_started)) s"
 rc=0
 bash scripts/suites.sh --skip cluster_faults || rc=$?
 failed=()

@@ -269,9 +269,10 @@ fn with_sync_every_1_no_ok_goes_out_before_the_fsync_covering_its_messages() {
         "acknowledged messages not yet on disk: {r:?}"
     );
     // Group commit: the 8,000 messages share their fsyncs. Idle, batches in
-    // flight share them (at most one per batch); on a busy machine a batch
-    // can reach the channel's queue in two pieces, each fsynced, so the
-    // bound is two per batch, still a hundredth of one per message.
+    // flight share them (at most one per batch); with eight other suites
+    // running beside it one run counted 47 for 40 batches (where the extra
+    // ones come from is not yet traced), so the bound is two per batch,
+    // still a hundredth of one per message.
     assert!(r.fsyncs <= 80, "at most two fsyncs per batch: {r:?}");
 }
 

@@ -32,7 +32,7 @@ pub fn free_port() -> u16 {
     );
     for _ in 0..1000 {
         let port = lo + rng.below(u64::from(hi - lo)) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if reserve(port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
@@ -41,6 +41,38 @@ pub fn free_port() -> u16 {
     l.local_addr()
         .expect("a bound listener has an address")
         .port()
+}
+
+/// Claims `port` for this process among every test process of the run: a
+/// file named after it, created exclusively in a directory under the temp
+/// dir, so two test executables running side by side never both pick a
+/// port that is free because neither daemon has bound it yet (the second
+/// would find the first one's daemon answering on it). A claim older than
+/// a minute is stale (its daemon has bound the port or is gone) and is
+/// taken over.
+fn reserve(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("nsq-rs-test-ports");
+    if std::fs::create_dir_all(&dir).is_err() {
+        return true;
+    }
+    let path = dir.join(port.to_string());
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(_) => true,
+        Err(_) => {
+            let stale = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(60));
+            // Take a stale claim over by renewing it (another process may do
+            // the same at the same moment: the bind check still guards).
+            stale && std::fs::write(&path, b"1").is_ok()
+        }
+    }
 }
 
 /// `n` distinct ports, each free a moment ago (for daemons that must know

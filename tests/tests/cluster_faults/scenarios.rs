@@ -399,7 +399,7 @@ impl Ctx {
                 held_by: c.to_string(),
                 from: fault_at,
                 to: heal_at,
-                bound: t.msg_timeout.min(2 * t.heartbeat) + t.slack,
+                bound: t.held(),
             },
             // Its dead connections are noticed at once; it reconnects at its next poll.
             Check::Deliveries {
@@ -711,7 +711,7 @@ impl Ctx {
                 held_by: c.to_string(),
                 from: fault_at,
                 to: heal_at,
-                bound: t.msg_timeout.min(2 * t.heartbeat) + t.slack,
+                bound: t.held(),
             },
             Check::Deliveries {
                 pairs: Cluster::pairs(&[c], &live),

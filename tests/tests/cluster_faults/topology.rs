@@ -97,6 +97,16 @@ impl Timing {
             steady_gap: s(2),
         }
     }
+
+    /// How long messages held by a stopped or cut-off consumer take to
+    /// reach the others. nsqd keeps writing to it (up to its RDY, timed-out
+    /// messages included) until it drops the silent connection after two
+    /// heartbeats, and a dropped client's in-flight messages wait out
+    /// `--msg-timeout` as in NSQ, so the last one written is due
+    /// `2 × heartbeat + msg_timeout` after the fault.
+    pub fn held(&self) -> Duration {
+        2 * self.heartbeat + self.msg_timeout + self.slack
+    }
 }
 
 /// Where the programs are.

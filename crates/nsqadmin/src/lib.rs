@@ -100,7 +100,11 @@ pub struct Nsqadmin {
 
 impl Nsqadmin {
     /// Validates `opts` (nsqadmin's startup checks) and binds `--http-address`.
-    pub async fn new(mut opts: Options) -> Result<Nsqadmin, StartError> {
+    pub fn new(opts: Options) -> nsq_cli::DaemonFuture<Result<Nsqadmin, StartError>> {
+        Box::pin(Self::start(opts))
+    }
+
+    async fn start(mut opts: Options) -> Result<Nsqadmin, StartError> {
         opts.validate().await?;
         let listener = TcpListener::bind(&opts.http_address)
             .await
@@ -153,7 +157,11 @@ impl Nsqadmin {
     /// Serves the UI and API and runs the history poller until `shutdown` is
     /// cancelled; then stops accepting, finishes in-flight requests, and stops
     /// the poller and the notification sender.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), StartError> {
+    pub fn run(self, shutdown: CancellationToken) -> nsq_cli::DaemonFuture<Result<(), StartError>> {
+        Box::pin(self.serve(shutdown))
+    }
+
+    async fn serve(self, shutdown: CancellationToken) -> Result<(), StartError> {
         let Nsqadmin {
             shared,
             listener,

@@ -71,7 +71,11 @@ async fn bind(addr: &str) -> Result<TcpListener, Error> {
 impl Nsqd {
     /// nsqd's startup order: validate, lock the data path, bind, load and
     /// re-persist the metadata.
-    pub async fn new(opts: Options) -> Result<Nsqd, Error> {
+    pub fn new(opts: Options) -> nsq_cli::DaemonFuture<Result<Nsqd, Error>> {
+        Box::pin(Self::start(opts))
+    }
+
+    async fn start(opts: Options) -> Result<Nsqd, Error> {
         let inner = NsqdInner::new(opts)?;
         let tcp = bind(&inner.opts().tcp_address).await?;
         let http = if inner.opts().http_address.is_empty() {
@@ -148,7 +152,11 @@ impl Nsqd {
 
     /// Serves until `shutdown` is cancelled, then shuts down cleanly:
     /// listeners closed, clients disconnected, everything persisted.
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+    pub fn run(self, shutdown: CancellationToken) -> nsq_cli::DaemonFuture<Result<(), Error>> {
+        Box::pin(self.serve(shutdown))
+    }
+
+    async fn serve(self, shutdown: CancellationToken) -> Result<(), Error> {
         let Nsqd {
             inner,
             tcp,

@@ -2,7 +2,8 @@
 //! paused through any member (each answers once applied there), every
 //! member has them (paused); a SUB on the
 //! leader makes its channel at once and every member gets it soon after;
-//! an `#ephemeral` channel stays on the leader. When the leader stops, the
+//! an `#ephemeral` channel stays on the leader, and none is pre-created
+//! from the lookupd. When the leader stops, the
 //! new one registers the channels with nsqlookupd and the paused one is
 //! still paused; a restarted member has them again; a delete through any
 //! member removes the channel everywhere; without a majority a change is a
@@ -11,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nsq_tests::{http_get, wait_for, Lookupd, Nsqd};
+use nsq_tests::{http_get, http_post, wait_for, Lookupd, Nsqd};
 use serde_json::Value;
 
 use super::leader::{by_id, leader_of};
@@ -78,6 +79,14 @@ fn channels_of_a_replicated_topic_follow_its_group() {
     });
     let all: Vec<&Member> = members.iter().collect();
     let t = "replicated_channels";
+    // A channel the lookupd was told of before the topic exists: NSQ's
+    // pre-creation would make it on every member, outside the group.
+    let pre = http_post(
+        &lookupd.http,
+        &format!("/channel/create?topic={t}&channel=pre"),
+        b"",
+    );
+    assert_eq!(pre.status, 200, "{}", pre.text());
     let lid = leader_of(&all, t, None);
     let followers: Vec<&Member> = all.iter().copied().filter(|m| m.id != lid).collect();
     assert_eq!(create(&followers[0].nsqd, t, 3), (200, String::new()));
@@ -101,6 +110,13 @@ fn channels_of_a_replicated_topic_follow_its_group() {
     );
     assert_eq!(paused(&followers[1].nsqd, t, "c"), Some(true));
     wait_paused(&all, t, "c", true);
+    for m in &all {
+        assert!(
+            m.nsqd.channel_stats(t, "pre").is_none(),
+            "node {} pre-created a channel of a replicated topic",
+            m.id
+        );
+    }
     // A channel a member does not have is NSQ's 404, not a proposal.
     assert_eq!(
         channel_post(&followers[0].nsqd, "pause", t, "none"),

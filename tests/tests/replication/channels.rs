@@ -109,6 +109,9 @@ fn channels_of_a_replicated_topic_follow_its_group() {
         (200, String::new())
     );
     assert_eq!(paused(&followers[1].nsqd, t, "c"), Some(true));
+    // ... and persisted there before the answer.
+    let dat = followers[1].nsqd.read_metadata().expect("nsqd.dat");
+    assert!(dat.contains(r#"{"name":"c","paused":true}"#), "{dat}");
     wait_paused(&all, t, "c", true);
     for m in &all {
         assert!(

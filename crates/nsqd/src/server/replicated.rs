@@ -186,9 +186,9 @@ fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published
 /// A committed channel entry: every member makes, deletes and pauses the
 /// channel as its group decided, so a member that gains the group has the
 /// channels to register and their pause state; emptying drops messages on
-/// the leader only (the others' channels hold none). `nsqd.dat` follows
-/// (a made or deleted channel is persisted by the lookup loop, as for any
-/// channel; a pause here).
+/// the leader only (the others' channels hold none). `nsqd.dat` has each
+/// change before the applier goes on, so a member that answered the
+/// client has persisted it (the lookup loop would, a moment later).
 fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
     let (Entry::ChannelCreate { topic, channel }
     | Entry::ChannelDelete { topic, channel }
@@ -211,11 +211,15 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
         ChannelChange::Create => {
             if let Ok(ch) = t.get_or_create_channel(channel) {
                 ch.commit.committed();
+                if !here.exists {
+                    persist(nsqd, topic);
+                }
             }
         }
         ChannelChange::Delete => {
             if nsqd.delete_channel(&t, channel) {
                 tracing::info!(topic = %topic, channel = %channel, "REPLICATION: channel deleted");
+                persist(nsqd, topic);
             }
         }
         ChannelChange::Pause(paused) => {
@@ -227,9 +231,7 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
             if ch.is_paused() != paused {
                 ch.set_paused(paused);
                 tracing::info!(topic = %topic, channel = %channel, paused, "REPLICATION: channel pause applied");
-                if let Err(e) = nsqd.persist_metadata() {
-                    tracing::error!(topic = %topic, error = %e, "failed to persist metadata");
-                }
+                persist(nsqd, topic);
             }
         }
         ChannelChange::Empty => {
@@ -242,5 +244,11 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
         ChannelChange::Nothing(why) => {
             tracing::debug!(topic = %topic, channel = %channel, index, %why, "REPLICATION: channel entry changes nothing here");
         }
+    }
+}
+
+fn persist(nsqd: &NsqdInner, topic: &str) {
+    if let Err(e) = nsqd.persist_metadata() {
+        tracing::error!(topic = %topic, error = %e, "failed to persist metadata");
     }
 }

@@ -49,11 +49,11 @@ fn wait_listed_alone(l: &Lookupd, ms: &[&Member], topic: &str, want: u64) {
 
 /// The leader of `topic`'s group that every member in `ms` agrees on, not
 /// `not`.
-fn leader_of(ms: &[&Member], topic: &str, not: Option<u64>) -> u64 {
+pub fn leader_of(ms: &[&Member], topic: &str, not: Option<u64>) -> u64 {
     agreed_leaders(ms, not)[group_of(topic)]
 }
 
-fn by_id(ms: &[Member], id: u64) -> &Member {
+pub fn by_id(ms: &[Member], id: u64) -> &Member {
     ms.iter().find(|m| m.id == id).expect("a member of that id")
 }
 

@@ -9,7 +9,10 @@
 //! `/topic/create` is checked and never creates an unreplicated topic in
 //! its place, and an nsqd without the flags shows nothing of it. Only the
 //! group's leader serves a replicated topic to consumers (`leader.rs`).
+//! Its channels are made, paused and deleted through its group, so a new
+//! leader has them (`channels.rs`).
 
+mod channels;
 mod leader;
 mod members;
 

@@ -8,7 +8,8 @@
 //! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
 //! limits of topics and channels ([`limits`]), the placement and
 //! creation rules of replicated topics ([`replicas`]), the entries of
-//! their Raft groups with the entries' encoding ([`replicated`]) and which
+//! their Raft groups with the entries' encoding ([`replicated`]), what
+//! their channel entries change on a member ([`channel_entries`]) and which
 //! member serves them to consumers ([`serving`]).
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
@@ -19,6 +20,7 @@
 //! socket, a disk or a sleep.
 
 pub mod channel;
+pub mod channel_entries;
 pub mod deferred;
 pub mod e2e;
 mod effects;

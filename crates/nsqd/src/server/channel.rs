@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{blocking, Backend, BackendError, Ticket};
+use super::channel_commit::CommitState;
 use super::client::Client;
 use super::context::{now, now_unix_ns, Context};
 use super::spill::{to_instant, to_unix_ns, Spill};
@@ -73,6 +74,8 @@ pub struct Channel {
     /// Stops the timer task when the channel is deleted or nsqd exits.
     pub cancel: CancellationToken,
     ctx: Arc<Context>,
+    /// A replicated topic's channel: whether its group committed it.
+    pub commit: CommitState,
 }
 
 impl std::fmt::Debug for Channel {
@@ -107,6 +110,7 @@ impl Channel {
             timer: Notify::new(),
             cancel: parent.child_token(),
             ctx: ctx.clone(),
+            commit: CommitState::default(),
         })
     }
 

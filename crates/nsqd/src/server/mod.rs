@@ -22,6 +22,7 @@
 
 pub mod backend;
 pub mod channel;
+pub mod channel_commit;
 pub mod client;
 pub mod context;
 pub mod health;

@@ -260,7 +260,10 @@ impl NsqdInner {
             return None;
         }
         let loading = self.loading.load(Ordering::Relaxed);
-        let precreate = !loading && !self.lookupd_tcp_addresses.lock().is_empty();
+        // A replicated topic's channels are its group's (applied from its
+        // log on every member), not what the lookupds were told by a leader.
+        let precreate =
+            replicas.is_none() && !loading && !self.lookupd_tcp_addresses.lock().is_empty();
         let topic = {
             let mut topics = self.topics.write();
             if let Some(t) = topics.get(name) {

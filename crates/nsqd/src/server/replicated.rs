@@ -6,10 +6,11 @@
 //!
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
-//! Built so far: `TopicCreate`, `TopicDelete`, and `Publish` on the
-//! group's leader.
-//! Every other entry is logged and skipped until the increments that
-//! serve them (docs/replication.md).
+//! Built so far: `TopicCreate`, `TopicDelete`, `Publish` on the group's
+//! leader, and the channel entries (`ChannelCreate`, `ChannelDelete`,
+//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides).
+//! `Finished` is logged and skipped until the increment that serves it
+//! (docs/replication.md).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,7 @@ use nsq_replication::GroupId;
 use tokio::sync::mpsc;
 
 use super::nsqd::NsqdInner;
+use crate::core::channel_entries::{on_channel_entry, ChannelChange, Here};
 use crate::core::replicas::{on_topic_create, Existing, OnCreate};
 use crate::core::replicated::{Entry, Published};
 
@@ -80,6 +82,10 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
         Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
         Entry::Publish { topic, messages } => publish(nsqd, group, &topic, messages),
         Entry::TopicDelete { topic } => topic_delete(nsqd, &topic),
+        e @ (Entry::ChannelCreate { .. }
+        | Entry::ChannelDelete { .. }
+        | Entry::ChannelPause { .. }
+        | Entry::ChannelEmpty { .. }) => channel_entry(nsqd, group, index, &e),
         other => tracing::debug!(
             group,
             index,
@@ -174,5 +180,75 @@ fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published
     // in the group's log on a majority already.
     if let Err(e) = topic.publish_stamped(msgs, defer) {
         tracing::error!(topic = %name, error = %e, "REPLICATION: committed publish not delivered here");
+    }
+}
+
+/// A committed channel entry: every member makes, deletes and pauses the
+/// channel as its group decided, so a member that gains the group has the
+/// channels to register and their pause state; emptying drops messages on
+/// the leader only (the others' channels hold none). `nsqd.dat` has each
+/// change before the applier goes on, so a member that answered the
+/// client has persisted it (the lookup loop would, a moment later).
+fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
+    let (Entry::ChannelCreate { topic, channel }
+    | Entry::ChannelDelete { topic, channel }
+    | Entry::ChannelPause { topic, channel, .. }
+    | Entry::ChannelEmpty { topic, channel, .. }) = entry
+    else {
+        return;
+    };
+    let Some(t) = nsqd.get_topic(topic).filter(|t| t.replicas().is_some()) else {
+        // Deleted later in the log (applied again after a restart), or an
+        // unreplicated topic of the same name: not the group's.
+        tracing::warn!(topic = %topic, channel = %channel, index, "REPLICATION: channel entry for a topic not replicated here; skipped");
+        return;
+    };
+    let here = Here {
+        exists: t.get_channel(channel).is_some(),
+        leads: nsqd.replication().is_some_and(|r| r.leads(group)),
+    };
+    match on_channel_entry(entry, here) {
+        ChannelChange::Create => {
+            if let Ok(ch) = t.get_or_create_channel(channel) {
+                ch.commit.committed();
+                if !here.exists {
+                    persist(nsqd, topic);
+                }
+            }
+        }
+        ChannelChange::Delete => {
+            if nsqd.delete_channel(&t, channel) {
+                tracing::info!(topic = %topic, channel = %channel, "REPLICATION: channel deleted");
+                persist(nsqd, topic);
+            }
+        }
+        ChannelChange::Pause(paused) => {
+            let Ok(ch) = t.get_or_create_channel(channel) else {
+                return;
+            };
+            // A pause names a channel its group has: made here if missing.
+            ch.commit.committed();
+            if ch.is_paused() != paused {
+                ch.set_paused(paused);
+                tracing::info!(topic = %topic, channel = %channel, paused, "REPLICATION: channel pause applied");
+                persist(nsqd, topic);
+            }
+        }
+        ChannelChange::Empty => {
+            if let Some(ch) = t.get_channel(channel) {
+                if let Err(e) = ch.empty() {
+                    tracing::error!(topic = %topic, channel = %channel, error = %e, "REPLICATION: channel not emptied");
+                }
+            }
+        }
+        ChannelChange::Nothing(why) => {
+            tracing::debug!(topic = %topic, channel = %channel, index, %why, "REPLICATION: channel entry changes nothing here");
+        }
+    }
+}
+
+fn persist(nsqd: &NsqdInner, topic: &str) {
+    if let Err(e) = nsqd.persist_metadata() {
+        tracing::error!(topic = %topic, error = %e, "failed to persist metadata");
     }
 }

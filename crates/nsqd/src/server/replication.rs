@@ -214,6 +214,11 @@ impl Replication {
         }
     }
 
+    /// How far this member has applied `group` (0 before the first entry).
+    pub fn applied(&self, group: GroupId) -> u64 {
+        self.applied.get(group as usize).map_or(0, |w| *w.borrow())
+    }
+
     /// Commits `entry` to its topic's group within [`COMMIT_TIMEOUT`], from
     /// here or through the group's leader, then waits (in what is left of
     /// that time) until this member has applied it too, so the client that

@@ -1,6 +1,8 @@
 //! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
 //! the changes `nsqd.dat` records are persisted before the answer. A
-//! replicated topic is created and deleted through its Raft group.
+//! replicated topic is created and deleted through its Raft group, and so
+//! are its channels (all but `#ephemeral` ones) created, deleted, paused,
+//! unpaused and emptied.
 
 use std::sync::Arc;
 
@@ -9,11 +11,13 @@ use axum::response::Response;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
 
 use super::{err, json_response, ok_text, Query};
+use crate::core::channel_entries::replicates;
 use crate::core::replicas::{check_replicas, CreateContext, Existing, Granted, ReplicasError};
 use crate::core::replicated::Entry;
 use crate::core::{Limit, Policy};
 use crate::server::nsqd::NsqdInner;
 use crate::server::replication::Committed;
+use crate::server::topic::Topic;
 
 /// What `/topic/<action>` and `/channel/<action>` do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +148,59 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
     }
 }
 
-pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
+/// `/channel/<action>` on a channel of a replicated topic: committed to
+/// the topic's group as its `Channel*` entry (through the leader when this
+/// member does not lead it), which every member applies; 200 once
+/// committed (and, unless the 5 s ran out first, applied here), 503 when
+/// the group has no leader or does not commit in time. A channel this
+/// member does not have is a 404 as in NSQ, except for a create.
+async fn channel_replicated(
+    nsqd: &NsqdInner,
+    topic: &Topic,
+    action: Action,
+    channel: &str,
+) -> Response {
+    let Some(r) = nsqd.replication() else {
+        // kept from a start with the flags: nothing here can commit it
+        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
+    };
+    if action != Action::Create && topic.get_channel(channel).is_none() {
+        return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
+    }
+    let (t, c) = (topic.name.clone(), channel.to_string());
+    let entry = match action {
+        Action::Create => Entry::ChannelCreate {
+            topic: t,
+            channel: c,
+        },
+        Action::Delete => Entry::ChannelDelete {
+            topic: t,
+            channel: c,
+        },
+        Action::Pause | Action::Unpause => Entry::ChannelPause {
+            topic: t,
+            channel: c,
+            paused: action == Action::Pause,
+        },
+        // What this member has applied is a floor of what the entry
+        // empties: applied on the leader, it drops everything the channel
+        // holds then, which is every publish committed before it.
+        Action::Empty => Entry::ChannelEmpty {
+            up_to: r.applied(r.group_of(&t)),
+            topic: t,
+            channel: c,
+        },
+    };
+    match r.commit(&entry).await {
+        Err(e) => {
+            tracing::warn!(topic = %topic.name, channel, ?action, error = e.detail(), "replicated channel change not committed");
+            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
+        }
+        Ok(_) => ok_text(""),
+    }
+}
+
+pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
     let Some(tname) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
@@ -160,6 +216,9 @@ pub(super) fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -
     let Some(topic) = nsqd.get_topic(tname) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
+    if replicates(topic.replicas(), cname) {
+        return channel_replicated(nsqd, &topic, action, cname).await;
+    }
     if action == Action::Create {
         return match topic.get_or_create_channel(cname) {
             Ok(_) => ok_text(""),

@@ -159,7 +159,7 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
             admin::topic_action(&n, a, &query(q)).await
         }),
         Endpoint::Channel(a) => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
-            admin::channel_action(&n, a, &query(q))
+            admin::channel_action(&n, a, &query(q)).await
         }),
         Endpoint::ChannelConfig { set } => {
             on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {

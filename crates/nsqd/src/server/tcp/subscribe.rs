@@ -3,7 +3,11 @@
 //!
 //! nsq-rs: a SUB to a replicated topic is served only by the member that
 //! leads its group (`core::serving`); elsewhere it is refused, naming the
-//! leader, and the connection closed as for NSQ's other SUB failures.
+//! leader, and the connection closed as for NSQ's other SUB failures. A
+//! SUB on the leader makes the channel here at once, as NSQ does, and
+//! proposes its `ChannelCreate` to the group in the background, so every
+//! member gets the channel without the SUB waiting for a commit (a failed
+//! proposal is logged, and the next SUB to the channel proposes again).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +18,11 @@ use nsq_protocol::{MessageId, ProtocolError};
 
 use super::conn::{Conn, Subscription};
 use super::session::State;
+use crate::core::channel_entries::sub_proposes;
+use crate::core::replicated::Entry;
 use crate::core::{InFlightError, SubError};
 use crate::server::channel::Channel;
+use crate::server::nsqd::NsqdInner;
 
 fn in_flight_error(
     code: &'static str,
@@ -81,6 +88,9 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
             }
             return Err(not_here(why));
         }
+        if sub_proposes(topic.replicas(), channel_name, ch.commit.get()) && ch.commit.begin() {
+            propose_channel(&conn.nsqd, &ch);
+        }
         conn.session.state = State::Subscribed;
         conn.client
             .update_info(|i| i.state = State::Subscribed.code());
@@ -90,6 +100,40 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
         return Ok(());
     }
     Err(exiting())
+}
+
+/// Commits the `ChannelCreate` of a replicated topic's channel a SUB found
+/// uncommitted, in the background: the SUB is answered at once. The
+/// channel is marked committed when the entry is applied here
+/// (`replicated.rs`); a failure gives the proposal back to the next SUB.
+fn propose_channel(nsqd: &Arc<NsqdInner>, ch: &Arc<Channel>) {
+    let (nsqd, ch) = (nsqd.clone(), ch.clone());
+    let tasks = nsqd.ctx.tasks.clone();
+    tasks.spawn(async move {
+        let Some(r) = nsqd.replication() else {
+            ch.commit.failed();
+            return;
+        };
+        let entry = Entry::ChannelCreate {
+            topic: ch.topic_name.clone(),
+            channel: ch.name.clone(),
+        };
+        let cancel = nsqd.ctx.cancel.clone();
+        let result = tokio::select! {
+            // nsqd's shutdown does not wait out a commit.
+            _ = cancel.cancelled() => return,
+            res = r.commit(&entry) => res,
+        };
+        if let Err(e) = result {
+            ch.commit.failed();
+            tracing::warn!(
+                topic = %ch.topic_name,
+                channel = %ch.name,
+                error = e.detail(),
+                "REPLICATION: channel made by a SUB not committed to its group; the next SUB proposes it again"
+            );
+        }
+    });
 }
 
 pub fn rdy(conn: &mut Conn, n: i64) -> Result<(), ProtocolError> {

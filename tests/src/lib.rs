@@ -204,6 +204,19 @@ pub fn run_bin(name: &str, args: &[&str], timeout: Duration) -> RunOutput {
     }
 }
 
+/// Runs nsqd with `args` after its listeners on free loopback ports and a
+/// temporary data path, to completion (killed after `timeout`): for starts
+/// that must fail.
+pub fn run_nsqd_once(args: &[&str], timeout: Duration) -> RunOutput {
+    let dir = tempfile::tempdir().unwrap();
+    let tcp = format!("--tcp-address=127.0.0.1:{}", free_port());
+    let http = format!("--http-address=127.0.0.1:{}", free_port());
+    let dp = format!("--data-path={}", dir.path().display());
+    let mut all: Vec<&str> = vec![&tcp, &http, &dp];
+    all.extend_from_slice(args);
+    run_bin("nsqd", &all, timeout)
+}
+
 // ---------------------------------------------------------------------------
 // nsqd process
 // ---------------------------------------------------------------------------

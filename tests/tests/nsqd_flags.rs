@@ -114,13 +114,7 @@ fn config_file_toml_and_flag_precedence() {
 }
 
 fn expect_fatal_start(args: &[&str], needle: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let tcp = format!("--tcp-address=127.0.0.1:{}", free_port());
-    let http = format!("--http-address=127.0.0.1:{}", free_port());
-    let dp = format!("--data-path={}", dir.path().display());
-    let mut all: Vec<&str> = vec![&tcp, &http, &dp];
-    all.extend_from_slice(args);
-    let out = run_bin("nsqd", &all, secs(10));
+    let out = run_nsqd_once(args, secs(10));
     let st = out
         .status
         .unwrap_or_else(|| panic!("nsqd {args:?} must exit (fatal config error), it kept running"));

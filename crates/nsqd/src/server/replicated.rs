@@ -7,8 +7,9 @@
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
 //! Built so far: `TopicCreate`, `TopicDelete`, `Publish` on the group's
-//! leader, and the channel entries (`ChannelCreate`, `ChannelDelete`,
-//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides).
+//! leader, the channel entries (`ChannelCreate`, `ChannelDelete`,
+//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides),
+//! and `Serving` (where a group's leader serves consumers).
 //! `Finished` is logged and skipped until the increment that serves it
 //! (docs/replication.md).
 
@@ -86,6 +87,12 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
         | Entry::ChannelDelete { .. }
         | Entry::ChannelPause { .. }
         | Entry::ChannelEmpty { .. }) => channel_entry(nsqd, group, index, &e),
+        Entry::Serving { node, address } => {
+            if let Some(r) = nsqd.replication() {
+                tracing::debug!(group, node, %address, "REPLICATION: group served by node {node} at {address}");
+                r.record_serving(group, node, address);
+            }
+        }
         other => tracing::debug!(
             group,
             index,

@@ -19,6 +19,8 @@
 //! 7 Finished       topic | channel | u64 cursor index | u32 cursor offset | u32 count | count × 16-byte id
 //! 8 TopicDelete    topic
 //! 9 Serving        u64 node | name address (host:port, at most 255 bytes)
+//! 10 TopicPause    topic | u8 paused (0 or 1)
+//! 11 TopicEmpty    topic
 //! ```
 //!
 //! Hand-written rather than serde: decoding slices each body out of the
@@ -43,6 +45,8 @@ const CHANNEL_EMPTY: u8 = 6;
 const FINISHED: u8 = 7;
 const TOPIC_DELETE: u8 = 8;
 const SERVING: u8 = 9;
+const TOPIC_PAUSE: u8 = 10;
+const TOPIC_EMPTY: u8 = 11;
 
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
@@ -111,6 +115,17 @@ pub enum Entry {
     TopicDelete {
         topic: String,
     },
+    /// The topic is paused (it hands nothing to its channels) or not, on
+    /// every member.
+    TopicPause {
+        topic: String,
+        paused: bool,
+    },
+    /// The topic's own queue is emptied where it holds messages (the
+    /// leader).
+    TopicEmpty {
+        topic: String,
+    },
     /// Member `node` leads the group this entry is in and serves its
     /// topics to consumers at `address` (its broadcast address and TCP
     /// port, what it registers with the lookupds): written by a member
@@ -162,7 +177,9 @@ impl Entry {
             | Entry::ChannelPause { topic, .. }
             | Entry::ChannelEmpty { topic, .. }
             | Entry::Finished { topic, .. }
-            | Entry::TopicDelete { topic } => topic,
+            | Entry::TopicDelete { topic }
+            | Entry::TopicPause { topic, .. }
+            | Entry::TopicEmpty { topic } => topic,
             Entry::Serving { .. } => return None,
         })
     }
@@ -232,6 +249,15 @@ impl Entry {
             }
             Entry::TopicDelete { topic } => {
                 out.put_u8(TOPIC_DELETE);
+                put_name(&mut out, "topic", topic)?;
+            }
+            Entry::TopicPause { topic, paused } => {
+                out.put_u8(TOPIC_PAUSE);
+                put_name(&mut out, "topic", topic)?;
+                out.put_u8(u8::from(*paused));
+            }
+            Entry::TopicEmpty { topic } => {
+                out.put_u8(TOPIC_EMPTY);
                 put_name(&mut out, "topic", topic)?;
             }
             Entry::Serving { node, address } => {
@@ -313,11 +339,7 @@ impl Entry {
             }
             CHANNEL_PAUSE => {
                 let (topic, channel) = take_names(buf)?;
-                let paused = match take_u8(buf, "paused flag")? {
-                    0 => false,
-                    1 => true,
-                    other => return Err(DecodeError::Flag(other)),
-                };
+                let paused = take_flag(buf)?;
                 Entry::ChannelPause {
                     topic,
                     channel,
@@ -351,6 +373,13 @@ impl Entry {
                 }
             }
             TOPIC_DELETE => Entry::TopicDelete {
+                topic: take_name(buf, "topic")?,
+            },
+            TOPIC_PAUSE => Entry::TopicPause {
+                topic: take_name(buf, "topic")?,
+                paused: take_flag(buf)?,
+            },
+            TOPIC_EMPTY => Entry::TopicEmpty {
                 topic: take_name(buf, "topic")?,
             },
             SERVING => Entry::Serving {
@@ -390,6 +419,15 @@ fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
         return Err(DecodeError::Truncated(what));
     }
     Ok(buf.get_u8())
+}
+
+/// A paused flag: 0 or 1, nothing else.
+fn take_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
+    match take_u8(buf, "paused flag")? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError::Flag(other)),
+    }
 }
 
 fn take_u32(buf: &mut Bytes, what: &'static str) -> Result<u32, DecodeError> {

@@ -69,6 +69,15 @@ fn every_kind() -> Vec<Entry> {
             },
             ids: vec![id(9), id(10), id(1 << 40)],
         },
+        Entry::TopicPause {
+            topic: t.clone(),
+            paused: true,
+        },
+        Entry::TopicPause {
+            topic: t.clone(),
+            paused: false,
+        },
+        Entry::TopicEmpty { topic: t.clone() },
         Entry::TopicDelete { topic: t },
         Entry::Serving {
             node: 1023,
@@ -112,6 +121,13 @@ fn the_layout_is_the_documented_one() {
     want.extend_from_slice(&3u64.to_be_bytes());
     want.extend_from_slice(&[0, 0, 0, 2, b'x', b'y']);
     assert_eq!(&e.encode().unwrap()[..], &want[..]);
+    let e = Entry::TopicPause {
+        topic: "t".into(),
+        paused: true,
+    };
+    assert_eq!(&e.encode().unwrap()[..], &[1, 10, 1, b't', 1]);
+    let e = Entry::TopicEmpty { topic: "t".into() };
+    assert_eq!(&e.encode().unwrap()[..], &[1, 11, 1, b't']);
     let e = Entry::Serving {
         node: 2,
         address: "h:1".into(),
@@ -174,7 +190,7 @@ fn unknown_versions_kinds_and_bad_fields_are_errors() {
         b[0] = v;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Version(v)));
     }
-    for k in [0u8, 10, 255] {
+    for k in [0u8, 12, 255] {
         let mut b = good.to_vec();
         b[1] = k;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Kind(k)));
@@ -191,6 +207,10 @@ fn unknown_versions_kinds_and_bad_fields_are_errors() {
     assert_eq!(
         Entry::decode(Bytes::from_static(&[1, 5, 1, b't', 1, b'c', 2])),
         Err(DecodeError::Flag(2))
+    );
+    assert_eq!(
+        Entry::decode(Bytes::from_static(&[1, 10, 1, b't', 7])),
+        Err(DecodeError::Flag(7))
     );
 }
 

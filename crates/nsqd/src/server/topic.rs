@@ -370,6 +370,10 @@ impl Topic {
         }
     }
 
+    pub fn is_paused(&self) -> bool {
+        self.state.lock().is_paused()
+    }
+
     pub fn set_paused(&self, paused: bool) {
         if self.state.lock().set_paused(paused) {
             self.pump.notify_one();

@@ -4,11 +4,12 @@
 //! topic drops what it held; after the leader's SIGTERM the new leader
 //! still has it paused, so a message published then waits until the topic
 //! is unpaused through another member; without a majority a pause is a 503
-//! naming why.
+//! naming why. A `reject` depth limit of the member that takes a publish
+//! refuses it before it is proposed; a committed batch is never refused.
 
 use std::time::Duration;
 
-use nsq_tests::{wait_for, Nsqd};
+use nsq_tests::{pub_cmd, wait_for, Nsqd};
 use serde_json::Value;
 
 use super::leader::{by_id, leader_of};
@@ -125,5 +126,65 @@ fn a_replicated_topics_pause_and_empty_follow_its_group() {
     assert_eq!(
         topic_field(&last.nsqd, t, "paused"),
         Some(Value::Bool(false))
+    );
+}
+
+/// The channel's `depth` in `n`'s `/stats`.
+fn channel_depth(n: &Nsqd, t: &str, c: &str) -> Option<u64> {
+    n.channel_stats(t, c).and_then(|s| s["depth"].as_u64())
+}
+
+#[test]
+fn a_reject_limit_refuses_a_replicated_publish_before_it_is_proposed() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = start_cluster(&dirs, |_| Vec::new());
+    let all: Vec<&Member> = members.iter().collect();
+    let t = "replicated_limit";
+    let lid = leader_of(&all, t, None);
+    let leader = by_id(&members, lid);
+    let follower = all.iter().copied().find(|m| m.id != lid).unwrap();
+    assert_eq!(create(&leader.nsqd, t, 3), (200, String::new()));
+    wait_replicas(&members, t, 3);
+    let r = leader
+        .nsqd
+        .post(&format!("/channel/create?topic={t}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The limit is the leader's own (`/channel/config` is per member).
+    let r = leader.nsqd.post(
+        &format!("/channel/config?topic={t}&channel=c&max_depth=2&max_depth_policy=reject"),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    let mut producer = leader.nsqd.connect();
+    producer.publish(t, b"one");
+    producer.publish(t, b"two");
+    assert_eq!(channel_depth(&leader.nsqd, t, "c"), Some(2));
+    // A third would take c past 2: refused as an unreplicated publish is,
+    // the connection kept, nothing proposed.
+    let last = replication(&leader.nsqd)["groups"][group_of(t)]["last_log_index"].clone();
+    producer.send(&pub_cmd(t, b"three"));
+    producer.expect_error_nonfatal("E_PUB_FAILED PUB failed channel c is at max_depth 2");
+    leader
+        .nsqd
+        .post(&format!("/pub?topic={t}"), b"three")
+        .assert_error(503, "MAX_DEPTH_REACHED");
+    assert_eq!(
+        replication(&leader.nsqd)["groups"][group_of(t)]["last_log_index"],
+        last,
+        "a refused publish was proposed"
+    );
+    assert_eq!(channel_depth(&leader.nsqd, t, "c"), Some(2));
+    // The connection still serves.
+    producer.publish("plain", b"x");
+
+    // A publish taken by a follower is checked against the follower's own
+    // limits (none here) and, once committed, never refused by the
+    // leader's: refusing it would lose an acknowledged message.
+    follower.nsqd.connect().publish(t, b"four");
+    wait_for(
+        WAIT,
+        "the committed publish in the leader's channel",
+        || (channel_depth(&leader.nsqd, t, "c") == Some(3)).then_some(()),
     );
 }

@@ -1,6 +1,7 @@
 //! Only the leader of a replicated topic's group serves it: three members
 //! and a real nsqlookupd. `/lookup` lists the leader alone as the topic's
-//! producer; a SUB to a follower is refused naming the leader; a leader
+//! producer; a SUB to a follower is refused naming the leader and its TCP
+//! address; a leader
 //! that loses its group while alive (SIGSTOP past the election, then
 //! SIGCONT) closes its consumers and leaves the lookupd to the new one; a
 //! leader stopped with SIGTERM is replaced in `/lookup` by the next, whose
@@ -9,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nsq_tests::{send_signal, wait_for, Lookupd};
+use nsq_tests::{frame, send_signal, wait_for, Lookupd, FRAME_ERROR, HEARTBEAT};
 
 use super::members::*;
 
@@ -53,6 +54,35 @@ pub fn leader_of(ms: &[&Member], topic: &str, not: Option<u64>) -> u64 {
     agreed_leaders(ms, not)[group_of(topic)]
 }
 
+/// Waits until a SUB to `topic` on `on` is refused naming the leader
+/// `lid` with the TCP address consumers reach it at, `lid`'s broadcast
+/// address and TCP port (a member names it once the leader's `Serving`
+/// entry reached it; before that, only the node id is allowed).
+fn sub_refused_naming(on: &Member, topic: &str, leader: &Member) {
+    let lid = leader.id;
+    let bare = format!("E_SUB_FAILED SUB topic {topic} is led by node {lid}");
+    let named = format!("{bare} (127.0.0.1:{})", leader.nsqd.tcp_port);
+    let hb = frame(nsq_tests::FRAME_RESPONSE, HEARTBEAT);
+    wait_for(WAIT, &format!("a SUB refused naming {named:?}"), || {
+        let mut c = on.nsqd.connect();
+        c.cmd(&format!("SUB {topic} c"));
+        let mut got = c.read_until_closed(Duration::from_secs(5));
+        while got.starts_with(&hb) {
+            got.drain(..hb.len());
+        }
+        if got == frame(FRAME_ERROR, named.as_bytes()) {
+            return Some(());
+        }
+        assert_eq!(
+            got,
+            frame(FRAME_ERROR, bare.as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+        None
+    });
+}
+
 pub fn by_id(ms: &[Member], id: u64) -> &Member {
     ms.iter().find(|m| m.id == id).expect("a member of that id")
 }
@@ -87,13 +117,12 @@ fn only_the_groups_leader_serves_a_replicated_topic() {
     );
 
     // The leader alone is listed; a SUB to a follower is refused with the
-    // leader's id, fatal as NSQ's SUB errors, and makes no channel there.
+    // leader's id and TCP address, fatal as NSQ's SUB errors, and makes no
+    // channel there.
     wait_listed_alone(&lookupd, &all, t, lid);
-    let mut refused = follower.nsqd.connect();
-    refused.cmd(&format!("SUB {t} c"));
-    refused.expect_error_fatal(format!("E_SUB_FAILED SUB topic {t} is led by node {lid}"));
-    assert!(follower.nsqd.channel_stats(t, "c").is_none());
     let leader = by_id(&members, lid);
+    sub_refused_naming(follower, t, leader);
+    assert!(follower.nsqd.channel_stats(t, "c").is_none());
     let mut consumer = leader.nsqd.connect();
     consumer.sub(t, "c");
     consumer.rdy(10);
@@ -127,11 +156,7 @@ fn only_the_groups_leader_serves_a_replicated_topic() {
     );
     wait_listed_alone(&lookupd, &all, t, second);
     leader_of(&all, t, Some(lid));
-    let mut refused = leader.nsqd.connect();
-    refused.cmd(&format!("SUB {t} c"));
-    refused.expect_error_fatal(format!(
-        "E_SUB_FAILED SUB topic {t} is led by node {second}"
-    ));
+    sub_refused_naming(leader, t, by_id(&members, second));
 
     // The second leader is stopped (SIGTERM): a third is elected among the
     // two left, listed alone, and its consumer gets what is published after

@@ -15,6 +15,7 @@
 mod channels;
 mod leader;
 mod members;
+mod topics;
 
 use std::time::Duration;
 

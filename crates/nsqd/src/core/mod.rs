@@ -34,6 +34,7 @@ pub mod replicated;
 pub mod rng;
 pub mod serving;
 pub mod topic;
+pub mod topic_entries;
 
 pub use channel::{Channel, ChannelConfig, DiskWork, SubError, Subscriber};
 pub use deferred::{DeferredWork, Load, RestoredRun, SpillBatch, SpillConfig};

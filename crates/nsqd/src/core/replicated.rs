@@ -18,6 +18,9 @@
 //! 6 ChannelEmpty   topic | channel | u64 up to (log index)
 //! 7 Finished       topic | channel | u64 cursor index | u32 cursor offset | u32 count | count × 16-byte id
 //! 8 TopicDelete    topic
+//! 9 Serving        u64 node | name address (host:port, at most 255 bytes)
+//! 10 TopicPause    topic | u8 paused (0 or 1)
+//! 11 TopicEmpty    topic
 //! ```
 //!
 //! Hand-written rather than serde: decoding slices each body out of the
@@ -41,6 +44,9 @@ const CHANNEL_PAUSE: u8 = 5;
 const CHANNEL_EMPTY: u8 = 6;
 const FINISHED: u8 = 7;
 const TOPIC_DELETE: u8 = 8;
+const SERVING: u8 = 9;
+const TOPIC_PAUSE: u8 = 10;
+const TOPIC_EMPTY: u8 = 11;
 
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
@@ -109,6 +115,26 @@ pub enum Entry {
     TopicDelete {
         topic: String,
     },
+    /// The topic is paused (it hands nothing to its channels) or not, on
+    /// every member.
+    TopicPause {
+        topic: String,
+        paused: bool,
+    },
+    /// The topic's own queue is emptied where it holds messages (the
+    /// leader).
+    TopicEmpty {
+        topic: String,
+    },
+    /// Member `node` leads the group this entry is in and serves its
+    /// topics to consumers at `address` (its broadcast address and TCP
+    /// port, what it registers with the lookupds): written by a member
+    /// when it gains a group, so the others can name that address when
+    /// they refuse a SUB. Not a topic's entry.
+    Serving {
+        node: u64,
+        address: String,
+    },
 }
 
 /// Why an entry cannot be encoded (a caller passed what NSQ never allows).
@@ -140,9 +166,10 @@ pub enum DecodeError {
 }
 
 impl Entry {
-    /// The topic the entry changes (which also places it on its group).
-    pub fn topic(&self) -> &str {
-        match self {
+    /// The topic the entry changes (which also places it on its group);
+    /// None for an entry of the group itself (`Serving`).
+    pub fn topic(&self) -> Option<&str> {
+        Some(match self {
             Entry::TopicCreate { topic, .. }
             | Entry::Publish { topic, .. }
             | Entry::ChannelCreate { topic, .. }
@@ -150,8 +177,11 @@ impl Entry {
             | Entry::ChannelPause { topic, .. }
             | Entry::ChannelEmpty { topic, .. }
             | Entry::Finished { topic, .. }
-            | Entry::TopicDelete { topic } => topic,
-        }
+            | Entry::TopicDelete { topic }
+            | Entry::TopicPause { topic, .. }
+            | Entry::TopicEmpty { topic } => topic,
+            Entry::Serving { .. } => return None,
+        })
     }
 
     /// The entry's payload.
@@ -220,6 +250,20 @@ impl Entry {
             Entry::TopicDelete { topic } => {
                 out.put_u8(TOPIC_DELETE);
                 put_name(&mut out, "topic", topic)?;
+            }
+            Entry::TopicPause { topic, paused } => {
+                out.put_u8(TOPIC_PAUSE);
+                put_name(&mut out, "topic", topic)?;
+                out.put_u8(u8::from(*paused));
+            }
+            Entry::TopicEmpty { topic } => {
+                out.put_u8(TOPIC_EMPTY);
+                put_name(&mut out, "topic", topic)?;
+            }
+            Entry::Serving { node, address } => {
+                out.put_u8(SERVING);
+                out.put_u64(*node);
+                put_name(&mut out, "address", address)?;
             }
         }
         Ok(out.freeze())
@@ -295,11 +339,7 @@ impl Entry {
             }
             CHANNEL_PAUSE => {
                 let (topic, channel) = take_names(buf)?;
-                let paused = match take_u8(buf, "paused flag")? {
-                    0 => false,
-                    1 => true,
-                    other => return Err(DecodeError::Flag(other)),
-                };
+                let paused = take_flag(buf)?;
                 Entry::ChannelPause {
                     topic,
                     channel,
@@ -335,6 +375,17 @@ impl Entry {
             TOPIC_DELETE => Entry::TopicDelete {
                 topic: take_name(buf, "topic")?,
             },
+            TOPIC_PAUSE => Entry::TopicPause {
+                topic: take_name(buf, "topic")?,
+                paused: take_flag(buf)?,
+            },
+            TOPIC_EMPTY => Entry::TopicEmpty {
+                topic: take_name(buf, "topic")?,
+            },
+            SERVING => Entry::Serving {
+                node: take_u64(buf, "node")?,
+                address: take_name(buf, "address")?,
+            },
             other => return Err(DecodeError::Kind(other)),
         };
         if buf.has_remaining() {
@@ -368,6 +419,15 @@ fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
         return Err(DecodeError::Truncated(what));
     }
     Ok(buf.get_u8())
+}
+
+/// A paused flag: 0 or 1, nothing else.
+fn take_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
+    match take_u8(buf, "paused flag")? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError::Flag(other)),
+    }
 }
 
 fn take_u32(buf: &mut Bytes, what: &'static str) -> Result<u32, DecodeError> {
@@ -407,232 +467,5 @@ fn take_names(buf: &mut Bytes) -> Result<(String, String), DecodeError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn id(n: u64) -> MessageId {
-        MessageId::from_guid(n)
-    }
-
-    /// One entry of every kind, with fields that are not all zero.
-    fn every_kind() -> Vec<Entry> {
-        let (t, c) = ("orders".to_string(), "billing#ephemeral".to_string());
-        vec![
-            Entry::TopicCreate {
-                topic: t.clone(),
-                replicas: 3,
-            },
-            Entry::Publish {
-                topic: t.clone(),
-                messages: vec![
-                    Published {
-                        id: id(1),
-                        timestamp: 1_700_000_000_123_456_789,
-                        defer_ms: 0,
-                        body: Bytes::from_static(b"first"),
-                    },
-                    Published {
-                        id: id(u64::MAX),
-                        timestamp: -1,
-                        defer_ms: 3_600_000,
-                        body: Bytes::new(),
-                    },
-                ],
-            },
-            Entry::Publish {
-                topic: t.clone(),
-                messages: Vec::new(),
-            },
-            Entry::ChannelCreate {
-                topic: t.clone(),
-                channel: c.clone(),
-            },
-            Entry::ChannelDelete {
-                topic: t.clone(),
-                channel: c.clone(),
-            },
-            Entry::ChannelPause {
-                topic: t.clone(),
-                channel: c.clone(),
-                paused: true,
-            },
-            Entry::ChannelPause {
-                topic: t.clone(),
-                channel: c.clone(),
-                paused: false,
-            },
-            Entry::ChannelEmpty {
-                topic: t.clone(),
-                channel: c.clone(),
-                up_to: u64::MAX - 1,
-            },
-            Entry::Finished {
-                topic: t.clone(),
-                channel: c.clone(),
-                cursor: Cursor {
-                    index: 42,
-                    offset: 7,
-                },
-                ids: vec![id(9), id(10), id(1 << 40)],
-            },
-            Entry::TopicDelete { topic: t },
-        ]
-    }
-
-    #[test]
-    fn every_kind_round_trips() {
-        for e in every_kind() {
-            let bytes = e.encode().unwrap();
-            assert_eq!(bytes[0], VERSION, "{e:?}");
-            assert_eq!(Entry::decode(bytes).unwrap(), e);
-            assert_eq!(e.topic(), "orders");
-        }
-    }
-
-    #[test]
-    fn the_layout_is_the_documented_one() {
-        let e = Entry::TopicCreate {
-            topic: "ab".into(),
-            replicas: 3,
-        };
-        assert_eq!(&e.encode().unwrap()[..], &[1, 1, 2, b'a', b'b', 3]);
-        let e = Entry::Publish {
-            topic: "t".into(),
-            messages: vec![Published {
-                id: MessageId(*b"0123456789abcdef"),
-                timestamp: 2,
-                defer_ms: 3,
-                body: Bytes::from_static(b"xy"),
-            }],
-        };
-        let mut want = vec![1, 2, 1, b't', 0, 0, 0, 1];
-        want.extend_from_slice(b"0123456789abcdef");
-        want.extend_from_slice(&2i64.to_be_bytes());
-        want.extend_from_slice(&3u64.to_be_bytes());
-        want.extend_from_slice(&[0, 0, 0, 2, b'x', b'y']);
-        assert_eq!(&e.encode().unwrap()[..], &want[..]);
-    }
-
-    #[test]
-    fn bodies_share_the_payload() {
-        let e = Entry::Publish {
-            topic: "t".into(),
-            messages: vec![Published {
-                id: id(1),
-                timestamp: 0,
-                defer_ms: 0,
-                body: Bytes::from(vec![7u8; 1000]),
-            }],
-        };
-        let payload = e.encode().unwrap();
-        let range = payload.as_ptr_range();
-        let Entry::Publish { messages, .. } = Entry::decode(payload.clone()).unwrap() else {
-            panic!("not a publish");
-        };
-        assert!(range.contains(&messages[0].body.as_ptr()), "copied");
-    }
-
-    #[test]
-    fn every_truncation_is_an_error() {
-        for e in every_kind() {
-            let bytes = e.encode().unwrap();
-            for cut in 0..bytes.len() {
-                let r = Entry::decode(bytes.slice(..cut));
-                assert!(r.is_err(), "{e:?} cut at {cut} decoded: {r:?}");
-            }
-        }
-        assert_eq!(Entry::decode(Bytes::new()), Err(DecodeError::Empty));
-        assert_eq!(
-            Entry::decode(Bytes::from_static(&[1])),
-            Err(DecodeError::Truncated("kind"))
-        );
-        assert_eq!(
-            Entry::decode(Bytes::from_static(&[1, 1, 5, b'a'])),
-            Err(DecodeError::Truncated("topic"))
-        );
-    }
-
-    #[test]
-    fn unknown_versions_kinds_and_bad_fields_are_errors() {
-        let good = Entry::TopicCreate {
-            topic: "t".into(),
-            replicas: 1,
-        }
-        .encode()
-        .unwrap();
-        for v in [0u8, 2, 255] {
-            let mut b = good.to_vec();
-            b[0] = v;
-            assert_eq!(Entry::decode(b.into()), Err(DecodeError::Version(v)));
-        }
-        for k in [0u8, 9, 255] {
-            let mut b = good.to_vec();
-            b[1] = k;
-            assert_eq!(Entry::decode(b.into()), Err(DecodeError::Kind(k)));
-        }
-        let mut b = good.to_vec();
-        b.push(0);
-        assert_eq!(Entry::decode(b.into()), Err(DecodeError::Trailing(1)));
-        // A name that is not UTF-8.
-        assert_eq!(
-            Entry::decode(Bytes::from_static(&[1, 8, 1, 0xff])),
-            Err(DecodeError::Utf8("topic"))
-        );
-        // A paused flag that is neither.
-        assert_eq!(
-            Entry::decode(Bytes::from_static(&[1, 5, 1, b't', 1, b'c', 2])),
-            Err(DecodeError::Flag(2))
-        );
-    }
-
-    #[test]
-    fn huge_counts_do_not_allocate_before_failing() {
-        // A publish claiming u32::MAX messages in a few bytes.
-        let b = Bytes::from_static(&[1, 2, 1, b't', 0xff, 0xff, 0xff, 0xff, 0]);
-        assert_eq!(
-            Entry::decode(b),
-            Err(DecodeError::Truncated("message header"))
-        );
-        let b = Bytes::from_static(&[
-            1, 7, 1, b't', 1, b'c', 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
-        ]);
-        assert_eq!(
-            Entry::decode(b),
-            Err(DecodeError::Truncated("finished ids"))
-        );
-        // A body length past the end.
-        let mut b = vec![1, 2, 1, b't', 0, 0, 0, 1];
-        b.extend_from_slice(&[b'0'; 16]);
-        b.extend_from_slice(&[0; 16]);
-        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 1]);
-        assert_eq!(
-            Entry::decode(b.into()),
-            Err(DecodeError::Truncated("message body"))
-        );
-    }
-
-    #[test]
-    fn names_longer_than_a_byte_holds_are_encode_errors() {
-        let e = Entry::TopicDelete {
-            topic: "x".repeat(256),
-        };
-        assert_eq!(
-            e.encode(),
-            Err(EncodeError::NameTooLong {
-                what: "topic",
-                len: 256
-            })
-        );
-        let e = Entry::ChannelCreate {
-            topic: "t".into(),
-            channel: "c".repeat(300),
-        };
-        assert!(matches!(
-            e.encode(),
-            Err(EncodeError::NameTooLong {
-                what: "channel",
-                ..
-            })
-        ));
-    }
-}
+#[path = "replicated_tests.rs"]
+mod tests;

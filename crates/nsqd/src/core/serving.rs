@@ -42,11 +42,21 @@ pub fn registers(replicas: Option<u8>, leader: Leader) -> bool {
 }
 
 /// Why a SUB to `topic` is refused here (the text after `E_SUB_FAILED `),
-/// or None when it is served.
-pub fn sub_refusal(topic: &str, replicas: Option<u8>, leader: Leader) -> Option<String> {
+/// or None when it is served. `address` is the leader's TCP address for
+/// consumers, as its `Serving` entry told this member (None in the moment
+/// between a leader's election and that entry reaching this member).
+pub fn sub_refusal(
+    topic: &str,
+    replicas: Option<u8>,
+    leader: Leader,
+    address: Option<&str>,
+) -> Option<String> {
     match (replicas, leader) {
         (None, _) | (Some(_), Leader::Here) => None,
-        (Some(_), Leader::Node(n)) => Some(format!("SUB topic {topic} is led by node {n}")),
+        (Some(_), Leader::Node(n)) => Some(match address {
+            Some(a) => format!("SUB topic {topic} is led by node {n} ({a})"),
+            None => format!("SUB topic {topic} is led by node {n}"),
+        }),
         (Some(_), Leader::None) => Some(format!("SUB topic {topic} has no leader")),
         (Some(_), Leader::NotMember) => Some(format!(
             "SUB topic {topic} is replicated and this nsqd is not a replication member"
@@ -103,7 +113,7 @@ mod tests {
             Leader::None,
         ] {
             assert!(registers(None, l), "{l:?}");
-            assert_eq!(sub_refusal("t", None, l), None, "{l:?}");
+            assert_eq!(sub_refusal("t", None, l, Some("h:1")), None, "{l:?}");
         }
     }
 
@@ -117,16 +127,21 @@ mod tests {
 
     #[test]
     fn a_sub_away_from_the_leader_names_it() {
-        assert_eq!(sub_refusal("orders", Some(3), Leader::Here), None);
+        assert_eq!(sub_refusal("orders", Some(3), Leader::Here, None), None);
         assert_eq!(
-            sub_refusal("orders", Some(3), Leader::Node(7)).as_deref(),
+            sub_refusal("orders", Some(3), Leader::Node(7), Some("10.0.0.7:4150")).as_deref(),
+            Some("SUB topic orders is led by node 7 (10.0.0.7:4150)")
+        );
+        // Its address not known here yet: the node id alone.
+        assert_eq!(
+            sub_refusal("orders", Some(3), Leader::Node(7), None).as_deref(),
             Some("SUB topic orders is led by node 7")
         );
         assert_eq!(
-            sub_refusal("orders", Some(3), Leader::None).as_deref(),
+            sub_refusal("orders", Some(3), Leader::None, Some("h:1")).as_deref(),
             Some("SUB topic orders has no leader")
         );
-        assert!(sub_refusal("orders", Some(3), Leader::NotMember)
+        assert!(sub_refusal("orders", Some(3), Leader::NotMember, None)
             .is_some_and(|s| s.starts_with("SUB topic orders is replicated")));
         assert_eq!(Leader::Node(7).to_string(), "led by node 7");
         assert_eq!(Leader::None.to_string(), "no leader");

@@ -214,22 +214,58 @@ impl<C> Topic<C> {
         if self.exiting {
             return Err(Refused::Exiting);
         }
+        if let Some(full) = self.refusal(msgs.len(), channel_refuses) {
+            return Err(full.into());
+        }
+        self.route_admitted(msgs, defer)
+    }
+
+    /// The `reject` limit that refuses `incoming` new messages now, if
+    /// any: a channel's (`channel_refuses`: its max_depth if it refuses
+    /// this many), then the topic's own, which applies to what would join
+    /// the backlog. What [`Topic::route`] checks first; a replicated
+    /// topic's publish is checked with it before it is proposed.
+    pub fn refusal(
+        &self,
+        incoming: usize,
+        channel_refuses: impl Fn(&C, usize) -> Option<u64>,
+    ) -> Option<Full> {
         for name in &self.rejecting {
             let max = self
                 .channels
                 .get(name)
-                .and_then(|c| channel_refuses(c, msgs.len()));
+                .and_then(|c| channel_refuses(c, incoming));
             if let Some(max) = max {
-                return Err(Full::Channel(name.clone(), max).into());
+                return Some(Full::Channel(name.clone(), max));
             }
+        }
+        let flows = self.can_flow() && self.backlog.is_empty();
+        let refused = !flows
+            && self.limit.is_set()
+            && self.limit.admit(self.depth(), incoming as u64) == Admit::Refuse;
+        refused.then_some(Full::Topic(self.limit.max_depth))
+    }
+
+    /// [`Topic::route`] without the `reject` limits: for messages already
+    /// admitted (a replicated topic's batch, checked where it was taken
+    /// before it was proposed, and committed since, so refusing it now
+    /// would lose an acknowledged message). A `drop-oldest` limit still
+    /// makes room.
+    pub fn route_admitted(
+        &mut self,
+        msgs: Vec<Message>,
+        defer: Option<Duration>,
+    ) -> Result<Publish, Refused> {
+        if self.exiting {
+            return Err(Refused::Exiting);
         }
         let flows = self.can_flow() && self.backlog.is_empty();
         let mut skip = 0;
         let mut msgs = msgs;
         if !flows && self.limit.is_set() {
             match self.limit.admit(self.depth(), msgs.len() as u64) {
-                Admit::All => {}
-                Admit::Refuse => return Err(Full::Topic(self.limit.max_depth).into()),
+                // route checked the refusal before; an admitted batch is taken
+                Admit::All | Admit::Refuse => {}
                 Admit::Drop { old, new } => {
                     self.dropped_count += old + new;
                     self.message_count += new;

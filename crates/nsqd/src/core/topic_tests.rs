@@ -449,3 +449,26 @@ fn a_topics_mem_queue_size_overrides_the_flag() {
     h.topic.set_mem_queue_size(None, 100);
     assert_eq!(h.topic.stats("t", 2).mem_queue_size, None);
 }
+
+#[test]
+fn a_refusal_is_told_before_routing_and_admitted_batches_pass_reject_limits() {
+    use crate::core::{Full, Limit, Policy};
+    // no channel: everything waits in the backlog (memory)
+    let mut h = Harness::new(cfg(100));
+    h.topic.set_limit(Limit {
+        max_depth: 2,
+        policy: Policy::Reject,
+    });
+    let refuses = |c: &Channel, n: usize| c.refuses(n).then_some(c.limit().max_depth);
+    assert_eq!(h.topic.refusal(2, refuses), None);
+    h.try_publish(batch(0..2), None).unwrap();
+    // what route would refuse, told without changing anything
+    assert_eq!(h.topic.refusal(1, refuses), Some(Full::Topic(2)));
+    assert_eq!(h.topic.stats("t", 0).message_count, 2);
+    // a batch admitted before (a replicated topic's, committed since) is
+    // taken past the reject limit: refusing it would lose it
+    let msgs = h.topic.stamp(batch(2..4), NOW_NS);
+    h.topic.route_admitted(msgs, None).unwrap();
+    let s = h.topic.stats("t", 0);
+    assert_eq!((s.depth, s.message_count), (4, 4));
+}

@@ -4,6 +4,9 @@
 //! topics are registered with the lookupds with their channels; when it
 //! loses one they are unregistered and their consumers' connections
 //! closed, so the clients look the topic up again and find the new leader.
+//! A member that gains a group also commits a `Serving` entry to it with
+//! the TCP address it serves consumers at, which the others name in a
+//! SUB's refusal.
 //! Never: the lookupd connections themselves (`lookup.rs` sends what
 //! `Event::Reregister` asks, deciding from the leadership at that moment)
 //! or the rules (`core::serving`). Without the replication flags nothing
@@ -18,6 +21,7 @@ use super::context::Event;
 use super::nsqd::NsqdInner;
 use super::replication::{seen, ServerMetrics};
 use super::topic::Topic;
+use crate::core::replicated::Entry;
 use crate::core::serving::{change, Change, Leader, Seen};
 
 /// Starts one watcher per group of the member (nothing without one).
@@ -56,7 +60,10 @@ async fn watch_group(
     }
 }
 
-fn on_change(nsqd: &NsqdInner, group: GroupId, c: Change, leader: Leader, was_leading: bool) {
+fn on_change(nsqd: &Arc<NsqdInner>, group: GroupId, c: Change, leader: Leader, was_leading: bool) {
+    if c == Change::Gained {
+        nsqd.ctx.tasks.spawn(announce_serving(nsqd.clone(), group));
+    }
     let topics = topics_of(nsqd, group);
     match c {
         Change::Gained => tracing::info!(
@@ -75,6 +82,48 @@ fn on_change(nsqd: &NsqdInner, group: GroupId, c: Change, leader: Leader, was_le
         nsqd.ctx.emit(Event::Reregister(topic.name.clone()));
         if c == Change::Lost {
             close_consumers(&topic, leader);
+        }
+    }
+}
+
+/// How many times a member that gained a group tries to commit its
+/// `Serving` entry while it still leads: a proposal can time out in the
+/// first moments of a term; one that timed out may still commit, and a
+/// second copy changes nothing.
+const ANNOUNCE_ATTEMPTS: u32 = 3;
+
+/// Commits a `Serving` entry to a group this member just gained: its
+/// broadcast address and TCP port (what it registers with the lookupds),
+/// so the other members name that address when they refuse a SUB to the
+/// group's topics. Carried in the group's log rather than configured
+/// because every member already knows its own, and the entry follows a
+/// change of it with the next election.
+async fn announce_serving(nsqd: Arc<NsqdInner>, group: GroupId) {
+    let Some(r) = nsqd.replication() else { return };
+    let port = nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed);
+    let host = &nsqd.opts().broadcast_address;
+    // An IPv6 literal needs its brackets to be followed by a port.
+    let address = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    let entry = Entry::Serving {
+        node: r.node_id(),
+        address,
+    };
+    for attempt in 1..=ANNOUNCE_ATTEMPTS {
+        if !r.leads(group) || nsqd.ctx.cancel.is_cancelled() {
+            return;
+        }
+        match r.commit_to(group, &entry).await {
+            Ok(_) => return,
+            Err(e) => tracing::warn!(
+                group,
+                attempt,
+                error = e.detail(),
+                "REPLICATION: where this member serves group {group} not committed"
+            ),
         }
     }
 }

@@ -322,7 +322,12 @@ impl NsqdInner {
     /// group another member leads, or none), or None.
     pub fn sub_refusal(&self, name: &str) -> Option<String> {
         let replicas = self.get_topic(name)?.replicas()?;
-        serving::sub_refusal(name, Some(replicas), self.leader_of(name))
+        let leader = self.leader_of(name);
+        let address = match (leader, self.replication()) {
+            (Leader::Node(n), Some(r)) => r.serving_address(r.group_of(name), n),
+            _ => None,
+        };
+        serving::sub_refusal(name, Some(replicas), leader, address.as_deref())
     }
 
     /// Deletes a topic and everything in it. False if it did not exist.

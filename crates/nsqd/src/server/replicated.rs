@@ -7,8 +7,11 @@
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
 //! Built so far: `TopicCreate`, `TopicDelete`, `Publish` on the group's
-//! leader, and the channel entries (`ChannelCreate`, `ChannelDelete`,
-//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides).
+//! leader, the channel entries (`ChannelCreate`, `ChannelDelete`,
+//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides),
+//! the topic entries (`TopicPause` on every member, `TopicEmpty` on the
+//! leader, as `core::topic_entries` decides) and `Serving` (where a
+//! group's leader serves consumers).
 //! `Finished` is logged and skipped until the increment that serves it
 //! (docs/replication.md).
 
@@ -25,6 +28,7 @@ use super::nsqd::NsqdInner;
 use crate::core::channel_entries::{on_channel_entry, ChannelChange, Here};
 use crate::core::replicas::{on_topic_create, Existing, OnCreate};
 use crate::core::replicated::{Entry, Published};
+use crate::core::topic_entries::{self, on_topic_entry, TopicChange};
 
 /// Starts one applier per group of the member (nothing without one).
 pub fn spawn_appliers(nsqd: &Arc<NsqdInner>) {
@@ -86,6 +90,15 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
         | Entry::ChannelDelete { .. }
         | Entry::ChannelPause { .. }
         | Entry::ChannelEmpty { .. }) => channel_entry(nsqd, group, index, &e),
+        e @ (Entry::TopicPause { .. } | Entry::TopicEmpty { .. }) => {
+            topic_entry(nsqd, group, index, &e)
+        }
+        Entry::Serving { node, address } => {
+            if let Some(r) = nsqd.replication() {
+                tracing::debug!(group, node, %address, "REPLICATION: group served by node {node} at {address}");
+                r.record_serving(group, node, address);
+            }
+        }
         other => tracing::debug!(
             group,
             index,
@@ -243,6 +256,37 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
         }
         ChannelChange::Nothing(why) => {
             tracing::debug!(topic = %topic, channel = %channel, index, %why, "REPLICATION: channel entry changes nothing here");
+        }
+    }
+}
+
+/// A committed `TopicPause` or `TopicEmpty`: every member pauses or
+/// unpauses the topic, so a member that gains the group delivers it as the
+/// group decided, and `nsqd.dat` has it before the applier goes on (the
+/// member that answered the client has persisted it); emptying drops the
+/// topic's queue on the leader only (the others' topics hold none of it).
+fn topic_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
+    let name = entry.topic().unwrap_or_default();
+    let t = nsqd.get_topic(name).filter(|t| t.replicas().is_some());
+    let here = topic_entries::Here {
+        replicated: t.is_some(),
+        leads: nsqd.replication().is_some_and(|r| r.leads(group)),
+    };
+    match (on_topic_entry(entry, here), t) {
+        (TopicChange::Pause(paused), Some(t)) => {
+            if t.is_paused() != paused {
+                t.set_paused(paused);
+                tracing::info!(topic = %name, paused, "REPLICATION: topic pause applied");
+                persist(nsqd, name);
+            }
+        }
+        (TopicChange::Empty, Some(t)) => {
+            if let Err(e) = t.empty() {
+                tracing::error!(topic = %name, error = %e, "REPLICATION: topic not emptied");
+            }
+        }
+        (change, _) => {
+            tracing::debug!(topic = %name, index, ?change, "REPLICATION: topic entry changes nothing here");
         }
     }
 }

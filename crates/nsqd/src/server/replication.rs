@@ -112,6 +112,10 @@ pub struct Replication {
     applied: Vec<watch::Sender<u64>>,
     /// Each group's applied entries, until the appliers take them.
     subscriptions: Mutex<Vec<(GroupId, mpsc::Receiver<Applied>)>>,
+    /// Per group, the last `Serving` entry applied here: the member that
+    /// wrote it when it gained the group, and the TCP address it serves
+    /// consumers at (a SUB refused here names it).
+    serving: Mutex<BTreeMap<GroupId, (NodeId, String)>>,
     /// Taken by [`Replication::shutdown`].
     member: Mutex<Option<ClusterMember>>,
 }
@@ -187,6 +191,7 @@ impl Replication {
                 .map(|_| watch::Sender::new(0))
                 .collect(),
             subscriptions: Mutex::new(subscriptions),
+            serving: Mutex::new(BTreeMap::new()),
             member: Mutex::new(Some(member)),
         })
     }
@@ -224,7 +229,16 @@ impl Replication {
     /// that time) until this member has applied it too, so the client that
     /// asked here sees the change here.
     pub async fn commit(&self, entry: &Entry) -> Result<Committed, CommitError> {
-        let group = self.group_of(entry.topic());
+        let Some(topic) = entry.topic() else {
+            return Err(CommitError::Failed(
+                "an entry of no topic has no group".into(),
+            ));
+        };
+        self.commit_to(self.group_of(topic), entry).await
+    }
+
+    /// [`Replication::commit`] to `group` (an entry of no topic).
+    pub async fn commit_to(&self, group: GroupId, entry: &Entry) -> Result<Committed, CommitError> {
         let payload = entry.encode()?;
         let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
         let index = self
@@ -240,6 +254,26 @@ impl Replication {
             Ok(Ok(_)) => Committed::Applied,
             _ => Committed::Elsewhere,
         })
+    }
+
+    /// Records a committed `Serving` entry of `group`.
+    pub fn record_serving(&self, group: GroupId, node: NodeId, address: String) {
+        self.serving.lock().insert(group, (node, address));
+    }
+
+    /// The TCP address consumers reach member `node` at, as its last
+    /// `Serving` entry in `group` says, else in any other group (the
+    /// moment between its election and its entry's commit); None when it
+    /// has written none this member applied.
+    pub fn serving_address(&self, group: GroupId, node: NodeId) -> Option<String> {
+        let serving = self.serving.lock();
+        match serving.get(&group) {
+            Some((n, a)) if *n == node => Some(a.clone()),
+            _ => serving
+                .values()
+                .find(|(n, _)| *n == node)
+                .map(|(_, a)| a.clone()),
+        }
     }
 
     /// Whether this member leads `group` now.

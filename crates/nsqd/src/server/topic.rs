@@ -141,10 +141,25 @@ impl Topic {
     }
 
     /// The `Publish` entry of a batch for a replicated topic, stamped here
-    /// so every replica holds the same ids and timestamps.
-    pub fn publish_entry(&self, bodies: Vec<Bytes>, defer: Option<Duration>) -> Entry {
+    /// so every replica holds the same ids and timestamps; refused whole,
+    /// before anything is proposed, by a `reject` limit of this member's
+    /// topic or channels, as an unreplicated publish is (a check, not a
+    /// reservation: publishes taken at the same moment may together pass
+    /// the limit).
+    pub fn publish_entry(
+        &self,
+        bodies: Vec<Bytes>,
+        defer: Option<Duration>,
+    ) -> Result<Entry, PutError> {
+        if let Some(full) = self
+            .state
+            .lock()
+            .refusal(bodies.len(), |ch, n| ch.refuses(n))
+        {
+            return Err(PutError::Full(full));
+        }
         let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
-        Entry::Publish {
+        Ok(Entry::Publish {
             topic: self.name.clone(),
             messages: self
                 .stamp(bodies)
@@ -156,17 +171,19 @@ impl Topic {
                     body: m.body,
                 })
                 .collect(),
-        }
+        })
     }
 
     /// Publishes messages already stamped (a replicated topic's committed
-    /// batch) as [`Topic::publish`] does.
+    /// batch) as [`Topic::publish`] does, but no `reject` limit refuses
+    /// them: they were checked before they were proposed
+    /// ([`Topic::publish_entry`]), and are acknowledged now.
     pub fn publish_stamped(
         &self,
         msgs: Vec<Message>,
         defer: Option<Duration>,
     ) -> Result<Vec<Ticket>, PutError> {
-        self.put(|st| st.route(msgs, defer, |ch, n| ch.refuses(n)))
+        self.put(|st| st.route_admitted(msgs, defer))
     }
 
     /// Routes a publish under the topic's lock (`route`), then does its
@@ -368,6 +385,10 @@ impl Topic {
         if self.state.lock().start() {
             self.pump.notify_one();
         }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.state.lock().is_paused()
     }
 
     pub fn set_paused(&self, paused: bool) {

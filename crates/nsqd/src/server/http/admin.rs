@@ -1,8 +1,8 @@
 //! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
 //! the changes `nsqd.dat` records are persisted before the answer. A
-//! replicated topic is created and deleted through its Raft group, and so
-//! are its channels (all but `#ephemeral` ones) created, deleted, paused,
-//! unpaused and emptied.
+//! replicated topic is created, deleted, paused, unpaused and emptied
+//! through its Raft group, and so are its channels (all but `#ephemeral`
+//! ones).
 
 use std::sync::Arc;
 
@@ -82,25 +82,58 @@ async fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Resp
     }
 }
 
-/// `POST /topic/delete` of a replicated topic: committed to its group as a
-/// `TopicDelete`, which every member applies (200 once committed; 503 as
-/// for a create). Deleting it on one member only would leave the others
-/// serving it, and its group would bring it back here at the next restart.
-async fn delete_replicated(nsqd: &NsqdInner, name: &str) -> Response {
+/// A change to a replicated topic or its channels, committed to the
+/// topic's group (through its leader when this member does not lead it),
+/// which every member applies: an empty 200 once committed (and, unless
+/// the 5 s ran out first, applied here), 503 naming why when the group has
+/// no leader or does not commit in time. `what` names the change in the
+/// log.
+async fn commit_change(nsqd: &NsqdInner, entry: Entry, what: &str) -> Response {
     let Some(r) = nsqd.replication() else {
         // kept from a start with the flags: nothing here can commit it
         return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
     };
-    let entry = Entry::TopicDelete {
-        topic: name.to_string(),
-    };
     match r.commit(&entry).await {
         Err(e) => {
-            tracing::warn!(topic = %name, error = e.detail(), "replicated topic not deleted");
+            tracing::warn!(
+                topic = entry.topic(),
+                change = what,
+                error = e.detail(),
+                "replicated {what} not committed"
+            );
             err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
         }
         Ok(_) => ok_text(""),
     }
+}
+
+/// `POST /topic/delete` of a replicated topic: a `TopicDelete`, which every
+/// member applies. Deleting it on one member only would leave the others
+/// serving it, and its group would bring it back here at the next restart.
+async fn delete_replicated(nsqd: &NsqdInner, name: &str) -> Response {
+    let entry = Entry::TopicDelete {
+        topic: name.to_string(),
+    };
+    commit_change(nsqd, entry, "topic delete").await
+}
+
+/// `/topic/pause`, `/topic/unpause` and `/topic/empty` of a replicated
+/// topic: a `TopicPause` (every member pauses it, so a new leader still
+/// does) or a `TopicEmpty` (the leader, which holds its messages, drops
+/// them).
+async fn topic_replicated(nsqd: &NsqdInner, name: &str, action: Action) -> Response {
+    let topic = name.to_string();
+    let (entry, what) = match action {
+        Action::Empty => (Entry::TopicEmpty { topic }, "topic empty"),
+        _ => (
+            Entry::TopicPause {
+                topic,
+                paused: action == Action::Pause,
+            },
+            "topic pause",
+        ),
+    };
+    commit_change(nsqd, entry, what).await
 }
 
 /// An empty 200 once `nsqd.dat` has the change, else the 500.
@@ -136,6 +169,9 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
     let Some(topic) = nsqd.get_topic(name) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
+    if topic.replicas().is_some() {
+        return topic_replicated(nsqd, name, action).await;
+    }
     match action {
         Action::Empty => match topic.empty() {
             Ok(()) => ok_text(""),
@@ -148,12 +184,9 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
     }
 }
 
-/// `/channel/<action>` on a channel of a replicated topic: committed to
-/// the topic's group as its `Channel*` entry (through the leader when this
-/// member does not lead it), which every member applies; 200 once
-/// committed (and, unless the 5 s ran out first, applied here), 503 when
-/// the group has no leader or does not commit in time. A channel this
-/// member does not have is a 404 as in NSQ, except for a create.
+/// `/channel/<action>` on a channel of a replicated topic: its `Channel*`
+/// entry, committed as [`commit_change`] does. A channel this member does
+/// not have is a 404 as in NSQ, except for a create.
 async fn channel_replicated(
     nsqd: &NsqdInner,
     topic: &Topic,
@@ -191,13 +224,8 @@ async fn channel_replicated(
             channel: c,
         },
     };
-    match r.commit(&entry).await {
-        Err(e) => {
-            tracing::warn!(topic = %topic.name, channel, ?action, error = e.detail(), "replicated channel change not committed");
-            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
-        }
-        Ok(_) => ok_text(""),
-    }
+    let what = format!("{action:?} of channel {channel}");
+    commit_change(nsqd, entry, &what).await
 }
 
 pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {

@@ -137,7 +137,11 @@ async fn replicated(
     let Some(r) = nsqd.replication() else {
         return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
     };
-    let entry = topic.publish_entry(bodies, defer);
+    // the limits of this member's topic and channels, before proposing
+    let entry = match topic.publish_entry(bodies, defer) {
+        Ok(e) => e,
+        Err(e) => return put_error(&e),
+    };
     match r.commit(&entry).await {
         Ok(_) => ok_text("OK"),
         Err(e) => {

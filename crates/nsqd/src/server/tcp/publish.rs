@@ -16,7 +16,8 @@
 //! channel <c> is at max_depth <n>` (or `topic is at ...`; `E_MPUB_FAILED`,
 //! `E_DPUB_FAILED` likewise), which clients already take as a failed
 //! publish; unlike NSQ's other publish failures it does not close the
-//! connection.
+//! connection. On a replicated topic the limits of this nsqd's topic and
+//! channels are checked before the batch is proposed, with the same error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,8 +58,15 @@ pub fn publish(
             t
         }
     };
+    // a limit (nsq-rs, opt-in): NSQ's code and wording, but the connection
+    // stays, so the producer can retry once there is room
+    let put_error = |e: PutError| match e {
+        PutError::Exiting => exiting(),
+        PutError::Full(f) => ProtocolError::non_fatal(code, format!("{cmd} failed {f}")),
+        PutError::Backend(e) => ProtocolError::fatal(code, format!("{cmd} failed {e}")),
+    };
     if topic.replicas().is_some() {
-        let entry = topic.publish_entry(bodies, defer);
+        let entry = topic.publish_entry(bodies, defer).map_err(put_error)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let nsqd = conn.nsqd.clone();
         let cmd = cmd.to_string();
@@ -69,18 +77,7 @@ pub fn publish(
         conn.respond_when_committed(rx);
         return Ok(());
     }
-    let tickets = match topic.publish(bodies, defer) {
-        Ok(t) => t,
-        Err(PutError::Exiting) => return Err(exiting()),
-        // a limit (nsq-rs, opt-in): NSQ's code and wording, but the
-        // connection stays, so the producer can retry once there is room
-        Err(PutError::Full(f)) => {
-            return Err(ProtocolError::non_fatal(code, format!("{cmd} failed {f}")))
-        }
-        Err(PutError::Backend(e)) => {
-            return Err(ProtocolError::fatal(code, format!("{cmd} failed {e}")))
-        }
-    };
+    let tickets = topic.publish(bodies, defer).map_err(put_error)?;
     conn.client.record_pub(topic_name, n);
     if tickets.is_empty() {
         conn.respond(OK);

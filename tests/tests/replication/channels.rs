@@ -69,14 +69,8 @@ fn lookupd_channels(l: &Lookupd, t: &str) -> Vec<String> {
 
 #[test]
 fn channels_of_a_replicated_topic_follow_its_group() {
-    let lookupd = Lookupd::start(&[]);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut members = start_cluster(&dirs, |_| {
-        vec![
-            format!("--lookupd-tcp-address={}", lookupd.tcp),
-            "--broadcast-address=127.0.0.1".into(),
-        ]
-    });
+    let (lookupd, mut members) = start_cluster_with_lookupd(&dirs);
     let all: Vec<&Member> = members.iter().collect();
     let t = "replicated_channels";
     // A channel the lookupd was told of before the topic exists: NSQ's

@@ -89,14 +89,8 @@ pub fn by_id(ms: &[Member], id: u64) -> &Member {
 
 #[test]
 fn only_the_groups_leader_serves_a_replicated_topic() {
-    let lookupd = Lookupd::start(&[]);
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut members = start_cluster(&dirs, |_| {
-        vec![
-            format!("--lookupd-tcp-address={}", lookupd.tcp),
-            "--broadcast-address=127.0.0.1".into(),
-        ]
-    });
+    let (lookupd, mut members) = start_cluster_with_lookupd(&dirs);
     let all: Vec<&Member> = members.iter().collect();
     let t = "served_by_its_leader";
     let lid = leader_of(&all, t, None);

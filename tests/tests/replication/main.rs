@@ -20,7 +20,7 @@ mod topics;
 use std::time::Duration;
 
 use members::*;
-use nsq_tests::{free_port, run_bin, Nsqd};
+use nsq_tests::{free_port, run_nsqd_once, Nsqd};
 
 #[test]
 fn three_nsqds_form_a_cluster_fail_over_and_rejoin() {
@@ -331,13 +331,7 @@ fn bad_replication_flags_are_startup_errors() {
         ),
     ];
     for (args, needle) in cases {
-        let dir = tempfile::tempdir().unwrap();
-        let tcp = format!("--tcp-address=127.0.0.1:{}", free_port());
-        let http = format!("--http-address=127.0.0.1:{}", free_port());
-        let dp = format!("--data-path={}", dir.path().display());
-        let mut all: Vec<&str> = vec![&tcp, &http, &dp];
-        all.extend_from_slice(args);
-        let out = run_bin("nsqd", &all, Duration::from_secs(10));
+        let out = run_nsqd_once(args, Duration::from_secs(10));
         let code = out.status.and_then(|s| s.code());
         assert!(
             matches!(code, Some(1) | Some(2)),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use nsq_tests::{free_ports, wait_for, Nsqd};
+use nsq_tests::{free_ports, wait_for, Lookupd, Nsqd};
 use serde_json::Value;
 
 pub const GROUPS: usize = 4;
@@ -84,6 +84,19 @@ pub fn start_cluster(
             Member { id, nsqd, args }
         })
         .collect()
+}
+
+/// A lookupd, and three members (as [`start_cluster`]) that register with
+/// it as 127.0.0.1.
+pub fn start_cluster_with_lookupd(dirs: &[tempfile::TempDir]) -> (Lookupd, Vec<Member>) {
+    let lookupd = Lookupd::start(&[]);
+    let members = start_cluster(dirs, |_| {
+        vec![
+            format!("--lookupd-tcp-address={}", lookupd.tcp),
+            "--broadcast-address=127.0.0.1".into(),
+        ]
+    });
+    (lookupd, members)
 }
 
 /// CRC-32 (IEEE), bit by bit: the placement docs/replication.md gives

@@ -125,7 +125,7 @@ stop_all() {
     if [ -n "$TAIL_PID" ]; then kill "$TAIL_PID" 2>/dev/null || true; wait "$TAIL_PID" 2>/dev/null || true; fi
     exit "$status"
 }
-trap 'stop_all 0' INT TERM
+trap 'stop_all 0' INT TERM HUP
 trap 'stop_all 1' EXIT
 
 # fail NAME LOG WHAT: reports a daemon that did not come up or died, with the
@@ -141,7 +141,11 @@ fail() {
 start() {
     local name="$1" port="$2" log="$DATA/logs/$1.log" pid
     shift 2
-    "$BIN/$name" "$@" >"$log" 2>&1 &
+    # Its own session: Ctrl-C signals the terminal's process group, and a
+    # daemon in it would stop on its own while this script, interrupted in
+    # `wait`, could take that exit for a crash. Only the script gets it;
+    # stop_all then stops the daemons, newest first.
+    setsid "$BIN/$name" "$@" >"$log" 2>&1 &
     pid=$!
     names+=("$name")
     pids+=("$pid")

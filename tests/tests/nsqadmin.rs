@@ -161,7 +161,7 @@ fn startup_checks_and_version() {
     assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{out:?}");
     assert!(
         out.stderr
-            .contains("FATAL: --nsqd-http-address or --lookupd-http-address required"),
+            .contains("FATAL: failed to instantiate nsqadmin - --nsqd-http-address or --lookupd-http-address required"),
         "{}",
         out.stderr
     );

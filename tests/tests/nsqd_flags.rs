@@ -132,6 +132,27 @@ fn expect_fatal_start(args: &[&str], needle: &str) {
 }
 
 #[test]
+fn a_taken_port_is_fatal_in_gos_words() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_bin(
+        "nsqd",
+        &[
+            &format!("--tcp-address={addr}"),
+            &format!("--http-address=127.0.0.1:{}", free_port()),
+            &format!("--data-path={}", dir.path().display()),
+        ],
+        secs(10),
+    );
+    assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{out:?}");
+    let want = format!(
+        "FATAL: failed to instantiate nsqd - listen ({addr}) failed - listen tcp {addr}: bind: address already in use"
+    );
+    assert!(out.stderr.contains(&want), "{}", out.stderr);
+}
+
+#[test]
 fn invalid_options_are_fatal() {
     expect_fatal_start(
         &["--max-deflate-level=10"],

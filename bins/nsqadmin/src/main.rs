@@ -12,7 +12,7 @@ fn main() {
     nsq_cli::daemon_runtime("nsqadmin").block_on(async move {
         let admin = match nsqadmin::Nsqadmin::new(opts).await {
             Ok(a) => a,
-            Err(e) => fatal(&e.to_string()),
+            Err(e) => fatal(&format!("failed to instantiate nsqadmin - {e}")),
         };
         admin.set_log_level_hook(set_level);
         if let Err(e) = admin.run(nsq_cli::shutdown_on_signals()).await {

@@ -5,7 +5,7 @@ pub enum StartError {
     /// Invalid or inconsistent options (nsqadmin's own wording).
     #[error("{0}")]
     Config(String),
-    #[error("listen ({addr}) failed - {source}")]
+    #[error("listen ({addr}) failed - {}", nsq_protocol::gofmt::listen_error(.addr, .source))]
     Listen {
         addr: String,
         source: std::io::Error,

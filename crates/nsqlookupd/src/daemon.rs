@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::registration::RegistrationDb;
 use crate::{http, tcp, VERSION};
+use nsq_protocol::gofmt::listen_error;
 use nsq_protocol::lookupd::LookupdInfo;
 
 nsq_cli::flags! {
@@ -156,7 +157,7 @@ impl Options {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Same text as NSQ: `listen (<addr>) failed - listen tcp <addr>: bind: ...`.
-    #[error("listen ({addr}) failed - {}", go_listen_error(.addr, .source))]
+    #[error("listen ({addr}) failed - {}", listen_error(.addr, .source))]
     Listen {
         addr: String,
         #[source]
@@ -349,20 +350,6 @@ async fn listen(addr: &str) -> Result<TcpListener, Error> {
     TcpListener::bind(addr).await.map_err(err)
 }
 
-/// Go's spelling of a listen error, e.g. `listen tcp 0.0.0.0:4160: bind:
-/// address already in use`.
-fn go_listen_error(addr: &str, e: &io::Error) -> String {
-    if !addr.contains(':') {
-        return format!("listen tcp: address {addr}: missing port in address");
-    }
-    let text = nsq_protocol::gofmt::errno_text(e);
-    if e.raw_os_error().is_some() {
-        format!("listen tcp {addr}: bind: {text}")
-    } else {
-        format!("listen tcp {addr}: {text}")
-    }
-}
-
 pub(crate) use nsq_http::server::go_addr;
 
 #[cfg(test)]
@@ -377,19 +364,6 @@ mod tests {
             "127.0.0.1:5"
         );
         assert_eq!(go_addr("[::1]:5".parse().unwrap()), "[::1]:5");
-    }
-
-    #[test]
-    fn listen_errors_read_like_go() {
-        let e = io::Error::from_raw_os_error(98);
-        assert_eq!(
-            go_listen_error("0.0.0.0:4160", &e),
-            "listen tcp 0.0.0.0:4160: bind: address already in use"
-        );
-        assert_eq!(
-            go_listen_error("foo", &e),
-            "listen tcp: address foo: missing port in address"
-        );
     }
 
     #[test]

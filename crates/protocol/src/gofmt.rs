@@ -72,6 +72,21 @@ pub fn errno_text(e: &io::Error) -> String {
     }
 }
 
+/// Go's `net.Listen("tcp", addr)` error text, e.g. `listen tcp
+/// 0.0.0.0:4160: bind: address already in use`: what NSQ's daemons print
+/// after `listen (<addr>) failed - `.
+pub fn listen_error(addr: &str, e: &io::Error) -> String {
+    if !addr.contains(':') {
+        return format!("listen tcp: address {addr}: missing port in address");
+    }
+    let text = errno_text(e);
+    if e.raw_os_error().is_some() {
+        format!("listen tcp {addr}: bind: {text}")
+    } else {
+        format!("listen tcp {addr}: {text}")
+    }
+}
+
 /// A serde_json formatter that writes what Go's `encoding/json` writes.
 #[derive(Default)]
 pub struct GoFormatter;
@@ -168,6 +183,19 @@ pub fn to_json_string<T: Serialize + ?Sized>(v: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn listen_errors_read_like_go() {
+        let e = io::Error::from_raw_os_error(98);
+        assert_eq!(
+            listen_error("0.0.0.0:4160", &e),
+            "listen tcp 0.0.0.0:4160: bind: address already in use"
+        );
+        assert_eq!(
+            listen_error("foo", &e),
+            "listen tcp: address foo: missing port in address"
+        );
+    }
 
     #[test]
     fn quote_like_go() {

@@ -39,7 +39,7 @@ pub enum Error {
     Metadata { file: String, err: String },
     #[error("failed to persist metadata - {0}")]
     Persist(String),
-    #[error("listen ({addr}) failed - {err}")]
+    #[error("listen ({addr}) failed - {}", nsq_protocol::gofmt::listen_error(.addr, .err))]
     Listen { addr: String, err: std::io::Error },
     #[error("failed to build TLS config - {0}")]
     Tls(super::tls::TlsError),

@@ -339,23 +339,33 @@ impl Ledgers {
         gap
     }
 
-    /// Redeliveries (attempts > 1) in `[from, to)` to consumers other than
-    /// `except`: (time, consumer name).
-    pub fn redeliveries_between(
+    /// Messages `held_by` held when it stopped, as they reach other
+    /// consumers: the redeliveries (attempts > 1) in `[from, to)` to a
+    /// consumer other than `held_by` of an id whose previous delivery on
+    /// that channel went to `held_by` before `held_until`: (time, consumer
+    /// name). Redeliveries with other causes (the next fault, whose window
+    /// this one's may overlap) are not counted.
+    pub fn handed_over(
         &mut self,
+        held_by: &str,
+        held_until: i64,
         from: i64,
         to: i64,
-        except: &[&str],
     ) -> Vec<(i64, String)> {
         self.seal();
-        let skip: Vec<u16> = except.iter().filter_map(|c| self.names.find(c)).collect();
-        let start = self.receipts.partition_point(|r| r.t_ns < from);
-        self.receipts[start..]
-            .iter()
-            .take_while(|r| r.t_ns < to)
-            .filter(|r| r.attempts > 1 && !skip.contains(&r.consumer))
-            .map(|r| (r.t_ns, self.names.names[r.consumer as usize].clone()))
-            .collect()
+        let Some(held) = self.names.find(held_by) else {
+            return Vec::new();
+        };
+        let mut last: HashMap<(u16, u32), (u16, i64)> = HashMap::new();
+        let mut out = Vec::new();
+        for r in self.receipts.iter().take_while(|r| r.t_ns < to) {
+            let prev = last.insert((r.channel, r.id), (r.consumer, r.t_ns));
+            let was_held = prev.is_some_and(|(c, t)| c == held && t < held_until);
+            if was_held && r.t_ns >= from && r.attempts > 1 && r.consumer != held {
+                out.push((r.t_ns, self.names.names[r.consumer as usize].clone()));
+            }
+        }
+        out
     }
 
     /// Latest delivery time of any consumer (0 if none).
@@ -412,11 +422,17 @@ mod tests {
             ("c2".to_string(), "A".to_string(), "n1:4150".to_string()),
             ("c2".to_string(), "A".to_string(), "n9:4150".to_string()),
         ];
+        // a.2 went to c1 at 260 and again (attempt 2) at 900, then to c2
         assert_eq!(
-            l.redeliveries_between(0, 2000, &["c1"]),
+            l.handed_over("c1", 950, 0, 2000),
             vec![(1000, "c2".to_string())]
         );
-        assert_eq!(l.redeliveries_between(0, 1000, &[]).len(), 1);
+        // c1's own redelivery is not a hand-over, nor one after the window
+        assert!(l.handed_over("c1", 950, 0, 1000).is_empty());
+        // a hold that ended at 800: the delivery c2's follows (c1's at 900)
+        // came after it
+        assert!(l.handed_over("c1", 800, 0, 2000).is_empty());
+        assert!(l.handed_over("c2", i64::MAX, 0, 2000).is_empty());
         assert_eq!(l.last_delivery(), 1000);
         // steady again: c1/A/n2 delivers at 260 and 900; with gaps up to 700
         // allowed that is 260, with gaps up to 500 only 900 (after the pause)

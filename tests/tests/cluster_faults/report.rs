@@ -168,7 +168,7 @@ pub fn judge(
             bound,
         } => {
             let end = to + bound.as_nanos() as i64;
-            let r = ledgers.redeliveries_between(*from, end, &[held_by.as_str()]);
+            let r = ledgers.handed_over(held_by, *to, *from, end);
             match r.iter().map(|(t, _)| t - from).max() {
                 None => plain("held", "none held".into(), true),
                 Some(l) => Verdict {

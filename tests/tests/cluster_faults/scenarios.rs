@@ -56,7 +56,8 @@ pub enum Check {
         to: i64,
     },
     /// Messages held by `held_by` when it stopped reach other consumers:
-    /// redeliveries to them in `[from, to)`, the latest within `bound`.
+    /// redeliveries to them from `from` on of messages last delivered to
+    /// `held_by` before `to` (the heal), the latest within `bound`.
     Redelivered {
         held_by: String,
         from: i64,

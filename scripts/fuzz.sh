@@ -24,8 +24,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT/fuzz"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
-    echo "==> installing cargo-fuzz (cargo install --locked cargo-fuzz, into ${CARGO_HOME:-$HOME/.cargo}/bin)" >&2
-    cargo install --locked cargo-fuzz
+    # --debug: it only drives cargo, and an unoptimised build takes a
+    # fraction of the CPU.
+    echo "==> installing cargo-fuzz (cargo install --locked --debug cargo-fuzz, into ${CARGO_HOME:-$HOME/.cargo}/bin)" >&2
+    cargo install --locked --debug cargo-fuzz
 fi
 if [ "$INSTALL_ONLY" = 1 ]; then exit 0; fi
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/nsq-fuzz.XXXXXX")"

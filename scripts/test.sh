@@ -65,6 +65,17 @@ phase "cargo fmt --check"
 cargo fmt --all -- --check
 rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 
+# tests/tests/durable_acks.rs replays a trace of nsqd's system calls
+if ! command -v strace >/dev/null; then
+    echo "==> installing Debian's strace with apt-get (needed by tests/tests/durable_acks.rs)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+fi
+# The browser test's installs (Debian's chromium, npm's playwright-core;
+# each announced as it starts) wait on the network and the disk, not the
+# CPU, so they run while clippy and the build compile.
+bash tests/browser/run.sh --install-only &
+browser_install=$!
+
 phase "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
@@ -73,12 +84,6 @@ cargo build --workspace --bins
 
 phase "systemd units (scripts/check_deploy.sh)"
 bash scripts/check_deploy.sh "$NSQ_BIN_DIR"
-
-# tests/tests/durable_acks.rs replays a trace of nsqd's system calls
-if ! command -v strace >/dev/null; then
-    echo "==> installing Debian's strace with apt-get (needed by tests/tests/durable_acks.rs)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
-fi
 
 # before the Rust tests: the cluster test's pynsq consumer host needs it too
 phase "pynsq into .venv"
@@ -129,8 +134,11 @@ cleanup() {
     rm -rf "$RUN_TMP"
 }
 trap cleanup EXIT
-# Installs first, in the foreground, so each is announced before it happens.
-bash tests/browser/run.sh --install-only
+# The browser test's installs, started before clippy, have finished.
+if ! wait "$browser_install"; then
+    echo "the browser test's installs failed (tests/browser/run.sh --install-only)" >&2
+    exit 1
+fi
 TOOLCHAINS="$(rustup toolchain list 2>/dev/null || true)"
 NIGHTLY=0
 if grep -Eq '^nightly-[^0-9]' <<<"$TOOLCHAINS"; then

@@ -252,13 +252,12 @@ fn new_topic_gets_the_channels_lookupd_knows_before_its_first_message() {
         (v["channels"].as_array()?.len() >= 3).then_some(())
     });
     let b = nsqd_for(&[&l], &[]);
-    // give b time to identify with the lookupd (it needs its HTTP address)
-    wait_for(Duration::from_secs(5), "b registered", || {
-        let v = http_request_timeout(&l.http, "GET", "/nodes", &[], None, Duration::from_secs(1))
-            .ok()?
-            .json();
-        (v["producers"].as_array()?.len() == 2).then_some(())
-    });
+    // b learns the lookupd's HTTP address from the answer to its IDENTIFY,
+    // after the lookupd already lists it in /nodes; its lookup loop handles
+    // a topic's REGISTER only after that, so a registered probe topic says
+    // b can ask the lookupd for t's channels.
+    assert_eq!(b.post("/topic/create?topic=probe", b"").status, 200);
+    discover_n(&[&l], "probe", 1);
     b.http_pub("t", b"first");
     let chans = wait_for(Duration::from_secs(5), "pre-created channels on b", || {
         let ch = b.topic_stats("t")?["channels"]

@@ -214,10 +214,15 @@ impl<C> Topic<C> {
         if self.exiting {
             return Err(Refused::Exiting);
         }
-        if let Some(full) = self.refusal(msgs.len(), channel_refuses) {
+        if let Some(full) = self.channel_refusal(msgs.len(), channel_refuses) {
             return Err(full.into());
         }
-        self.route_admitted(msgs, defer)
+        // One verdict of the topic's limit serves both the refusal and the
+        // room a `drop-oldest` limit makes.
+        match self.topic_admit(msgs.len()) {
+            Admit::Refuse => Err(Full::Topic(self.limit.max_depth).into()),
+            admit => Ok(self.place(msgs, defer, admit)),
+        }
     }
 
     /// The `reject` limit that refuses `incoming` new messages now, if
@@ -230,20 +235,32 @@ impl<C> Topic<C> {
         incoming: usize,
         channel_refuses: impl Fn(&C, usize) -> Option<u64>,
     ) -> Option<Full> {
-        for name in &self.rejecting {
-            let max = self
-                .channels
-                .get(name)
-                .and_then(|c| channel_refuses(c, incoming));
-            if let Some(max) = max {
-                return Some(Full::Channel(name.clone(), max));
-            }
-        }
+        self.channel_refusal(incoming, channel_refuses).or_else(|| {
+            (self.topic_admit(incoming) == Admit::Refuse)
+                .then_some(Full::Topic(self.limit.max_depth))
+        })
+    }
+
+    fn channel_refusal(
+        &self,
+        incoming: usize,
+        channel_refuses: impl Fn(&C, usize) -> Option<u64>,
+    ) -> Option<Full> {
+        self.rejecting.iter().find_map(|name| {
+            let max = channel_refuses(self.channels.get(name)?, incoming)?;
+            Some(Full::Channel(name.clone(), max))
+        })
+    }
+
+    /// The topic's own limit on `incoming` messages: it applies only to
+    /// what would join the backlog, so everything is admitted while the
+    /// topic flows straight to its channels.
+    fn topic_admit(&self, incoming: usize) -> Admit {
         let flows = self.can_flow() && self.backlog.is_empty();
-        let refused = !flows
-            && self.limit.is_set()
-            && self.limit.admit(self.depth(), incoming as u64) == Admit::Refuse;
-        refused.then_some(Full::Topic(self.limit.max_depth))
+        if flows || !self.limit.is_set() {
+            return Admit::All;
+        }
+        self.limit.admit(self.depth(), incoming as u64)
     }
 
     /// [`Topic::route`] without the `reject` limits: for messages already
@@ -259,39 +276,44 @@ impl<C> Topic<C> {
         if self.exiting {
             return Err(Refused::Exiting);
         }
+        let admit = match self.topic_admit(msgs.len()) {
+            Admit::Refuse => Admit::All,
+            admit => admit,
+        };
+        Ok(self.place(msgs, defer, admit))
+    }
+
+    /// Takes `msgs` in under the limit's verdict `admit`: to the channels
+    /// when the topic flows, else into the backlog.
+    fn place(&mut self, mut msgs: Vec<Message>, defer: Option<Duration>, admit: Admit) -> Publish {
+        // Decided before a `drop-oldest` limit empties the backlog: what
+        // arrives behind a backlog stays behind it.
         let flows = self.can_flow() && self.backlog.is_empty();
         let mut skip = 0;
-        let mut msgs = msgs;
-        if !flows && self.limit.is_set() {
-            match self.limit.admit(self.depth(), msgs.len() as u64) {
-                // route checked the refusal before; an admitted batch is taken
-                Admit::All | Admit::Refuse => {}
-                Admit::Drop { old, new } => {
-                    self.dropped_count += old + new;
-                    self.message_count += new;
-                    self.message_bytes += msgs
-                        .drain(..new as usize)
-                        .map(|m| m.body.len() as u64)
-                        .sum::<u64>();
-                    let mut left = old;
-                    while left > 0 && self.backlog.pop().is_some() {
-                        left -= 1;
-                    }
-                    skip = left;
-                    self.backend_len = self.backend_len.saturating_sub(left);
-                }
+        if let Admit::Drop { old, new } = admit {
+            self.dropped_count += old + new;
+            self.message_count += new;
+            self.message_bytes += msgs
+                .drain(..new as usize)
+                .map(|m| m.body.len() as u64)
+                .sum::<u64>();
+            let mut left = old;
+            while left > 0 && self.backlog.pop().is_some() {
+                left -= 1;
             }
+            skip = left;
+            self.backend_len = self.backend_len.saturating_sub(left);
         }
         for m in &msgs {
             self.message_count += 1;
             self.message_bytes += m.body.len() as u64;
         }
         if flows {
-            return Ok(Publish {
+            return Publish {
                 fan_out: msgs,
                 defer,
                 ..Publish::default()
-            });
+            };
         }
         let mut append = Vec::new();
         for msg in msgs {
@@ -306,13 +328,13 @@ impl<C> Topic<C> {
             self.backlog.append_started();
             self.backend_len += append.len() as u64;
         }
-        Ok(Publish {
+        Publish {
             fan_out: Vec::new(),
             defer,
             append,
             pump: self.should_pump(),
             skip,
-        })
+        }
     }
 
     /// Takes back the count of messages a channel or the backend refused:

@@ -1,24 +1,7 @@
-//! `nsq_protocol::command::parse_mpub_body` with nsqd's default limits.
-//! Never panics; on success the bodies are non-empty, within the message
-//! limit, and their framing fits inside the input.
+//! MPUB bodies under nsqd's default limits.
+//! Check and rules: `nsq_fuzz_checks::mpub_body` (crates/fuzz-checks).
 #![no_main]
 
-use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use nsq_protocol::command::{parse_mpub_body, Limits};
 
-fuzz_target!(|data: &[u8]| {
-    let limits = Limits::default();
-    if let Ok(bodies) = parse_mpub_body(Bytes::copy_from_slice(data), &limits) {
-        assert!(!bodies.is_empty());
-        let count = i32::from_be_bytes(data[..4].try_into().unwrap());
-        assert_eq!(count as usize, bodies.len());
-        let mut framed = 4usize;
-        for b in &bodies {
-            assert!(!b.is_empty());
-            assert!(b.len() as i64 <= limits.max_msg_size);
-            framed += 4 + b.len();
-        }
-        assert!(framed <= data.len(), "bodies claim more bytes than given");
-    }
-});
+fuzz_target!(|data: &[u8]| nsq_fuzz_checks::mpub_body::check(data));

@@ -1,57 +1,7 @@
-//! `nsq_protocol::command::decode` over arbitrary bytes: decode until
-//! `Ok(None)` or an error, with a precheck that always proceeds and nsqd's
-//! default limits. Never panics; every `Some` consumes at least one byte,
-//! `None` consumes nothing, the total never exceeds the input; and feeding
-//! the same bytes in two pieces yields the same commands (streaming contract).
+//! V2 command decoding, whole and in two pieces.
+//! Check and rules: `nsq_fuzz_checks::v2_command` (crates/fuzz-checks).
 #![no_main]
 
-use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
-use nsq_protocol::command::{decode, Command, Limits, Precheck};
 
-/// Decodes `buf` to the end; returns the commands and how it stopped
-/// (`true` = error). `pending` is appended when `decode` first asks for more.
-fn run(first: &[u8], mut pending: Option<&[u8]>, limits: &Limits) -> (Vec<Command>, bool, usize) {
-    let total = first.len() + pending.map_or(0, |p| p.len());
-    let mut buf = BytesMut::from(first);
-    let mut out = Vec::new();
-    let mut consumed = 0usize;
-    // Each successful decode consumes >= 1 byte, so this bound is never hit
-    // unless decode loops without progress.
-    for _ in 0..=total + 1 {
-        let before = buf.len();
-        match decode(&mut buf, limits, |_, _| Ok(Precheck::Proceed)) {
-            Ok(Some(cmd)) => {
-                assert!(buf.len() < before, "Some(..) consumed nothing");
-                consumed += before - buf.len();
-                assert!(consumed <= total, "consumed more than given");
-                out.push(cmd);
-            }
-            Ok(None) => {
-                assert_eq!(buf.len(), before, "None must consume nothing");
-                match pending.take() {
-                    Some(p) => buf.extend_from_slice(p),
-                    None => return (out, false, consumed),
-                }
-            }
-            Err(_) => return (out, true, consumed),
-        }
-    }
-    panic!("decode made no progress");
-}
-
-fuzz_target!(|data: &[u8]| {
-    let limits = Limits::default();
-    let whole = run(data, None, &limits);
-    if data.is_empty() {
-        return;
-    }
-    // Split point taken from the first byte, scaled over the input.
-    let cut = (data[0] as usize * data.len()) / 256;
-    let (a, b) = data.split_at(cut);
-    let split = run(a, Some(b), &limits);
-    assert_eq!(
-        whole, split,
-        "result depends on how the bytes arrived (cut at {cut})"
-    );
-});
+fuzz_target!(|data: &[u8]| nsq_fuzz_checks::v2_command::check(data));

@@ -375,6 +375,7 @@ mod tests {
                 max_depth_policy: None,
                 dropped_count: 0,
                 replicas: None,
+                replication: None,
             }]),
             memory: None,
             producers: None,

@@ -196,7 +196,11 @@ impl HistoryState {
         let cap = self.cap();
         let mut cluster = Point::default();
         let mut topics: BTreeMap<&str, Tally> = BTreeMap::new();
-        for t in per_node {
+        // A replicated topic's totals are its leader's (every member holds
+        // it); each member's own series is kept as it is.
+        let counts =
+            crate::cluster::replicated::counts_in(per_node, |t| &t.topic_name, |t| &t.replicated);
+        for (t, counts) in per_node.iter().zip(counts) {
             let mut node_point = Point {
                 depth: t.depth,
                 messages: t.message_count,
@@ -215,13 +219,17 @@ impl HistoryState {
                 node_point.in_flight += cp.in_flight;
                 node_point.deferred += cp.deferred;
                 node_point.clients += cp.clients;
-                cluster.add(cp);
                 let ch = entry.channels.entry(&c.channel_name).or_default();
-                ch.total.add(cp);
                 ch.nodes.push((&t.node, cp));
+                if counts {
+                    cluster.add(cp);
+                    ch.total.add(cp);
+                }
             }
-            cluster.depth += t.depth;
-            entry.total.add(node_point);
+            if counts {
+                cluster.depth += t.depth;
+                entry.total.add(node_point);
+            }
             entry.nodes.push((&t.node, node_point));
         }
         self.cluster.push(now_ms, cluster, cap);

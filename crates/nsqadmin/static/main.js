@@ -881,9 +881,35 @@
         });
         html += "</tbody></table></div>";
       }
+      html += replicationSection(t);
       document.getElementById("content").innerHTML = html;
       topicSettings(p, t);
     }
+  }
+
+  /* nsq-rs replicated topics: the group as its leader reports it (nothing
+     for an unreplicated topic). Lag is known on the leader alone; the
+     totals above are the leader's, so a message every member holds counts once. */
+  function replicationSection(t) {
+    var r = t.replication;
+    if (!r) { return ""; }
+    var leader = r.leader == null ? '<span class="muted">none (election under way)</span>' :
+      "node " + esc(r.leader) + (r.leader_address ? " (" + esc(r.leader_address) + ")" : "");
+    var known = r.is_leader ? "" : '<p class="muted">No member reports leading the group: lags are unknown and the totals are summed over members.</p>';
+    return '<h2>Replication <span class="muted small">(nsq-rs)</span></h2>' +
+      '<table class="grid" id="topic-replication"><tbody>' +
+      '<tr><th title="members that hold the topic">Replicas</th><td class="num">' + num(t.replicas || (r.replicas || []).length) + "</td></tr>" +
+      '<tr><th title="the member that takes publishes and serves consumers">Leader</th><td data-leader="' + esc(r.leader == null ? "" : r.leader) + '">' + leader + "</td></tr>" +
+      '<tr><th title="Raft group the topic is placed in">Group</th><td class="num">' + esc(r.group) + "</td></tr>" +
+      '<tr><th title="last index in the leader\'s log / last committed on a majority">Log, committed</th><td class="num">' +
+        (r.last_log_index == null ? "-" : num(r.last_log_index)) + ", " + (r.committed_index == null ? "-" : num(r.committed_index)) + "</td></tr>" +
+      "</tbody></table>" +
+      '<table class="grid" id="topic-replicas"><thead><tr><th>Node</th><th>Role</th>' +
+      th("Matched", "last log index the leader knows this replica has") + th("Lag", "entries behind the leader's last log index") +
+      "</tr></thead><tbody>" + (r.replicas || []).map(function (x) {
+        return '<tr data-replica="' + esc(x.node_id) + '"><td>node ' + esc(x.node_id) + "</td><td>" + (x.node_id === r.leader ? "leader" : "follower") + "</td>" +
+          tdText(x.matched_index == null ? "-" : num(x.matched_index)) + tdText(x.lag == null ? "-" : num(x.lag)) + "</tr>";
+      }).join("") + "</tbody></table>" + known;
   }
 
   // ------------------------------------------------------------------

@@ -75,6 +75,46 @@ pub struct TopicStats {
     /// unreplicated topic (docs/replication.md).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub replicas: Option<u8>,
+    /// nsq-rs replicated topics: the topic's group as this member sees
+    /// it, absent on every unreplicated topic and on an nsqd that is not a
+    /// replication member.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub replication: Option<TopicReplication>,
+}
+
+/// nsq-rs: a replicated topic's Raft group as one member sees it
+/// (docs/replication.md, "What a member shows"). What is not known on this
+/// member is null: only the group's leader knows how far each replica has
+/// matched its log; a follower knows its own log alone.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct TopicReplication {
+    pub group: u32,
+    /// The leader's node id; null while there is none.
+    pub leader: Option<u64>,
+    /// Where the leader serves consumers (its nsqd TCP address, from its
+    /// `Serving` entry); null until this member has applied one.
+    pub leader_address: Option<String>,
+    pub is_leader: bool,
+    /// Every voter of the group, by node id.
+    pub replicas: Vec<ReplicaStats>,
+    /// The last index of this member's log.
+    pub last_log_index: Option<u64>,
+    /// The last index this member knows committed.
+    pub committed_index: Option<u64>,
+}
+
+/// One replica of a replicated topic's group.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(default)]
+pub struct ReplicaStats {
+    pub node_id: u64,
+    /// The last index known to match the leader's log (the leader's view),
+    /// or this member's own last index; null when not known here.
+    pub matched_index: Option<u64>,
+    /// Entries behind the leader's last log index; null when not known
+    /// here (everywhere but on the leader).
+    pub lag: Option<u64>,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -240,6 +280,30 @@ mod tests {
         let sample = r#"{"version":"1.3.0","health":"OK","start_time":1796012200,"topics":[{"topic_name":"sample","channels":[{"channel_name":"c1","depth":0,"backend_depth":0,"in_flight_count":2,"deferred_count":0,"message_count":3,"global_msg_count":3,"requeue_count":0,"timeout_count":0,"client_count":1,"clients":[{"client_id":"probe","hostname":"probe-host","version":"V2","remote_address":"127.0.0.1:44898","state":3,"ready_count":2,"in_flight_count":2,"message_count":3,"finish_count":1,"requeue_count":0,"connect_ts":1796012574,"sample_rate":0,"deflate":false,"snappy":false,"user_agent":"probe/1.0","topology_zone":"","topology_region":"","pub_counts":[{"topic":"sample","count":1}],"tls":false,"tls_cipher_suite":"","tls_version":"","tls_negotiated_protocol":"","tls_negotiated_protocol_is_mutual":false}],"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}},{"channel_name":"c2","depth":3,"backend_depth":0,"in_flight_count":0,"deferred_count":0,"message_count":3,"requeue_count":0,"timeout_count":0,"client_count":0,"clients":[],"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}}],"depth":0,"backend_depth":0,"message_count":3,"message_bytes":12,"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}}],"memory":{"heap_objects":9727,"heap_idle_bytes":3883008,"heap_in_use_bytes":7815168,"heap_released_bytes":3203072,"gc_pause_usec_100":100,"gc_pause_usec_99":100,"gc_pause_usec_95":100,"next_gc_bytes":10363296,"gc_total_runs":9},"producers":null}"#;
         let s: Stats = serde_json::from_str(sample).unwrap();
         assert_eq!(serde_json::to_string(&s).unwrap(), sample);
+    }
+
+    #[test]
+    fn a_replicated_topic_shows_its_group_after_replicas() {
+        let r = TopicReplication {
+            group: 5,
+            leader: Some(2),
+            leader_address: Some("10.0.0.2:4150".into()),
+            is_leader: false,
+            replicas: vec![ReplicaStats {
+                node_id: 1,
+                matched_index: Some(9),
+                lag: None,
+            }],
+            last_log_index: Some(9),
+            committed_index: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"group":5,"leader":2,"leader_address":"10.0.0.2:4150","is_leader":false,"replicas":[{"node_id":1,"matched_index":9,"lag":null}],"last_log_index":9,"committed_index":null}"#
+        );
+        // Read back leniently: a reader older or newer than the writer.
+        let partial: TopicReplication = serde_json::from_str(r#"{"group":5}"#).unwrap();
+        assert_eq!((partial.group, partial.leader), (5, None));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::log::{LogError, LogOptions};
@@ -78,6 +78,8 @@ pub struct Group {
     pub raft: Raft,
     /// Applied entries, in log order (taken by whoever consumes them).
     pub applied: Option<mpsc::Receiver<Applied>>,
+    /// The committed index this member has saved (its log storage's).
+    pub committed: watch::Receiver<Option<u64>>,
 }
 
 /// A running member.
@@ -131,6 +133,7 @@ impl ClusterMember {
             let dir = opts.data_dir.join("raft").join(format!("{id:04}"));
             let store = LogStore::open(&dir, opts.log.clone())
                 .map_err(|err| MemberError::Log { group: id, err })?;
+            let committed = store.committed_index();
             let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity)
                 .map_err(|err| MemberError::Machine { group: id, err })?;
             let network = Network {
@@ -145,6 +148,7 @@ impl ClusterMember {
                 id,
                 raft,
                 applied: Some(applied),
+                committed,
             });
         }
         let shutdown = CancellationToken::new();

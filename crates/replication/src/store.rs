@@ -21,6 +21,7 @@ use std::sync::Arc;
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{AnyError, LogId, OptionalSend, StorageIOError, Vote};
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
 use crate::log::{meta, LogError, LogOptions, SegmentLog};
 use crate::{Entry, NodeId, StorageError, TypeConfig};
@@ -55,6 +56,10 @@ pub struct LogStore {
     log: Arc<Mutex<SegmentLog>>,
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
+    /// The committed index once durable, for whoever reports it: openraft's
+    /// metrics carry no committed index, and this member's own (leader or
+    /// follower) is the one it saved here.
+    committed_index: watch::Sender<Option<u64>>,
 }
 
 /// A reader of a group's log, one per replication task.
@@ -80,8 +85,15 @@ impl LogStore {
             dir: dir.to_path_buf(),
             log: Arc::new(Mutex::new(log)),
             vote,
+            committed_index: watch::Sender::new(committed.map(|c| c.index)),
             committed,
         })
+    }
+
+    /// Follows the committed index this storage has saved (None before the
+    /// first commit).
+    pub fn committed_index(&self) -> watch::Receiver<Option<u64>> {
+        self.committed_index.subscribe()
     }
 }
 
@@ -170,6 +182,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         blocking(move || meta::write(&dir, COMMITTED, &committed).map_err(|e| write_err(&e)))
             .await?;
         self.committed = committed;
+        self.committed_index
+            .send_replace(committed.map(|c| c.index));
         Ok(())
     }
 

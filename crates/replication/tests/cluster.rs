@@ -183,6 +183,14 @@ async fn three_members_commit_fail_over_and_catch_up() {
         // entries).
         let metrics = m.group(0).unwrap().raft.metrics().borrow().clone();
         assert!(metrics.last_applied.is_some_and(|l| l.index >= 30));
+        // The storage saved a committed index at least as far as applied
+        // (an entry is applied only once committed), leader or follower.
+        let committed = *m.group(0).unwrap().committed.borrow();
+        assert!(
+            committed >= metrics.last_applied.map(|l| l.index),
+            "committed {committed:?}, applied {:?}",
+            metrics.last_applied
+        );
     }
 
     // The old leader comes back from its directory and catches up: what it

@@ -10,11 +10,16 @@
 //! its place, and an nsqd without the flags shows nothing of it. Only the
 //! group's leader serves a replicated topic to consumers (`leader.rs`).
 //! Its channels are made, paused and deleted through its group, so a new
-//! leader has them (`channels.rs`).
+//! leader has them (`channels.rs`). Every member shows a replicated
+//! topic's group, the leader each replica's lag, in `/stats`, `/metrics`
+//! and nsqadmin (`stats.rs`).
 
+#[path = "../../src/admin_util.rs"]
+mod admin_util;
 mod channels;
 mod leader;
 mod members;
+mod stats;
 mod topics;
 
 use std::time::Duration;

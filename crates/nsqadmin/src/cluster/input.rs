@@ -37,6 +37,9 @@ pub struct NsqdTopic {
     /// nsq-rs only (absent from NSQ's nsqd).
     #[serde(flatten)]
     pub settings: super::types::TopicSettings,
+    /// nsq-rs replicated topics only.
+    #[serde(flatten)]
+    pub replicated: super::replicated::Replicated,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

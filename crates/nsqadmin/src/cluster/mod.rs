@@ -10,6 +10,7 @@
 
 pub mod e2e;
 pub mod input;
+pub mod replicated;
 pub mod types;
 
 use std::collections::BTreeMap;
@@ -412,7 +413,9 @@ impl ClusterInfo {
         }
         types::sort_by_host(&mut topics, |t| (&t.hostname, &t.node));
         let mut groups: BTreeMap<String, (String, String, Vec<ChannelStats>)> = BTreeMap::new();
-        for t in &topics {
+        // A replicated topic's channels count once, from its leader.
+        let counts = replicated::counts_in(&topics, |t| &t.topic_name, |t| &t.replicated);
+        for (t, _) in topics.iter().zip(counts).filter(|(_, c)| *c) {
             for ch in t.channels.iter().flatten() {
                 let key = if topic.is_empty() {
                     format!("{}:{}", t.topic_name, ch.channel_name)

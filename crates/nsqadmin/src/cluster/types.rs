@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::e2e::E2eAggregate;
+use super::replicated::{self, Replicated};
 use nsq_protocol::lookupd::{join_host_port, Node};
 
 use super::input::{NsqdChannel, NsqdClient, NsqdInfo, NsqdTopic};
@@ -456,6 +457,10 @@ pub struct TopicStats {
     pub e2e_processing_latency: Option<E2eAggregate>,
     #[serde(flatten)]
     pub settings: TopicSettings,
+    /// nsq-rs replicated topics: `replicas` and `replication` (the
+    /// leader's report in the cluster view); absent otherwise.
+    #[serde(flatten)]
+    pub replicated: Replicated,
 }
 
 impl TopicStats {
@@ -486,6 +491,7 @@ impl TopicStats {
                 .as_ref()
                 .map(E2eAggregate::from_nsqd),
             settings: t.settings,
+            replicated: t.replicated,
             topic_name: name,
         }
     }
@@ -496,7 +502,13 @@ impl TopicStats {
     /// node only is that node's entry unchanged; one present on several
     /// becomes `node:"*"` with sums and all its per-node entries under `nodes`.
     /// With no node at all the result is the bare, unaggregated topic.
+    /// A replicated topic's numbers and channels are its leader's alone
+    /// (`replicated::counted`), so a message held by every member counts
+    /// once; every member is still listed under `nodes`.
     pub fn aggregate(topic: &str, per_node: Vec<TopicStats>) -> TopicStats {
+        let reports: Vec<&Replicated> = per_node.iter().map(|t| &t.replicated).collect();
+        let counted = replicated::counted(&reports);
+        let view = replicated::cluster_view(&reports);
         let mut agg = TopicStats {
             node: String::new(),
             hostname: String::new(),
@@ -514,10 +526,15 @@ impl TopicStats {
             paused: false,
             e2e_processing_latency: None,
             settings: TopicSettings::default(),
+            replicated: view,
         };
         let mut groups: Vec<Vec<ChannelStats>> = Vec::new();
-        for t in &per_node {
+        for (i, t) in per_node.iter().enumerate() {
             agg.node = "*".into();
+            agg.paused |= t.paused;
+            if counted.is_some_and(|c| c != i) {
+                continue;
+            }
             agg.depth += t.depth;
             agg.memory_depth += t.memory_depth;
             agg.backend_depth += t.backend_depth;
@@ -526,7 +543,6 @@ impl TopicStats {
             agg.zone_local_msg_count += t.zone_local_msg_count;
             agg.region_local_msg_count += t.region_local_msg_count;
             agg.global_msg_count += t.global_msg_count;
-            agg.paused |= t.paused;
             agg.settings.add(&t.settings);
             let e = agg
                 .e2e_processing_latency
@@ -572,133 +588,5 @@ pub fn sort_by_host<T>(v: &mut [T], key: impl Fn(&T) -> (&String, &String)) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::input::NsqdStats;
-    use super::*;
-
-    fn node(addr_port: i64, host: &str) -> Producer {
-        let info = NsqdInfo {
-            hostname: host.into(),
-            broadcast_address: "127.0.0.1".into(),
-            http_port: addr_port,
-            tcp_port: addr_port - 1,
-            version: "1.3.0".into(),
-            ..Default::default()
-        };
-        Producer::from_nsqd(info, vec![])
-    }
-
-    fn topics(stats_json: &str, p: &Producer, now: i64) -> Vec<TopicStats> {
-        let s: NsqdStats = serde_json::from_str(stats_json).unwrap();
-        s.topics
-            .unwrap()
-            .into_iter()
-            .map(|t| TopicStats::from_nsqd(t, p, now))
-            .collect()
-    }
-
-    fn ojson(v: &impl Serialize) -> String {
-        String::from_utf8(nsq_protocol::gofmt::to_json(v)).unwrap()
-    }
-
-    /// The real nsqadmin's `/api/topics/sample/c1` answer, rebuilt from the
-    /// same nsqd `/stats` (with clients), byte for byte.
-    #[test]
-    fn channel_sample_byte_exact() {
-        let p = node(24151, "vm");
-        let ts = topics(
-            include_str!("../../testdata/stats_with_producer.json"),
-            &p,
-            1796012575,
-        );
-        let per_node: Vec<ChannelStats> = ts[0]
-            .channels
-            .clone()
-            .unwrap()
-            .into_iter()
-            .filter(|c| c.channel_name == "c1")
-            .collect();
-        let mut agg = ChannelStats::aggregate("sample", "c1", per_node);
-        if let Some(c) = agg.clients.as_mut() {
-            sort_clients_by_node_topology(c);
-        }
-        let mut got = ojson(&agg);
-        got.truncate(got.len() - 1);
-        got.push_str(r#","message":""}"#);
-        assert_eq!(
-            got,
-            include_str!("../../testdata/nsqadmin_api_channel.json").trim_end()
-        );
-    }
-
-    /// The real `/api/topics/sample` answer (stats fetched without clients).
-    #[test]
-    fn topic_sample_byte_exact() {
-        let p = node(24151, "vm");
-        let mut stats: serde_json::Value =
-            serde_json::from_str(include_str!("../../testdata/stats_with_producer.json")).unwrap();
-        for c in stats["topics"][0]["channels"].as_array_mut().unwrap() {
-            c["clients"] = serde_json::Value::Null;
-        }
-        let ts = topics(&stats.to_string(), &p, 0);
-        let agg = TopicStats::aggregate("sample", ts);
-        let mut got = ojson(&agg);
-        got.truncate(got.len() - 1);
-        got.push_str(r#","message":""}"#);
-        assert_eq!(
-            got,
-            include_str!("../../testdata/nsqadmin_api_topic.json").trim_end()
-        );
-    }
-
-    #[test]
-    fn two_nodes_merge_channels_by_name() {
-        let a = node(1, "a");
-        let b = node(2, "b");
-        let s = include_str!("../../testdata/stats_with_producer.json");
-        let mut per_node = topics(s, &b, 0);
-        per_node.extend(topics(s, &a, 0));
-        sort_by_host(&mut per_node, |t| (&t.hostname, &t.node));
-        let agg = TopicStats::aggregate("sample", per_node);
-        assert_eq!(
-            (agg.node.as_str(), agg.depth, agg.message_count),
-            ("*", 0, 8)
-        );
-        let nodes = agg.nodes.as_ref().unwrap();
-        assert_eq!(
-            (nodes[0].hostname.as_str(), nodes[1].hostname.as_str()),
-            ("a", "b")
-        );
-        let chans = agg.channels.as_ref().unwrap();
-        assert_eq!(chans.len(), 2);
-        assert_eq!(
-            (
-                chans[0].node.as_str(),
-                chans[0].depth,
-                chans[0].in_flight_count,
-                chans[0].client_count
-            ),
-            ("*", 2, 4, 2)
-        );
-        assert_eq!(chans[0].nodes.as_ref().unwrap().len(), 2);
-        // per-node entries are left untouched
-        assert_eq!(nodes[0].channels.as_ref().unwrap()[0].depth, 1);
-    }
-
-    #[test]
-    fn lookupd_producer_pairs_topics_with_tombstones() {
-        let p: nsq_protocol::lookupd::Nodes =
-            serde_json::from_str(include_str!("../../testdata/nsqlookupd_nodes.json")).unwrap();
-        let p = Producer::from_lookupd(p.producers[0].clone());
-        assert_eq!(
-            (p.http_address().as_str(), p.tcp_address().as_str()),
-            ("127.0.0.1:24151", "127.0.0.1:24150")
-        );
-        assert_eq!(p.topics.as_ref().unwrap().len(), 27);
-        let empty = Producer::from_lookupd(Default::default());
-        assert_eq!(
-            ojson(&empty),
-            r#"{"remote_addresses":null,"remote_address":"","hostname":"","broadcast_address":"","tcp_port":0,"http_port":0,"version":"","topics":null,"out_of_date":false}"#
-        );
-    }
-}
+#[path = "types_tests.rs"]
+mod tests;

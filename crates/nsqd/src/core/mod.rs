@@ -9,8 +9,9 @@
 //! limits of topics and channels ([`limits`]), the placement and
 //! creation rules of replicated topics ([`replicas`]), the entries of
 //! their Raft groups with the entries' encoding ([`replicated`]), what
-//! their channel entries change on a member ([`channel_entries`]) and which
-//! member serves them to consumers ([`serving`]).
+//! their channel entries change on a member ([`channel_entries`]), which
+//! member serves them to consumers ([`serving`]) and what a member shows of
+//! each replica's lag ([`replica_lag`]).
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
 //! server passes in monotonic time, wall-clock nanoseconds and RNG seeds;
@@ -29,6 +30,7 @@ pub mod ids;
 pub mod in_flight;
 pub mod limits;
 pub mod queue;
+pub mod replica_lag;
 pub mod replicas;
 pub mod replicated;
 pub mod rng;

@@ -512,6 +512,7 @@ impl<C> Topic<C> {
             dropped_count: self.dropped_count,
             // The server's: the core does not know replication.
             replicas: None,
+            replication: None,
         }
     }
 }

@@ -264,6 +264,26 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "gauge",
         "nsq-rs replication: the last log index this member applied in the group.",
     );
+    let mut rt_is_leader = Family::new(
+        "nsqd_replication_topic_is_leader",
+        "gauge",
+        "nsq-rs replication: 1 when this member leads the replicated topic's group.",
+    );
+    let mut rt_lag = Family::new(
+        "nsqd_replication_topic_replica_lag",
+        "gauge",
+        "nsq-rs replication: log entries a replica of the topic's group is behind the leader's last (only where known: on the leader).",
+    );
+    for t in s.topics.iter().flatten() {
+        let Some(r) = &t.replication else { continue };
+        let tl = topic_label(&t.topic_name);
+        rt_is_leader.add(tl.clone(), u8::from(r.is_leader));
+        for replica in &r.replicas {
+            if let Some(lag) = replica.lag {
+                rt_lag.add(format!("{tl},node=\"{}\"", replica.node_id), lag);
+            }
+        }
+    }
     if let Some(r) = &s.replication {
         for g in &r.groups {
             let l = format!("group=\"{}\"", g.group);
@@ -306,6 +326,8 @@ pub fn render(s: &Stats, clients: usize) -> String {
         r_term,
         r_is_leader,
         r_applied,
+        rt_is_leader,
+        rt_lag,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
@@ -375,6 +397,7 @@ mod tests {
                 max_depth_policy: None,
                 dropped_count: 0,
                 replicas: None,
+                replication: None,
             }]),
             memory: None,
             producers: None,
@@ -389,6 +412,33 @@ mod tests {
         assert!(m.contains("nsqd_clients 2\n"));
         assert!(m.contains("nsqd_channel_paused{topic=\"t\",channel=\"c#ephemeral\"} 1\n"));
         assert!(!m.contains("nsqd_topic_e2e"), "no samples, no family");
+        assert!(
+            !m.contains("nsqd_replication"),
+            "no replicated topic, no member: nothing of replication"
+        );
         assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn a_replicated_topic_shows_leadership_and_the_lags_known() {
+        let s: Stats = serde_json::from_str(
+            r#"{"version":"1.3.0","health":"OK","start_time":1,"producers":null,"topics":[
+            {"topic_name":"r","channels":[],"depth":0,"backend_depth":0,"message_count":0,
+             "message_bytes":0,"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null},
+             "replicas":3,"replication":{"group":1,"leader":1,"is_leader":true,"replicas":[
+               {"node_id":1,"matched_index":9,"lag":0},{"node_id":2,"matched_index":7,"lag":2},
+               {"node_id":3,"matched_index":null,"lag":null}]}},
+            {"topic_name":"u","channels":[],"depth":0,"backend_depth":0,"message_count":0,
+             "message_bytes":0,"paused":false,"e2e_processing_latency":{"count":0,"percentiles":null}}]}"#,
+        )
+        .unwrap();
+        let m = render(&s, 0);
+        assert!(m.contains("# TYPE nsqd_replication_topic_is_leader gauge\n"));
+        assert!(m.contains("nsqd_replication_topic_is_leader{topic=\"r\"} 1\n"));
+        assert!(m.contains("nsqd_replication_topic_replica_lag{topic=\"r\",node=\"2\"} 2\n"));
+        assert!(m.contains("nsqd_replication_topic_replica_lag{topic=\"r\",node=\"1\"} 0\n"));
+        // Unknown lag: no sample, rather than a made-up number.
+        assert!(!m.contains("node=\"3\""), "{m}");
+        assert!(!m.contains("nsqd_replication_topic_is_leader{topic=\"u\"}"));
     }
 }

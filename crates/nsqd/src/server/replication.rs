@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats};
+use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
@@ -26,6 +26,7 @@ use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
+use crate::core::replica_lag::{self, GroupView};
 use crate::core::replicas::group_of;
 use crate::core::replicated::{EncodeError, Entry};
 use crate::core::serving::{Leader, Seen};
@@ -104,8 +105,9 @@ pub struct Replication {
     node_id: NodeId,
     address: String,
     peers: BTreeMap<NodeId, String>,
-    /// Each group's Raft handle, for reports (the member keeps its own).
-    groups: Vec<(GroupId, Raft)>,
+    /// Each group's Raft handle and the committed index its storage saved,
+    /// for reports (the member keeps its own).
+    groups: Vec<(GroupId, Raft, watch::Receiver<Option<u64>>)>,
     proposer: Proposer,
     /// Per group (by id), the last log index this member has applied to
     /// its topics.
@@ -182,7 +184,7 @@ impl Replication {
             groups: member
                 .groups
                 .iter()
-                .map(|g| (g.id, g.raft.clone()))
+                .map(|g| (g.id, g.raft.clone(), g.committed.clone()))
                 .collect(),
             proposer: member.proposer(),
             applied: member
@@ -285,8 +287,8 @@ impl Replication {
     pub fn leader(&self, group: GroupId) -> Leader {
         self.groups
             .iter()
-            .find(|(id, _)| *id == group)
-            .map_or(Leader::None, |(_, raft)| {
+            .find(|(id, ..)| *id == group)
+            .map_or(Leader::None, |(_, raft, _)| {
                 seen(self.node_id, &raft.server_metrics().borrow()).1
             })
     }
@@ -295,7 +297,7 @@ impl Replication {
     pub fn leadership_watches(&self) -> Vec<(GroupId, watch::Receiver<ServerMetrics>)> {
         self.groups
             .iter()
-            .map(|(id, raft)| (*id, raft.server_metrics()))
+            .map(|(id, raft, _)| (*id, raft.server_metrics()))
             .collect()
     }
 
@@ -324,7 +326,7 @@ impl Replication {
             groups: self
                 .groups
                 .iter()
-                .map(|(id, raft)| {
+                .map(|(id, raft, _)| {
                     let m = raft.metrics().borrow().clone();
                     ReplicationGroup {
                         group: *id,
@@ -336,6 +338,49 @@ impl Replication {
                     }
                 })
                 .collect(),
+        }
+    }
+
+    /// What `/stats` shows of replicated topic `topic`: its group as this
+    /// member sees it. The leader and its address are those a SUB refused
+    /// here names; each replica's lag is known on the leader alone
+    /// (`core::replica_lag`).
+    pub fn topic_stats(&self, topic: &str) -> TopicReplication {
+        let group = self.group_of(topic);
+        let leader = match self.leader(group) {
+            Leader::Here => Some(self.node_id),
+            Leader::Node(n) => Some(n),
+            Leader::None | Leader::NotMember => None,
+        };
+        let Some((_, raft, committed)) = self.groups.iter().find(|(id, ..)| *id == group) else {
+            return TopicReplication {
+                group,
+                ..TopicReplication::default()
+            };
+        };
+        let view = {
+            let m = raft.metrics();
+            let m = m.borrow();
+            GroupView {
+                me: self.node_id,
+                voters: m.membership_config.membership().voter_ids().collect(),
+                leads: leader == Some(self.node_id),
+                last_log_index: m.last_log_index,
+                matched: m.replication.as_ref().map(|r| {
+                    r.iter()
+                        .map(|(node, log_id)| (*node, log_id.map(|l| l.index)))
+                        .collect()
+                }),
+            }
+        };
+        TopicReplication {
+            group,
+            leader,
+            leader_address: leader.and_then(|n| self.serving_address(group, n)),
+            is_leader: view.leads,
+            replicas: replica_lag::replicas(&view),
+            last_log_index: view.last_log_index,
+            committed_index: *committed.borrow(),
         }
     }
 

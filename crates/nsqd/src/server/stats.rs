@@ -47,9 +47,18 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
                 .collect(),
         ),
     };
+    let replication = nsqd.replication();
     let topics = topics.map(|ts| {
         ts.into_iter()
             .filter(|t| q.channel.is_none() || !t.channels.is_empty())
+            .map(|mut t| {
+                // Replicated topics only, on a member: an unreplicated
+                // topic's JSON stays NSQ's.
+                if let (Some(_), Some(r)) = (t.replicas, replication) {
+                    t.replication = Some(r.topic_stats(&t.topic_name));
+                }
+                t
+            })
             .collect::<Vec<_>>()
     });
     let producers = if q.include_clients {
@@ -88,7 +97,7 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
         topics,
         memory: q.include_mem.then(mem_stats),
         producers,
-        replication: nsqd.replication().map(|r| r.stats()),
+        replication: replication.map(|r| r.stats()),
     }
 }
 

@@ -302,6 +302,7 @@ mod tests {
                 max_depth_policy: None,
                 dropped_count: 0,
                 replicas: None,
+                replication: None,
             }]),
             memory: Some(MemStats::default()),
             producers: None,

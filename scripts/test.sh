@@ -92,7 +92,7 @@ fi
 echo "==> pip install: the pinned packages of tests/python/requirements.txt into $ROOT/.venv (from PyPI unless already there)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
-phase "tests side by side: the cluster under faults, pytest, the browser, every Rust test executable"
+phase "cargo test --workspace --no-run (every test executable)"
 # Most tests wait on sockets, timers and the daemons they start rather than
 # compute, so once every test executable is built they run side by side:
 # the ~3.5-minute cluster under faults (about 0.85 of a core), the pynsq
@@ -111,9 +111,14 @@ background() {
     BG_NAMES+=("$name")
 }
 cleanup() {
-    local p
+    local rc=$? p
     for p in "${BG_PIDS[@]}"; do [ -z "$p" ] || kill -TERM -- "-$p" 2>/dev/null || true; done
     rm -rf "$RUN_TMP"
+    if [ "$rc" -ne 0 ] && [ -n "$phase_name" ]; then
+        phase ""
+        echo "==> failed after $((SECONDS - STARTED)) s; wall time per phase:" >&2
+        printf '%s\n' "${TIMES[@]}" >&2
+    fi
 }
 trap cleanup EXIT
 # The browser test's installs, started before clippy, have finished.
@@ -122,6 +127,7 @@ if ! wait "$browser_install"; then
     exit 1
 fi
 cargo test --workspace --no-run --quiet
+phase "tests side by side: the cluster under faults, pytest, the browser, every Rust test executable"
 background cluster_faults cargo test --workspace --test cluster_faults
 background pytest .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 rm -rf "$TARGET/nsqadmin-screens"

@@ -32,6 +32,11 @@
 //!   finished or requeued. A refused update is retried as soon as a response
 //!   frees budget (go-nsq waits for its 5 s retry timer), and a connection
 //!   whose RDY no longer fits is lowered to 0 instead of left too high.
+//!   What no client can count is a message nsqd wrote under the old RDY
+//!   before it read the lower one (nsqd does not acknowledge RDY): when a
+//!   joining connection lowers the others, such a message may arrive after
+//!   its slot went to the newcomer, and the limit is exceeded by it until
+//!   it is answered.
 //! * the "refill at 25%" rule of go-nsq before v1.2 (`0897cb2`) is kept as a
 //!   cheap re-evaluation: when a message leaves a connection with at most a
 //!   quarter of its RDY unused, its target RDY is recomputed and sent only if

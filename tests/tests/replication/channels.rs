@@ -146,10 +146,7 @@ fn channels_of_a_replicated_topic_follow_its_group() {
     // lookupd (alone), and "c" is still paused there.
     drop(ephemeral);
     drop(consumer);
-    let at = members.iter().position(|m| m.id == lid).unwrap();
-    let mut old = members.remove(at);
-    let st = old.nsqd.sigterm_and_wait(Duration::from_secs(10));
-    assert!(st.success(), "{st}");
+    let mut old = stop_member(&mut members, lid);
     let left: Vec<&Member> = members.iter().collect();
     let second = leader_of(&left, t, Some(lid));
     let new_leader = by_id(&members, second);

@@ -155,10 +155,7 @@ fn only_the_groups_leader_serves_a_replicated_topic() {
     // The second leader is stopped (SIGTERM): a third is elected among the
     // two left, listed alone, and its consumer gets what is published after
     // the failover.
-    let at = members.iter().position(|m| m.id == second).unwrap();
-    let mut gone = members.remove(at);
-    let st = gone.nsqd.sigterm_and_wait(Duration::from_secs(10));
-    assert!(st.success(), "{st}");
+    let _gone = stop_member(&mut members, second);
     let left: Vec<&Member> = members.iter().collect();
     let third = leader_of(&left, t, Some(second));
     wait_listed_alone(&lookupd, &left, t, third);

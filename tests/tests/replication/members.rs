@@ -19,6 +19,19 @@ pub struct Member {
     pub args: Vec<String>,
 }
 
+/// Takes member `id` out of `members` and stops it with SIGTERM (a clean
+/// exit, checked); the stopped member is returned to be restarted or kept.
+pub fn stop_member(members: &mut Vec<Member>, id: u64) -> Member {
+    let at = members
+        .iter()
+        .position(|m| m.id == id)
+        .unwrap_or_else(|| panic!("no member {id}"));
+    let mut gone = members.remove(at);
+    let st = gone.nsqd.sigterm_and_wait(Duration::from_secs(10));
+    assert!(st.success(), "member {id} stopped with {st}");
+    gone
+}
+
 pub fn member_args(id: u64, port: u16, peers: &str) -> Vec<String> {
     vec![
         format!("--node-id={id}"),

@@ -6,8 +6,6 @@
 //! after the leader's SIGTERM the others agree on a new one. An
 //! unreplicated topic beside it shows nothing of it.
 
-use std::time::Duration;
-
 use nsq_tests::{wait_for, Nsqd};
 use serde_json::Value;
 
@@ -189,10 +187,7 @@ fn every_member_shows_a_replicated_topics_group_and_lag() {
     // The leader stops (SIGTERM): the other two agree on a new one, shown
     // with its own address; it knows the live follower caught up and not
     // the stopped member.
-    let at = members.iter().position(|m| m.id == lid).unwrap();
-    let mut gone = members.remove(at);
-    let st = gone.nsqd.sigterm_and_wait(Duration::from_secs(10));
-    assert!(st.success(), "{st}");
+    let _gone = stop_member(&mut members, lid);
     let left: Vec<&Member> = members.iter().collect();
     let second = leader_of(&left, t, Some(lid));
     let new_leader = by_id(&members, second);

@@ -83,10 +83,7 @@ fn a_replicated_topics_pause_and_empty_follow_its_group() {
 
     // The leader stops: the new one has the topic paused, so what is
     // published now waits until it is unpaused through the other member.
-    let at = members.iter().position(|m| m.id == lid).unwrap();
-    let mut gone = members.remove(at);
-    let st = gone.nsqd.sigterm_and_wait(Duration::from_secs(10));
-    assert!(st.success(), "{st}");
+    let _gone = stop_member(&mut members, lid);
     let left: Vec<&Member> = members.iter().collect();
     let second = leader_of(&left, t, Some(lid));
     let new_leader = by_id(&members, second);
@@ -112,10 +109,7 @@ fn a_replicated_topics_pause_and_empty_follow_its_group() {
 
     // Without a majority a pause is refused, naming why, and changes
     // nothing here.
-    let at = members.iter().position(|m| m.id == second).unwrap();
-    let mut gone = members.remove(at);
-    let st = gone.nsqd.sigterm_and_wait(Duration::from_secs(10));
-    assert!(st.success(), "{st}");
+    let _gone = stop_member(&mut members, second);
     let last = &members[0];
     let (status, body) = topic_post(&last.nsqd, "pause", t);
     assert_eq!(status, 503, "{body}");

@@ -14,6 +14,8 @@
 //!
 //! Nothing here does I/O.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 pub use nsq_protocol::stats::TopicReplication;
@@ -51,13 +53,18 @@ pub fn counts_in<T>(
     name: impl Fn(&T) -> &str,
     replicated: impl Fn(&T) -> &Replicated,
 ) -> Vec<bool> {
-    (0..all.len())
-        .map(|i| {
-            let first_leader = all
-                .iter()
-                .position(|t| name(t) == name(&all[i]) && replicated(t).leads());
-            first_leader.is_none_or(|l| l == i)
-        })
+    // One pass: the first entry per topic that leads (a fan-out over 1,000
+    // topics on 3 nsqds has 3,000 entries; comparing each with every other
+    // would be 9 million name comparisons per page).
+    let mut first_leader: HashMap<&str, usize> = HashMap::new();
+    for (i, t) in all.iter().enumerate() {
+        if replicated(t).leads() {
+            first_leader.entry(name(t)).or_insert(i);
+        }
+    }
+    all.iter()
+        .enumerate()
+        .map(|(i, t)| first_leader.get(name(t)).is_none_or(|&l| l == i))
         .collect()
 }
 

@@ -252,8 +252,8 @@ fn touches_metadata(ev: &Event) -> bool {
 }
 
 fn publish_http_addrs(nsqd: &NsqdInner, peers: &[Peer]) {
-    *nsqd.lookupd_http_addresses.lock() =
-        peers.iter().filter_map(|p| p.http_addr.clone()).collect();
+    let addrs = peers.iter().filter_map(|p| p.http_addr.clone()).collect();
+    nsqd.lookupd_http_addresses.send_replace(Some(addrs));
 }
 
 /// The lookup loop; see the module docs.

@@ -18,6 +18,11 @@ use nsq_protocol::Limits;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc;
 
+/// How long a topic made before the first identify round with the lookupds
+/// has finished waits for it (each lookupd's dial and IDENTIFY take at most
+/// a second or two).
+const FIRST_LOOKUP_ROUND: std::time::Duration = std::time::Duration::from_secs(5);
+
 use super::client::Client;
 use super::context::{now_unix_ns, Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
@@ -78,8 +83,9 @@ pub struct NsqdInner {
     pub lookupd_tcp_addresses: Mutex<Vec<String>>,
     /// Poked when `lookupd_tcp_addresses` changes at run time.
     pub lookupd_changed: tokio::sync::Notify,
-    /// HTTP addresses of the lookupds we are identified with.
-    pub lookupd_http_addresses: Mutex<Vec<String>>,
+    /// HTTP addresses of the lookupds we are identified with; None until
+    /// the lookup loop has tried every configured lookupd once.
+    pub lookupd_http_addresses: tokio::sync::watch::Sender<Option<Vec<String>>>,
     /// Set by the binary so `PUT /config/log_level` can change the filter.
     pub log_level_hook: Mutex<Option<LogLevelHook>>,
     pub log_level: Mutex<nsq_cli::LogLevel>,
@@ -170,7 +176,7 @@ impl NsqdInner {
             http_client: http_client(None),
             lookupd_tcp_addresses: Mutex::new(opts.lookupd_tcp_addresses.clone()),
             lookupd_changed: tokio::sync::Notify::new(),
-            lookupd_http_addresses: Mutex::new(Vec::new()),
+            lookupd_http_addresses: tokio::sync::watch::Sender::new(None),
             log_level_hook: Mutex::new(None),
             log_level: Mutex::new(opts.log_level),
             statsd_prefix: Mutex::new(opts.statsd_prefix.clone()),
@@ -282,10 +288,18 @@ impl NsqdInner {
             self.ctx.emit(Event::TopicCreated(name.to_string()));
         }
         if precreate {
-            let addrs = self.lookupd_http_addresses.lock().clone();
+            let mut known = self.lookupd_http_addresses.subscribe();
             let client = self.http_client.clone();
             let t = topic.clone();
             self.ctx.tasks.spawn(async move {
+                // nsq-rs: a topic made as nsqd starts (its producer
+                // connected first) waits for the first identify round, so
+                // the lookupds' channels get its first messages too; NSQ
+                // starts it with none. Each lookupd's dial and IDENTIFY are
+                // bounded, so is this wait.
+                let first_round = known.wait_for(Option::is_some);
+                let _ = tokio::time::timeout(FIRST_LOOKUP_ROUND, first_round).await;
+                let addrs = known.borrow().clone().unwrap_or_default();
                 if addrs.is_empty() {
                     tracing::error!(topic = %t.name, "no available nsqlookupd to query for channels to pre-create for new topic");
                 } else {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use nsq_protocol::stats::{ChannelStats, ClientStats};
 use nsq_protocol::{Message, MessageId};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +24,12 @@ use super::channel_commit::CommitState;
 use super::client::Client;
 use super::context::{now, now_unix_ns, Context};
 use super::spill::{to_instant, to_unix_ns, Spill};
+
+mod fins;
+
+pub use fins::in_flight_error;
+use fins::LeftFins;
+
 use crate::core::{
     self, ClientId, DeferredWork, DiskWork, IdMap, InFlightError, Limit, SpillBatch, SubError,
 };
@@ -67,6 +73,8 @@ pub struct Channel {
     pub name: String,
     pub ephemeral: bool,
     state: Mutex<Locked>,
+    /// FIN batches that found `state` locked, for its holder to do.
+    left: LeftFins,
     backend: Backend,
     /// Run files of spilled deferred messages (None: `#ephemeral`).
     spill: Option<Arc<Spill>>,
@@ -105,6 +113,7 @@ impl Channel {
                 clients: IdMap::default(),
                 dead_letter_topic: None,
             }),
+            left: LeftFins::default(),
             backend,
             spill,
             timer: Notify::new(),
@@ -117,9 +126,22 @@ impl Channel {
     /// Calls the core under the lock, hands its frames to the clients'
     /// outboxes and pokes the timer if needed; returns the disk work left.
     fn enter<R>(&self, f: impl FnOnce(&mut Locked) -> R) -> (R, DiskWork) {
+        let (r, work) = self.enter_locked(self.state.lock(), f);
+        self.check_left();
+        (r, work)
+    }
+
+    /// [`enter`](Channel::enter) with the lock already taken: FIN batches
+    /// left before or during `f` are done under the same lock.
+    fn enter_locked<R>(
+        &self,
+        mut st: MutexGuard<'_, Locked>,
+        f: impl FnOnce(&mut Locked) -> R,
+    ) -> (R, DiskWork) {
         let (r, work, wake) = {
-            let mut st = self.state.lock();
+            self.do_left(&mut st);
             let r = f(&mut st);
+            self.do_left(&mut st);
             let Locked { core, clients, .. } = &mut *st;
             core.flush_deliveries(|id, frames| {
                 if let Some(c) = clients.get(&id) {
@@ -313,7 +335,7 @@ impl Channel {
     }
 
     pub fn max_attempts(&self) -> u16 {
-        self.state.lock().core.max_attempts()
+        self.lock().core.max_attempts()
     }
 
     /// `max_attempts` (0: unlimited) and the dead-letter topic (None: the
@@ -328,7 +350,7 @@ impl Channel {
 
     /// Only what differs from the defaults, for `nsqd.dat`.
     pub fn settings(&self) -> (Option<u16>, Option<String>, Limit) {
-        let st = self.state.lock();
+        let st = self.lock();
         let max = st.core.max_attempts();
         (
             (max > 0).then_some(max),
@@ -369,24 +391,24 @@ impl Channel {
 
     /// Its `max_depth` if a `reject` limit refuses `incoming` new messages.
     pub fn refuses(&self, incoming: usize) -> Option<u64> {
-        let st = self.state.lock();
+        let st = self.lock();
         st.core
             .refuses(incoming)
             .then_some(st.core.limit().max_depth)
     }
 
     pub fn limit(&self) -> Limit {
-        self.state.lock().core.limit()
+        self.lock().core.limit()
     }
 
     /// Set through the topic ([`super::topic::Topic::set_channel_limit`]),
     /// which must know the channels that may refuse its publishes.
     pub(super) fn set_limit(&self, limit: Limit) {
-        self.state.lock().core.set_limit(limit);
+        self.lock().core.set_limit(limit);
     }
 
     pub(super) fn set_mem_queue_size(&self, size: usize) {
-        self.state.lock().core.set_mem_queue_size(size);
+        self.lock().core.set_mem_queue_size(size);
     }
 
     // ---- from a subscribed client ----
@@ -419,21 +441,6 @@ impl Channel {
     }
 
     /// FINs of one read, failures reported per id in order.
-    pub fn finish(
-        &self,
-        client: ClientId,
-        ids: &[MessageId],
-        now: Instant,
-        failed: impl FnMut(&MessageId, InFlightError),
-    ) {
-        let wall = if self.ctx.wants_e2e() {
-            super::context::now_unix_ns()
-        } else {
-            0
-        };
-        self.run(|st| st.core.finish(client, ids, now, wall, failed))
-    }
-
     pub fn requeue(
         &self,
         client: ClientId,
@@ -487,7 +494,7 @@ impl Channel {
     // ---- administration ----
 
     pub fn is_paused(&self) -> bool {
-        self.state.lock().core.is_paused()
+        self.lock().core.is_paused()
     }
 
     pub fn set_paused(&self, paused: bool) {
@@ -502,11 +509,11 @@ impl Channel {
 
     /// The subscribed clients (to disconnect them).
     pub fn clients(&self) -> Vec<Arc<Client>> {
-        self.state.lock().clients.values().cloned().collect()
+        self.lock().clients.values().cloned().collect()
     }
 
     pub fn client_count(&self) -> usize {
-        self.state.lock().core.client_count()
+        self.lock().core.client_count()
     }
 
     /// Channel delete: stops the timer, drops everything, removes the disk
@@ -536,7 +543,9 @@ impl Channel {
         self.cancel.cancel();
         let _io = self.backend.lock_io();
         let ((mut msgs, run), clients) = {
-            let mut st = self.state.lock();
+            let mut st = self.lock();
+            // FINs left by connections still count: not written back
+            self.do_left(&mut st);
             (st.core.close(), std::mem::take(&mut st.clients))
         };
         for c in clients.values() {
@@ -583,7 +592,7 @@ impl Channel {
 
     pub fn stats(&self, include_clients: bool, now: Instant) -> ChannelStats {
         let backend_depth = self.backend.depth();
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         let mut s = st.core.stats(&self.name, backend_depth, now);
         s.max_attempts = st.core.max_attempts();
         if s.max_attempts > 0 {
@@ -606,11 +615,11 @@ impl Channel {
 
     /// A subscribed client's stats with its counters here.
     pub fn client_stats(&self, client: &Client) -> ClientStats {
-        client.stats(self.state.lock().core.subscriber(client.id))
+        client.stats(self.lock().core.subscriber(client.id))
     }
 
     /// E2E samples of this channel's window (for the topic's merge).
     pub fn e2e_samples(&self, now: Instant) -> Option<(Vec<f64>, u64)> {
-        self.state.lock().core.e2e_samples(now)
+        self.lock().core.e2e_samples(now)
     }
 }

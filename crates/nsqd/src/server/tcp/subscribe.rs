@@ -20,18 +20,9 @@ use super::conn::{Conn, Subscription};
 use super::session::State;
 use crate::core::channel_entries::sub_proposes;
 use crate::core::replicated::Entry;
-use crate::core::{InFlightError, SubError};
-use crate::server::channel::Channel;
+use crate::core::SubError;
+use crate::server::channel::{in_flight_error, Channel};
 use crate::server::nsqd::NsqdInner;
-
-fn in_flight_error(
-    code: &'static str,
-    cmd: &str,
-    id: &MessageId,
-    e: InFlightError,
-) -> ProtocolError {
-    ProtocolError::non_fatal(code, format!("{cmd} {id} failed {}", e.text()))
-}
 
 fn channel(conn: &Conn) -> Result<&Arc<Channel>, ProtocolError> {
     // the session's rules guarantee a subscription for these commands
@@ -161,10 +152,9 @@ pub fn flush_fins(conn: &mut Conn) {
     };
     let mut errors = Vec::new();
     sub.channel
-        .finish(conn.client.id, &conn.pending_fins, conn.now, |id, e| {
+        .finish(conn.client.id, &mut conn.pending_fins, conn.now, |id, e| {
             errors.push(in_flight_error(E_FIN_FAILED, "FIN", id, e))
         });
-    conn.pending_fins.clear();
     for e in &errors {
         conn.send_error(e);
     }

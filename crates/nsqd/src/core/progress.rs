@@ -259,8 +259,7 @@ impl Progress {
         let t = self.topics.get(topic)?;
         let c = t.channels.get(channel)?;
         Some(
-            t.batches
-                .range(c.floor..t.limit())
+            within(&t.batches, c.floor, t.limit())
                 .filter_map(|(&index, ids)| {
                     let done = c.finished.get(&index);
                     let ids: Vec<MessageId> = ids
@@ -346,8 +345,7 @@ impl TopicProgress {
     /// The oldest batch a channel has unfinished, as the channel's cursor.
     pub fn cursor(&self, channel: &str) -> Option<u64> {
         let c = self.channels.get(channel)?;
-        self.batches
-            .range(c.floor..self.limit())
+        within(&self.batches, c.floor, self.limit())
             .next()
             .map(|(&i, _)| i)
     }
@@ -479,7 +477,11 @@ impl TopicProgress {
         let needed = self
             .channels
             .values()
-            .filter_map(|c| self.batches.range(c.floor..limit).next().map(|(&i, _)| i))
+            .filter_map(|c| {
+                within(&self.batches, c.floor, limit)
+                    .next()
+                    .map(|(&i, _)| i)
+            })
             .chain(self.held_from)
             .min()
             .unwrap_or(u64::MAX);
@@ -509,8 +511,7 @@ impl ChannelProgress {
 
     /// Counts again what the channel has unfinished below `limit`.
     fn recount(&mut self, batches: &BTreeMap<u64, Vec<MessageId>>, limit: u64) {
-        self.unfinished = batches
-            .range(self.floor..limit)
+        self.unfinished = within(batches, self.floor, limit)
             .map(|(i, ids)| {
                 let done = self.finished.get(i).map_or(0, |b| b.count);
                 ids.len() as u64 - u64::from(done)
@@ -521,7 +522,7 @@ impl ChannelProgress {
     /// Moves the floor past the oldest batches fully finished.
     fn advance(&mut self, batches: &BTreeMap<u64, Vec<MessageId>>, limit: u64) {
         let mut floor = self.floor;
-        for (&i, ids) in batches.range(self.floor..limit) {
+        for (&i, ids) in within(batches, self.floor, limit) {
             match self.finished.get(&i) {
                 Some(b) if b.count as usize >= ids.len() => floor = i + 1,
                 _ => break,
@@ -532,6 +533,17 @@ impl ChannelProgress {
             self.finished = self.finished.split_off(&floor);
         }
     }
+}
+
+/// The batches of `from..to`; none when `to` is not above `from` (the
+/// rules keep a channel's floor at or below its topic's hold, and a range
+/// the other way round must not panic if they ever did not).
+fn within(
+    batches: &BTreeMap<u64, Vec<MessageId>>,
+    from: u64,
+    to: u64,
+) -> std::collections::btree_map::Range<'_, u64, Vec<MessageId>> {
+    batches.range(from..to.max(from))
 }
 
 fn replicated(channel: &str) -> bool {

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::committed::{Chunk, CommittedLog, ReadError};
 use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
 use crate::network::listener::{self, Groups, Serve};
@@ -80,6 +81,21 @@ pub struct Group {
     pub applied: Option<mpsc::Receiver<Applied>>,
     /// The committed index this member has saved (its log storage's).
     pub committed: watch::Receiver<Option<u64>>,
+    /// The group's committed entries, read back from its log.
+    pub log: CommittedLog,
+}
+
+impl Group {
+    /// The committed entries of `start..end` from `start`, one bounded
+    /// chunk at a time ([`CommittedLog::read`]).
+    pub async fn read_entries(
+        &self,
+        start: u64,
+        end: u64,
+        max_bytes: usize,
+    ) -> Result<Chunk, ReadError> {
+        self.log.read(start, end, max_bytes).await
+    }
 }
 
 /// A running member.
@@ -134,6 +150,7 @@ impl ClusterMember {
             let store = LogStore::open(&dir, opts.log.clone())
                 .map_err(|err| MemberError::Log { group: id, err })?;
             let committed = store.committed_index();
+            let log = store.committed_log();
             let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity)
                 .map_err(|err| MemberError::Machine { group: id, err })?;
             let network = Network {
@@ -149,6 +166,7 @@ impl ClusterMember {
                 raft,
                 applied: Some(applied),
                 committed,
+                log,
             });
         }
         let shutdown = CancellationToken::new();

@@ -14,6 +14,9 @@
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout.
+//! * [`committed`]: a group's committed entries read back in bounded
+//!   chunks (a new leader reads the batches its channels have not
+//!   finished).
 //!
 //! Never: channels, clients or what a payload means. Entries carry opaque
 //! payloads (a topic's message batch, a channel event: nsqd's core defines
@@ -22,6 +25,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod committed;
 pub mod group;
 pub mod log;
 pub mod machine;

@@ -23,6 +23,7 @@ use openraft::{AnyError, LogId, OptionalSend, StorageIOError, Vote};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::committed::CommittedLog;
 use crate::log::{meta, LogError, LogOptions, SegmentLog};
 use crate::{Entry, NodeId, StorageError, TypeConfig};
 
@@ -94,6 +95,12 @@ impl LogStore {
     /// first commit).
     pub fn committed_index(&self) -> watch::Receiver<Option<u64>> {
         self.committed_index.subscribe()
+    }
+
+    /// Reads the committed entries back (for nsqd, not openraft: bounded
+    /// chunks, the log's lock held only to find them).
+    pub fn committed_log(&self) -> CommittedLog {
+        CommittedLog::new(self.log.clone(), self.committed_index())
     }
 }
 

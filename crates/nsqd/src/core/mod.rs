@@ -9,7 +9,8 @@
 //! limits of topics and channels ([`limits`]), the placement and
 //! creation rules of replicated topics ([`replicas`]), the entries of
 //! their Raft groups with the entries' encoding ([`replicated`]), what
-//! their channel entries change on a member ([`channel_entries`]), which
+//! their channel entries change on a member ([`channel_entries`]), each
+//! channel's progress through their log ([`progress`]), which
 //! member serves them to consumers ([`serving`]) and what a member shows of
 //! each replica's lag ([`replica_lag`]).
 //!
@@ -29,6 +30,7 @@ pub mod guid;
 pub mod ids;
 pub mod in_flight;
 pub mod limits;
+pub mod progress;
 pub mod queue;
 pub mod replica_lag;
 pub mod replicas;

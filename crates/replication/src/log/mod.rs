@@ -45,6 +45,7 @@
 //! past the end of its log, but its storage suite does.
 
 pub mod meta;
+pub mod read;
 pub mod record;
 pub mod sync;
 
@@ -370,17 +371,7 @@ impl SegmentLog {
             seg.file
                 .read_exact_at(&mut buf, at)
                 .map_err(|e| self.io(e))?;
-            let buf = Bytes::from(buf);
-            let mut pos = 0usize;
-            for index in i..stop {
-                let (body, next) = split_record(&buf, pos).ok_or(LogError::Checksum(index))?;
-                let e = record::decode(body).map_err(|err| LogError::Record { index, err })?;
-                if e.log_id.index != index {
-                    return Err(LogError::Checksum(index));
-                }
-                out.push(e);
-                pos = next;
-            }
+            out.extend(read::decode_run(&Bytes::from(buf), i, stop)?);
         }
         Ok(out)
     }

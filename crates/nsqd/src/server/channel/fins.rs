@@ -64,6 +64,9 @@ struct Inner {
     spare_batches: Vec<Vec<Left>>,
 }
 
+/// Rounds of others' left batches a connection does after its own.
+const ROUNDS: usize = 2;
+
 /// Spare vectors kept per channel, of each kind.
 const SPARES: usize = 8;
 
@@ -176,11 +179,34 @@ impl Channel {
                 }
             }
         };
-        self.check_left();
+        // a connection's reader holds no disk queue lock: batches left after
+        // the holder's last look can be done right here
+        self.settle_left();
         if !work.is_empty() {
             // freed credit's refill: nobody waits for it
             let _ = self.carry_out(work, &mut Vec::new());
         }
+    }
+
+    /// Does batches left after the last holder's look, a few rounds at
+    /// most (a connection on the other core may keep leaving them, and
+    /// this core's own tasks wait meanwhile); the rest go to the timer
+    /// task. Only where no disk queue lock is held.
+    fn settle_left(&self) {
+        for _ in 0..ROUNDS {
+            if !self.left.any() {
+                return;
+            }
+            // taken: its holder looks again before and after letting go
+            let Some(st) = self.state.try_lock() else {
+                return;
+            };
+            let ((), work) = self.enter_locked(st, |_| ());
+            if !work.is_empty() {
+                let _ = self.carry_out(work, &mut Vec::new());
+            }
+        }
+        self.check_left();
     }
 
     /// FIN batches other connections left while the lock was taken; their

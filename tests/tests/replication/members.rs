@@ -12,6 +12,11 @@ use serde_json::Value;
 
 pub const GROUPS: usize = 4;
 pub const WAIT: Duration = Duration::from_secs(30);
+/// For the members to agree on every group's leader after one is stopped:
+/// on a loaded CI machine (debug builds, eight suites at once, the
+/// 300 ms election timeout below) this once took longer than `WAIT`;
+/// alone it takes about a second.
+pub const ELECTION_WAIT: Duration = Duration::from_secs(60);
 
 pub struct Member {
     pub id: u64,
@@ -64,18 +69,22 @@ pub fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
 /// Waits until every member in `ms` sees a leader in every group, all the
 /// same, none of them `not`; those leaders.
 pub fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
-    wait_for(WAIT, "members agreeing on a leader per group", || {
-        let first = leaders(&ms[0].nsqd);
-        let all: Option<Vec<u64>> = first.iter().copied().collect();
-        let all = all?;
-        if not.is_some_and(|x| all.contains(&x)) {
-            return None;
-        }
-        ms[1..]
-            .iter()
-            .all(|m| leaders(&m.nsqd) == first)
-            .then_some(all)
-    })
+    wait_for(
+        ELECTION_WAIT,
+        "members agreeing on a leader per group",
+        || {
+            let first = leaders(&ms[0].nsqd);
+            let all: Option<Vec<u64>> = first.iter().copied().collect();
+            let all = all?;
+            if not.is_some_and(|x| all.contains(&x)) {
+                return None;
+            }
+            ms[1..]
+                .iter()
+                .all(|m| leaders(&m.nsqd) == first)
+                .then_some(all)
+        },
+    )
 }
 
 /// Three members, ids 1 to 3, each in its own directory of `dirs`, with

@@ -42,6 +42,9 @@ pub struct Conn {
     pub pending_fins: Vec<MessageId>,
     /// Answers waiting for publishes to become durable.
     pub replies: Replies,
+    /// The client missed its heartbeats: its socket is reset, not closed
+    /// gracefully (see `tcp::handle`).
+    pub unresponsive: bool,
 }
 
 impl Conn {

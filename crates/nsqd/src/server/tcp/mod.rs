@@ -111,9 +111,17 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
         now: Instant::now(),
         pending_fins: Vec::new(),
         replies: Default::default(),
+        unresponsive: false,
     };
     let mut inbound = Inbound::new(rd);
     reader::run(&mut conn, &mut inbound).await;
+    if conn.unresponsive {
+        // A client that stopped reading leaves nsqd's send buffer full
+        // (megabytes, autotuned); a graceful close would have the kernel
+        // trickle it out through a zero window for minutes and the peer
+        // see no end. Reset it, as a write past its deadline does.
+        transport::abort_on_close(fd);
+    }
     subscribe::leave(&mut conn);
     client.send_control(Control::Close);
     drop(conn);

@@ -102,6 +102,7 @@ pub async fn run(conn: &mut Conn, inbound: &mut Inbound) {
             },
             _ = timeout => {
                 tracing::info!(addr = %conn.client.remote_addr, "client missed heartbeats, closing");
+                conn.unresponsive = true;
                 return;
             }
             _ = conn.client.closer.cancelled() => return,

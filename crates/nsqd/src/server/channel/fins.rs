@@ -17,14 +17,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use nsq_protocol::{MessageId, ProtocolError};
-use parking_lot::Mutex;
-
 use nsq_protocol::error::E_FIN_FAILED;
+use nsq_protocol::{MessageId, ProtocolError};
+use parking_lot::{Mutex, MutexGuard};
 
 use super::{Channel, DiskWork, Locked};
 use crate::core::{ClientId, InFlightError};
-use parking_lot::MutexGuard;
 
 /// What a FIN, REQ or TOUCH of a message that is not (or not this
 /// client's) in flight answers: NSQ's non-fatal `E_*_FAILED`.

@@ -261,7 +261,9 @@ fn deferred_spill_keeps_memory_bounded_and_delivers_each_once_when_due_in_order(
         count,
         Duration::from_millis((last_due - now_ms()).max(0) as u64 + 60_000),
     );
-    check_delivery(&got, count, 1000, subscribed);
+    // 2.5 s: runs are loaded back up to 1 s before due and, on a
+    // loaded machine, the timer that hands them over lags (1.25 s seen)
+    check_delivery(&got, count, 2500, subscribed);
     wait_for(Duration::from_secs(10), "consumed runs deleted", || {
         runs(n.data_path()).is_empty().then_some(())
     });

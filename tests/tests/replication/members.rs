@@ -67,24 +67,36 @@ pub fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
 }
 
 /// Waits until every member in `ms` sees a leader in every group, all the
-/// same, none of them `not`; those leaders.
+/// same, none of them `not`; those leaders. On a timeout it panics with
+/// what each member saw last and the end of each one's log.
 pub fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
-    wait_for(
-        ELECTION_WAIT,
-        "members agreeing on a leader per group",
-        || {
-            let first = leaders(&ms[0].nsqd);
-            let all: Option<Vec<u64>> = first.iter().copied().collect();
-            let all = all?;
-            if not.is_some_and(|x| all.contains(&x)) {
-                return None;
+    let deadline = std::time::Instant::now() + ELECTION_WAIT;
+    loop {
+        let views: Vec<Vec<Option<u64>>> = ms.iter().map(|m| leaders(&m.nsqd)).collect();
+        let all: Option<Vec<u64>> = views[0].iter().copied().collect();
+        if let Some(all) = all {
+            let fresh = !not.is_some_and(|x| all.contains(&x));
+            if fresh && views.iter().all(|v| *v == views[0]) {
+                return all;
             }
-            ms[1..]
+        }
+        if std::time::Instant::now() > deadline {
+            let logs: Vec<String> = ms
                 .iter()
-                .all(|m| leaders(&m.nsqd) == first)
-                .then_some(all)
-        },
-    )
+                .map(|m| {
+                    let err = m.nsqd.stderr();
+                    let tail: Vec<&str> = err.lines().rev().take(40).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    format!("--- member {} ---\n{}", m.id, tail.join("\n"))
+                })
+                .collect();
+            panic!(
+                "members never agreed on a leader per group within {ELECTION_WAIT:?} (not {not:?}); last views {views:?}\n{}",
+                logs.join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Three members, ids 1 to 3, each in its own directory of `dirs`, with

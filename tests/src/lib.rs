@@ -144,6 +144,42 @@ pub fn send_signal(pid: u32, sig: i32) {
     }
 }
 
+/// SIGSTOP `pid` and wait (up to 10 s) until every one of its threads is
+/// stopped. `kill` returns once one thread is told; the group stop reaches
+/// the others only when that thread next runs, and on a loaded machine the
+/// rest can go on serving requests for a while meanwhile (seen: a frozen
+/// nsqd answering nsqadmin's `/stats` in CI). A process that is gone is
+/// left alone.
+pub fn freeze(pid: u32) {
+    send_signal(pid, libc::SIGSTOP);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !all_threads_stopped(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} not stopped 10 s after SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Every thread of `pid` in state `T` (or the process gone).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|t| {
+        // `pid (comm) S ...`: the state follows the last ')'.
+        fs::read_to_string(t.path().join("stat")).map_or(true, |st| {
+            st.rsplit_once(')').is_some_and(|(_, rest)| {
+                matches!(
+                    rest.trim_start().chars().next(),
+                    Some('T' | 't' | 'Z' | 'X')
+                )
+            })
+        })
+    })
+}
+
 /// Wait for a child with a timeout (polling). `None` on timeout.
 pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;

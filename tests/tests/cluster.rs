@@ -205,7 +205,7 @@ fn silent_nsqd_is_dropped_after_inactive_producer_timeout_and_killed_one_at_once
     n.http_pub("t", b"x");
     discover_n(&[&l], "t", 1);
     // a frozen nsqd keeps its TCP connection but stops PINGing
-    send_signal(n.pid(), libc::SIGSTOP);
+    freeze(n.pid());
     let frozen = Instant::now();
     discover_n(&[&l], "t", 0);
     let waited = frozen.elapsed();

@@ -1086,7 +1086,7 @@ fn one_nsqd_down_is_a_warning_not_a_failure() {
     let mut c = Cluster::start(&[]);
     seed(&c, "orders", "archive", 2);
     // Frozen, not dead: nsqlookupd keeps listing it, its HTTP never answers.
-    send_signal(c.nsqds[1].pid(), libc::SIGSTOP);
+    freeze(c.nsqds[1].pid());
     let r = c.admin.get("/api/topics/orders");
     send_signal(c.nsqds[1].pid(), libc::SIGCONT);
     assert_eq!(r.status, 200, "{}", r.text());

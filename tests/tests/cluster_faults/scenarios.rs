@@ -312,9 +312,7 @@ impl Ctx {
     fn nsqd_pause(&mut self, n: &str, t: crate::topology::Timing) -> Result<Outcome, String> {
         let down = self.pick(12, 3, 30);
         let fault_at = now_ns();
-        self.cluster
-            .proc(&format!("nsqd@{n}"))
-            .signal(libc::SIGSTOP);
+        self.cluster.proc(&format!("nsqd@{n}")).freeze();
         self.hold(down);
         self.cluster
             .proc(&format!("nsqd@{n}"))
@@ -341,9 +339,7 @@ impl Ctx {
     fn lookupd_pause(&mut self, l: &str, t: crate::topology::Timing) -> Result<Outcome, String> {
         let down = self.pick(10, 3, 30);
         let fault_at = now_ns();
-        self.cluster
-            .proc(&format!("lookupd@{l}"))
-            .signal(libc::SIGSTOP);
+        self.cluster.proc(&format!("lookupd@{l}")).freeze();
         self.hold(down);
         self.cluster
             .proc(&format!("lookupd@{l}"))
@@ -386,9 +382,7 @@ impl Ctx {
     fn consumer_pause(&mut self, c: &str, t: crate::topology::Timing) -> Result<Outcome, String> {
         let down = self.pick(12, 11, 30);
         let fault_at = now_ns();
-        self.cluster
-            .proc(&format!("consumer@{c}"))
-            .signal(libc::SIGSTOP);
+        self.cluster.proc(&format!("consumer@{c}")).freeze();
         self.hold(down);
         self.cluster
             .proc(&format!("consumer@{c}"))

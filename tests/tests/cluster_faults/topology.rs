@@ -210,6 +210,13 @@ impl Proc {
         }
     }
 
+    /// SIGSTOP, returning once every thread has stopped.
+    pub fn freeze(&self) {
+        if let Some(pid) = self.pid() {
+            nsq_tests::freeze(pid);
+        }
+    }
+
     /// SIGKILL (after SIGCONT, in case it is stopped) and reap.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

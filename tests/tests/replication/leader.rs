@@ -135,7 +135,7 @@ fn only_the_groups_leader_serves_a_replicated_topic() {
     // The leader loses its group while alive: stopped past the election
     // timeout, the others elect another; once it runs again it closes its
     // consumer (which would look the topic up again) and unregisters.
-    send_signal(leader.nsqd.pid(), libc::SIGSTOP);
+    freeze(leader.nsqd.pid());
     let others: Vec<&Member> = all.iter().copied().filter(|m| m.id != lid).collect();
     let second = leader_of(&others, t, Some(lid));
     send_signal(leader.nsqd.pid(), libc::SIGCONT);

@@ -102,6 +102,11 @@ pub struct TopicReplication {
     pub last_log_index: Option<u64>,
     /// The last index this member knows committed.
     pub committed_index: Option<u64>,
+    /// Messages committed and not yet finished, as this member has applied
+    /// the group's log: what the topic holds for channels to come plus the
+    /// most any one channel has not finished (FINs reach the log in
+    /// batches, so the leader's own channels may be ahead of it).
+    pub unfinished: u64,
 }
 
 /// One replica of a replicated topic's group.
@@ -296,10 +301,11 @@ mod tests {
             }],
             last_log_index: Some(9),
             committed_index: None,
+            unfinished: 3,
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
-            r#"{"group":5,"leader":2,"leader_address":"10.0.0.2:4150","is_leader":false,"replicas":[{"node_id":1,"matched_index":9,"lag":null}],"last_log_index":9,"committed_index":null}"#
+            r#"{"group":5,"leader":2,"leader_address":"10.0.0.2:4150","is_leader":false,"replicas":[{"node_id":1,"matched_index":9,"lag":null}],"last_log_index":9,"committed_index":null,"unfinished":3}"#
         );
         // Read back leniently: a reader older or newer than the writer.
         let partial: TopicReplication = serde_json::from_str(r#"{"group":5}"#).unwrap();

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use nsq_tests::{frame, send_signal, wait_for, Lookupd, FRAME_ERROR, HEARTBEAT};
+use nsq_tests::{frame, freeze, send_signal, wait_for, Lookupd, FRAME_ERROR, HEARTBEAT};
 
 use super::members::*;
 

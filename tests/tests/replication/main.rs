@@ -17,6 +17,7 @@
 #[path = "../../src/admin_util.rs"]
 mod admin_util;
 mod channels;
+mod failover;
 mod leader;
 mod members;
 mod stats;

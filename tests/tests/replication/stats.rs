@@ -2,7 +2,8 @@
 //! shows"): every member's `/stats` carries the topic's group with the
 //! same leader and its address; the leader knows every replica's lag and
 //! it reaches 0, a follower its own log alone; `/metrics` has the topic's
-//! series; nsqadmin's `/api/topics/:topic` carries the leader's report;
+//! series; every member counts the messages committed and not finished;
+//! nsqadmin's `/api/topics/:topic` carries the leader's report;
 //! after the leader's SIGTERM the others agree on a new one. An
 //! unreplicated topic beside it shows nothing of it.
 
@@ -132,6 +133,16 @@ fn every_member_shows_a_replicated_topics_group_and_lag() {
     assert_eq!(topics.len(), 1);
     assert_eq!(topics[0]["replication"]["leader"], lid);
 
+    // Six committed, none finished (the topic has no channel to finish
+    // them on): every member counts them from its own log.
+    for m in &members {
+        wait_for(
+            WAIT,
+            &format!("node {} counting 6 unfinished", m.id),
+            || (replication_of(&m.nsqd, t)["unfinished"] == 6).then_some(()),
+        );
+    }
+
     // /metrics: the leader leads the topic and reports each replica's lag;
     // a follower does not lead it and reports no lag it does not know.
     let metrics = leader.nsqd.get("/metrics").text();
@@ -156,6 +167,12 @@ fn every_member_shows_a_replicated_topics_group_and_lag() {
         "nsqd_replication_topic_is_leader{{topic=\"{t}\"}} 0\n"
     )));
     assert!(
+        metrics.contains(&format!(
+            "nsqd_replication_topic_unfinished{{topic=\"{t}\"}} 6\n"
+        )),
+        "{metrics}"
+    );
+    assert!(
         !metrics.contains("nsqd_replication_topic_replica_lag"),
         "{metrics}"
     );
@@ -174,6 +191,7 @@ fn every_member_shows_a_replicated_topics_group_and_lag() {
     assert_eq!(api["replication"]["leader"], lid);
     assert_eq!(api["replication"]["leader_address"], address.as_str());
     assert_eq!(api["replication"]["is_leader"], true);
+    assert_eq!(api["replication"]["unfinished"], 6);
     assert_eq!(api["message_count"], 6, "{api}");
     let nodes = api["nodes"].as_array().expect("nodes");
     assert_eq!(nodes.len(), 3);

@@ -137,6 +137,8 @@ pub struct Channel {
     /// acknowledgement (durable acknowledgements only), by read number.
     unacked: IdMap<MessageId, u64>,
     effects: Effects,
+    /// FINed ids for a replicated topic's group (`channel_finished.rs`).
+    finished: Option<Vec<MessageId>>,
     /// When the timer will next wake, so we know when an earlier deadline
     /// must wake it.
     scheduled_wake: Option<Instant>,
@@ -168,6 +170,7 @@ impl Channel {
             rng: Rng::new(cfg.seed),
             unacked: IdMap::default(),
             effects: Effects::default(),
+            finished: None,
             scheduled_wake: None,
         }
     }
@@ -338,6 +341,9 @@ impl Channel {
                     }
                     if let Some(e2e) = self.e2e.as_mut() {
                         e2e.insert((now_unix_ns - d.msg.timestamp) as f64, now);
+                    }
+                    if let Some(f) = self.finished.as_mut() {
+                        f.push(*id);
                     }
                 }
                 Err(e) => failed(id, e),
@@ -620,6 +626,10 @@ mod backend;
 // what /stats reads of a channel
 #[path = "channel_stats.rs"]
 mod report;
+
+// the ids a replicated topic's channel finished, for its group
+#[path = "channel_finished.rs"]
+mod finished;
 
 // the channel's deferred messages, in memory and spilled
 #[path = "channel_deferred.rs"]

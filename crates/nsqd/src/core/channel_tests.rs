@@ -284,6 +284,25 @@ fn pipelined_fins_report_failures_in_order_and_refill_the_freed_credit() {
 }
 
 #[test]
+fn a_replicated_topics_channel_keeps_the_ids_it_finished_until_taken() {
+    let mut h = Harness::new(cfg(100));
+    h.sub(1, 4);
+    h.put(0..4);
+    let got = h.take(1);
+    // Not recording (every unreplicated channel): nothing is kept.
+    h.fin(1, &[got[0].id]);
+    assert!(h.ch.take_finished().is_empty());
+    h.ch.record_finished();
+    let stranger = MessageId::from_guid(999);
+    h.fin(1, &[got[1].id, stranger, got[2].id, got[1].id]);
+    // A failed FIN (not in flight, or finished already) is no progress.
+    assert_eq!(h.ch.take_finished(), vec![got[1].id, got[2].id]);
+    assert!(h.ch.take_finished().is_empty(), "taken once");
+    h.fin(1, &[got[3].id]);
+    assert_eq!(h.ch.take_finished(), vec![got[3].id]);
+}
+
+#[test]
 fn rdy_spreads_messages_over_clients_round_robin_within_their_credit() {
     let mut h = Harness::new(cfg(100));
     h.sub(1, 1);

@@ -501,6 +501,17 @@ impl Channel {
         self.run(|st| st.core.set_paused(paused, now()))
     }
 
+    /// Keeps the ids of its FINs for its replicated topic's group, from
+    /// now on ([`Channel::take_finished`]).
+    pub fn record_finished(&self) {
+        self.lock().core.record_finished();
+    }
+
+    /// The ids FINed since the last call (a replicated topic's channel).
+    pub fn take_finished(&self) -> Vec<MessageId> {
+        self.lock().core.take_finished()
+    }
+
     /// `/channel/empty`: memory, in flight, deferred and the disk queue.
     pub fn empty(&self) -> Result<(), BackendError> {
         self.run(|st| st.core.empty());

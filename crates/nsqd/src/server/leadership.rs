@@ -140,7 +140,7 @@ pub fn reconsider(nsqd: &NsqdInner, topic: &Topic) {
 }
 
 /// This member's replicated topics placed in `group`.
-fn topics_of(nsqd: &NsqdInner, group: GroupId) -> Vec<Arc<Topic>> {
+pub(super) fn topics_of(nsqd: &NsqdInner, group: GroupId) -> Vec<Arc<Topic>> {
     let Some(r) = nsqd.replication() else {
         return Vec::new();
     };

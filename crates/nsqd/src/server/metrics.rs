@@ -274,10 +274,16 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "gauge",
         "nsq-rs replication: log entries a replica of the topic's group is behind the leader's last (only where known: on the leader).",
     );
+    let mut rt_unfinished = Family::new(
+        "nsqd_replication_topic_unfinished",
+        "gauge",
+        "nsq-rs replication: messages committed to the topic's group and not yet finished, as this member applied its log.",
+    );
     for t in s.topics.iter().flatten() {
         let Some(r) = &t.replication else { continue };
         let tl = topic_label(&t.topic_name);
         rt_is_leader.add(tl.clone(), u8::from(r.is_leader));
+        rt_unfinished.add(tl.clone(), r.unfinished);
         for replica in &r.replicas {
             if let Some(lag) = replica.lag {
                 rt_lag.add(format!("{tl},node=\"{}\"", replica.node_id), lag);
@@ -328,6 +334,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
         r_applied,
         rt_is_leader,
         rt_lag,
+        rt_unfinished,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {

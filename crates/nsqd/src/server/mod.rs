@@ -18,13 +18,16 @@
 //! replication flags, [`replication`] runs nsqd as a member of a
 //! replication cluster, [`replicated`] applies its groups' committed
 //! entries to the topics and [`leadership`] follows who leads each group,
-//! so only the leader registers and serves a replicated topic.
+//! so only the leader registers and serves a replicated topic; the
+//! leader's queues hold what its group has not finished ([`redeliver`])
+//! and its channels' FINs reach the group as `Finished` ([`finisher`]).
 
 pub mod backend;
 pub mod channel;
 pub mod channel_commit;
 pub mod client;
 pub mod context;
+pub mod finisher;
 pub mod health;
 pub mod http;
 pub mod leadership;
@@ -34,6 +37,7 @@ pub mod metrics;
 pub mod nsqd;
 pub mod outbox;
 pub mod precreate;
+pub mod redeliver;
 pub mod replicated;
 pub mod replication;
 pub mod spill;
@@ -127,6 +131,7 @@ impl Nsqd {
         // again from their logs, then find the topics they made.
         replicated::spawn_appliers(&inner);
         leadership::spawn_watchers(&inner);
+        finisher::spawn(&inner);
         Ok(Nsqd {
             inner,
             tcp,

@@ -6,14 +6,18 @@
 //!
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
-//! Built so far: `TopicCreate`, `TopicDelete`, `Publish` on the group's
-//! leader, the channel entries (`ChannelCreate`, `ChannelDelete`,
-//! `ChannelPause`, `ChannelEmpty`, as `core::channel_entries` decides),
-//! the topic entries (`TopicPause` on every member, `TopicEmpty` on the
-//! leader, as `core::topic_entries` decides) and `Serving` (where a
-//! group's leader serves consumers).
-//! `Finished` is logged and skipped until the increment that serves it
-//! (docs/replication.md).
+//! Every entry also feeds the group's `core::progress` (what each channel
+//! has not finished), and between entries the applier follows the group's
+//! leadership (`redeliver.rs`): a member that gains the group puts back
+//! what the progress says is unfinished, so `Publish` puts a batch into
+//! the topic only while the queues hold the group's messages. Applied
+//! here: `TopicCreate`, `TopicDelete`, `Publish`, the channel entries
+//! (`ChannelCreate`, `ChannelDelete`, `ChannelPause`, `ChannelEmpty`, as
+//! `core::channel_entries` decides), the topic entries (`TopicPause` on
+//! every member, `TopicEmpty` on the leader, as `core::topic_entries`
+//! decides), `Serving` (where a group's leader serves consumers), and
+//! `Finished` (the progress alone: the leader's channel had finished the
+//! messages when it proposed it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +29,7 @@ use nsq_replication::GroupId;
 use tokio::sync::mpsc;
 
 use super::nsqd::NsqdInner;
+use super::redeliver::{self, Delivering};
 use crate::core::channel_entries::{on_channel_entry, ChannelChange, Here};
 use crate::core::replicas::{on_topic_create, Existing, OnCreate};
 use crate::core::replicated::{Entry, Published};
@@ -40,9 +45,32 @@ pub fn spawn_appliers(nsqd: &Arc<NsqdInner>) {
 
 async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receiver<Applied>) {
     let cancel = nsqd.ctx.cancel.clone();
+    let Some(r) = nsqd.replication() else { return };
+    let (Some(mut leadership), Some(mut metrics)) =
+        (r.leadership_watch(group), r.metrics_watch(group))
+    else {
+        return;
+    };
+    let mut delivering: Delivering = None;
     loop {
+        // Between entries: the queues follow the leadership, so what is put
+        // back matches the entries applied so far. A new leader puts back
+        // only once every entry of earlier terms is applied here (else a
+        // `Finished` still on its way would not count, and its messages
+        // would be delivered again).
+        let ready = rx.is_empty() && r.applied_current_term(group);
+        delivering = redeliver::follow(&nsqd, group, delivering, ready).await;
+        let waiting = r.leads(group) && delivering != Some(true);
         let applied = tokio::select! {
             _ = cancel.cancelled() => return,
+            changed = leadership.changed() => match changed {
+                Ok(()) => continue,
+                Err(_) => return,
+            },
+            changed = metrics.changed(), if waiting => match changed {
+                Ok(()) => continue,
+                Err(_) => return,
+            },
             a = rx.recv() => match a {
                 Some(a) => a,
                 None => return,
@@ -51,7 +79,13 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
         match applied {
             Applied::Entry { log_id, payload } => {
                 match Entry::decode(payload) {
-                    Ok(entry) => apply(&nsqd, group, log_id.index, entry),
+                    Ok(entry) => {
+                        let index = log_id.index;
+                        if let Some(p) = nsqd.replication().and_then(|r| r.progress(group)) {
+                            p.lock().apply(index, &entry);
+                        }
+                        apply(&nsqd, group, index, entry, delivering == Some(true));
+                    }
                     // Nothing this member can do about an entry it cannot
                     // read (one written by a newer nsqd): the group goes on.
                     Err(e) => tracing::error!(
@@ -81,17 +115,23 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
     }
 }
 
-fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
+/// Makes `entry`'s change here; `delivering`: this member's queues of the
+/// group hold its unfinished messages (it leads the group).
+fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry, delivering: bool) {
     match entry {
         Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
-        Entry::Publish { topic, messages } => publish(nsqd, group, &topic, messages),
+        Entry::Publish { topic, messages } => {
+            if delivering {
+                publish(nsqd, &topic, messages);
+            }
+        }
         Entry::TopicDelete { topic } => topic_delete(nsqd, &topic),
         e @ (Entry::ChannelCreate { .. }
         | Entry::ChannelDelete { .. }
         | Entry::ChannelPause { .. }
-        | Entry::ChannelEmpty { .. }) => channel_entry(nsqd, group, index, &e),
+        | Entry::ChannelEmpty { .. }) => channel_entry(nsqd, index, &e, delivering),
         e @ (Entry::TopicPause { .. } | Entry::TopicEmpty { .. }) => {
-            topic_entry(nsqd, group, index, &e)
+            topic_entry(nsqd, index, &e, delivering)
         }
         Entry::Serving { node, address } => {
             if let Some(r) = nsqd.replication() {
@@ -99,12 +139,9 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry) {
                 r.record_serving(group, node, address);
             }
         }
-        other => tracing::debug!(
-            group,
-            index,
-            topic = other.topic(),
-            "REPLICATION: entry kind not served yet; kept in the log"
-        ),
+        // What it changes is the group's progress, fed above: the
+        // leader's channel finished the messages before proposing it.
+        Entry::Finished { .. } => {}
     }
 }
 
@@ -167,15 +204,11 @@ fn topic_delete(nsqd: &NsqdInner, name: &str) {
     }
 }
 
-/// A committed `Publish`: the group's leader puts the messages into the
-/// topic, delivered as any topic's; the other members keep them in the log
-/// only (channels reading the log, so that a new leader delivers what the
-/// old one had not, are the next increment). A member that is not the
-/// leader yet when it applies again after a restart puts nothing twice.
-fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published>) {
-    if !nsqd.replication().is_some_and(|r| r.leads(group)) {
-        return;
-    }
+/// A committed `Publish` on the group's leader: the messages go into the
+/// topic, delivered as any topic's. The other members keep them in the log
+/// only; one that gains the group puts back what is unfinished
+/// (`redeliver.rs`).
+fn publish(nsqd: &NsqdInner, name: &str, messages: Vec<Published>) {
     let Some(topic) = nsqd.get_topic(name) else {
         tracing::warn!(topic = %name, "REPLICATION: publish to a topic this member does not have; skipped");
         return;
@@ -202,7 +235,7 @@ fn publish(nsqd: &NsqdInner, group: GroupId, name: &str, messages: Vec<Published
 /// the leader only (the others' channels hold none). `nsqd.dat` has each
 /// change before the applier goes on, so a member that answered the
 /// client has persisted it (the lookup loop would, a moment later).
-fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
+fn channel_entry(nsqd: &NsqdInner, index: u64, entry: &Entry, delivering: bool) {
     let (Entry::ChannelCreate { topic, channel }
     | Entry::ChannelDelete { topic, channel }
     | Entry::ChannelPause { topic, channel, .. }
@@ -218,7 +251,7 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
     };
     let here = Here {
         exists: t.get_channel(channel).is_some(),
-        leads: nsqd.replication().is_some_and(|r| r.leads(group)),
+        leads: delivering,
     };
     match on_channel_entry(entry, here) {
         ChannelChange::Create => {
@@ -265,12 +298,12 @@ fn channel_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
 /// group decided, and `nsqd.dat` has it before the applier goes on (the
 /// member that answered the client has persisted it); emptying drops the
 /// topic's queue on the leader only (the others' topics hold none of it).
-fn topic_entry(nsqd: &NsqdInner, group: GroupId, index: u64, entry: &Entry) {
+fn topic_entry(nsqd: &NsqdInner, index: u64, entry: &Entry, delivering: bool) {
     let name = entry.topic().unwrap_or_default();
     let t = nsqd.get_topic(name).filter(|t| t.replicas().is_some());
     let here = topic_entries::Here {
         replicated: t.is_some(),
-        leads: nsqd.replication().is_some_and(|r| r.leads(group)),
+        leads: delivering,
     };
     match (on_topic_entry(entry, here), t) {
         (TopicChange::Pause(paused), Some(t)) => {

@@ -14,9 +14,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
+use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
@@ -26,6 +28,7 @@ use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
+use crate::core::progress::Progress;
 use crate::core::replica_lag::{self, GroupView};
 use crate::core::replicas::group_of;
 use crate::core::replicated::{EncodeError, Entry};
@@ -35,6 +38,8 @@ use crate::options::Options;
 /// What openraft reports of a group's vote, state and leader (it changes
 /// with them only, not with every append).
 pub type ServerMetrics = openraft::metrics::RaftServerMetrics<NodeId, nsq_replication::Member>;
+/// All openraft reports of a group, applied index included.
+pub type RaftMetrics = openraft::RaftMetrics<NodeId, nsq_replication::Member>;
 
 /// Why nsqd could not become a member.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +123,12 @@ pub struct Replication {
     /// wrote it when it gained the group, and the TCP address it serves
     /// consumers at (a SUB refused here names it).
     serving: Mutex<BTreeMap<GroupId, (NodeId, String)>>,
+    /// Per group (by id), each channel's progress through its log, as
+    /// this member applied it (`core::progress`; fed by the applier).
+    progress: Vec<Arc<Mutex<Progress>>>,
+    /// Per group (by id), its committed entries read back (a new leader
+    /// redelivers from them).
+    logs: Vec<CommittedLog>,
     /// Taken by [`Replication::shutdown`].
     member: Mutex<Option<ClusterMember>>,
 }
@@ -194,6 +205,8 @@ impl Replication {
                 .collect(),
             subscriptions: Mutex::new(subscriptions),
             serving: Mutex::new(BTreeMap::new()),
+            progress: member.groups.iter().map(|_| Arc::default()).collect(),
+            logs: member.groups.iter().map(|g| g.log.clone()).collect(),
             member: Mutex::new(Some(member)),
         })
     }
@@ -219,6 +232,16 @@ impl Replication {
                 newer
             });
         }
+    }
+
+    /// `group`'s progress, as this member applied its log.
+    pub fn progress(&self, group: GroupId) -> Option<&Arc<Mutex<Progress>>> {
+        self.progress.get(group as usize)
+    }
+
+    /// `group`'s committed entries, read back.
+    pub fn committed_log(&self, group: GroupId) -> Option<&CommittedLog> {
+        self.logs.get(group as usize)
     }
 
     /// How far this member has applied `group` (0 before the first entry).
@@ -291,6 +314,34 @@ impl Replication {
             .map_or(Leader::None, |(_, raft, _)| {
                 seen(self.node_id, &raft.server_metrics().borrow()).1
             })
+    }
+
+    /// `group`'s leadership reports (the applier follows them too).
+    pub fn leadership_watch(&self, group: GroupId) -> Option<watch::Receiver<ServerMetrics>> {
+        self.groups
+            .iter()
+            .find(|(id, ..)| *id == group)
+            .map(|(_, raft, _)| raft.server_metrics())
+    }
+
+    /// `group`'s full reports (every apply changes them).
+    pub fn metrics_watch(&self, group: GroupId) -> Option<watch::Receiver<RaftMetrics>> {
+        self.groups
+            .iter()
+            .find(|(id, ..)| *id == group)
+            .map(|(_, raft, _)| raft.metrics())
+    }
+
+    /// Whether `group`'s state machine here has applied an entry of the
+    /// current term. A new leader's first entry (openraft's blank) follows
+    /// every entry of earlier terms, so by then all of them have been
+    /// handed to the applier.
+    pub fn applied_current_term(&self, group: GroupId) -> bool {
+        self.metrics_watch(group).is_some_and(|m| {
+            let m = m.borrow();
+            m.last_applied
+                .is_some_and(|l| l.leader_id.get_term() == m.current_term)
+        })
     }
 
     /// Each group's leadership reports, for the watchers of `leadership.rs`.
@@ -381,6 +432,10 @@ impl Replication {
             replicas: replica_lag::replicas(&view),
             last_log_index: view.last_log_index,
             committed_index: *committed.borrow(),
+            unfinished: self
+                .progress(group)
+                .and_then(|p| p.lock().topic(topic).map(|t| t.unfinished()))
+                .unwrap_or(0),
         }
     }
 

@@ -26,6 +26,7 @@ use super::backend::{Backend, BackendError, Ticket};
 use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
 use super::metadata::{ChannelMeta, TopicMeta};
+use crate::core::channel_entries::replicates;
 use crate::core::e2e::quantiles;
 use crate::core::replicated::{Entry, Published};
 use crate::core::topic::{copies, PUMP_BATCH};
@@ -351,6 +352,9 @@ impl Topic {
             if let Some(size) = st.mem_queue_size() {
                 ch.set_mem_queue_size(size);
             }
+            if replicates(self.replicas(), name) {
+                ch.record_finished();
+            }
             let pump = st.add_channel(name, ch.clone())?;
             (ch, pump)
         };
@@ -496,6 +500,11 @@ impl Topic {
     pub fn set_replicas(&self, replicas: u8) {
         if replicas > 0 {
             self.replicas.store(replicas, Ordering::Relaxed);
+            for ch in self.channels() {
+                if replicates(Some(replicas), &ch.name) {
+                    ch.record_finished();
+                }
+            }
         }
     }
 

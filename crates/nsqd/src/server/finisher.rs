@@ -1,0 +1,110 @@
+//! FINs of replicated topics reaching their groups: every
+//! [`FINISH_INTERVAL`] one task takes the ids each replicated channel has
+//! finished (its core keeps them, `core::channel_finished`) and, where
+//! this member leads the channel's group, commits them as one `Finished`
+//! entry per channel, so every member's `core::progress` knows them and a
+//! member that gains the group does not deliver them again. Never: what a
+//! `Finished` entry does (the progress), or the FINs themselves.
+//!
+//! A FIN is acknowledged to nobody (NSQ answers none), so batching costs
+//! only this: FINs not yet committed when the leader is lost are delivered
+//! again by the next (duplicates, as NSQ allows, never losses). On
+//! shutdown one last round commits what is left, within
+//! [`LAST_ROUND`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use super::nsqd::NsqdInner;
+use crate::core::replicated::{Cursor, Entry};
+
+/// How often FINs are committed: what a failover may deliver twice.
+pub const FINISH_INTERVAL: Duration = Duration::from_millis(100);
+/// Ids in one entry at most (16 bytes each).
+const MAX_IDS: usize = 8192;
+/// How long shutdown waits for the last round.
+const LAST_ROUND: Duration = Duration::from_secs(2);
+
+/// Starts the task (nothing without the replication flags).
+pub fn spawn(nsqd: &Arc<NsqdInner>) {
+    if nsqd.replication().is_none() {
+        return;
+    }
+    nsqd.ctx.tasks.spawn(run(nsqd.clone()));
+}
+
+async fn run(nsqd: Arc<NsqdInner>) {
+    let cancel = nsqd.ctx.cancel.clone();
+    let mut tick = tokio::time::interval(FINISH_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        round(&nsqd).await;
+    }
+    if tokio::time::timeout(LAST_ROUND, round(&nsqd))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "REPLICATION: last FINs not committed before shutdown; they may be delivered again"
+        );
+    }
+}
+
+/// Takes every replicated channel's FINs and commits those of the groups
+/// this member leads, all channels at once.
+async fn round(nsqd: &Arc<NsqdInner>) {
+    let Some(r) = nsqd.replication() else { return };
+    let mut commits = JoinSet::new();
+    for t in nsqd.topics() {
+        if t.replicas().is_none() {
+            continue;
+        }
+        let group = r.group_of(&t.name);
+        for ch in t.channels() {
+            let ids = ch.take_finished();
+            if ids.is_empty() {
+                continue;
+            }
+            if !r.leads(group) {
+                // Its consumers are being closed: the group's next leader
+                // delivers these again.
+                continue;
+            }
+            for part in ids.chunks(MAX_IDS) {
+                let entry = Entry::Finished {
+                    topic: t.name.clone(),
+                    channel: ch.name.clone(),
+                    // Informational only (every member computes the
+                    // cursor itself), and the log has what it needs.
+                    cursor: Cursor {
+                        index: 0,
+                        offset: 0,
+                    },
+                    ids: part.to_vec(),
+                };
+                let nsqd = nsqd.clone();
+                let (topic, channel, n) = (t.name.clone(), ch.name.clone(), part.len());
+                commits.spawn(async move {
+                    let Some(r) = nsqd.replication() else { return };
+                    if let Err(e) = r.commit_to(group, &entry).await {
+                        tracing::warn!(
+                            group,
+                            topic = %topic,
+                            channel = %channel,
+                            messages = n,
+                            error = %e.detail(),
+                            "REPLICATION: FINs not committed; a failover delivers them again"
+                        );
+                    }
+                });
+            }
+        }
+    }
+    while commits.join_next().await.is_some() {}
+}

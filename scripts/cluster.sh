@@ -49,7 +49,7 @@ trap leftovers EXIT
 run() { # $1 = report name, $2 = daemon directory
     echo "== cluster under faults: $1 (daemons from $2, ${SECS}s of faults; 0 = short run)"
     NSQ_BIN_DIR="$2" NSQ_CLUSTER_FAULT_SECS="$SECS" NSQ_CLUSTER_REPORT="$OUT/report-$1.md" \
-        cargo test -p nsq-tests --test cluster_faults -- --nocapture
+        cargo test -p nsq-tests --test cluster_faults -- --exact cluster_under_faults --nocapture
 }
 
 status=0

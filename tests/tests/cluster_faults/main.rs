@@ -33,11 +33,13 @@
 //!   it is always kept when the run fails.
 //!
 //! Needs root; prints `SKIPPED` and passes without it. `scripts/cluster.sh`
-//! runs it (short, long, and against Go binaries).
+//! runs it (short, long, and against Go binaries). `replicated.rs` runs a
+//! second cluster on the same hosts: a replicated topic losing its leader.
 
 #![forbid(unsafe_code)]
 
 mod observer;
+mod replicated;
 mod report;
 mod scenarios;
 mod topology;
@@ -292,7 +294,7 @@ fn run(cfg: &RunConfig, dir: &Path) -> Result<report::Report, String> {
 }
 
 /// Whether `nsqd --version` names Go (NSQ's own binary).
-fn is_go(nsqd: &Path) -> bool {
+pub(crate) fn is_go(nsqd: &Path) -> bool {
     std::process::Command::new(nsqd)
         .arg("--version")
         .output()

@@ -413,6 +413,11 @@ impl Cluster {
     /// nsqd with every acknowledged message on disk before `OK`
     /// (`--mem-queue-size=0 --sync-every=1`), registered with every lookupd.
     pub fn start_nsqd(&mut self, host: &str) -> Result<(), String> {
+        self.start_nsqd_with(host, &[])
+    }
+
+    /// [`Cluster::start_nsqd`] with `extra` flags.
+    pub fn start_nsqd_with(&mut self, host: &str, extra: &[String]) -> Result<(), String> {
         let data = self.data_dir(host);
         fs::create_dir_all(&data).map_err(|e| e.to_string())?;
         let mut args = vec![
@@ -426,6 +431,7 @@ impl Cluster {
         for l in LOOKUPDS {
             args.push(format!("--lookupd-tcp-address={}:4160", ip_of(l)));
         }
+        args.extend(extra.iter().cloned());
         self.launch(&format!("nsqd@{host}"), host, self.bins.nsqd.clone(), args)?;
         if !wait_ping(&nsqd_http(host), Duration::from_secs(30)) {
             let tail = self.proc(&format!("nsqd@{host}")).log_tail(20);

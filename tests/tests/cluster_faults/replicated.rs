@@ -1,0 +1,363 @@
+//! A replicated topic survives losing its leader's host (project issue 21,
+//! the short version the test command runs): the namespace hosts of the
+//! cluster test, three nsqds `n1..n3` forming a replication cluster, the
+//! topic created with `replicas=3` and its durable channels `a` and `b`
+//! made through its group, a producer on every nsqd host publishing to its
+//! local nsqd (a follower forwards to the leader), consumers `c2` (the
+//! client crate) and `c3` (pynsq) finding the leader through the three
+//! lookupds. Under load, with a backlog on the leader's channels (the
+//! consumers stopped for 3 s), the leader's nsqd is SIGKILLed and its data
+//! directory removed (the page cache of a namespace survives a SIGKILL;
+//! only a lost disk shows that the majority had the batch); the other two
+//! elect a new leader, which registers the topic and delivers every
+//! message its group has not finished.
+//!
+//! Must hold: no message a producer had `OK` for is missing on `a` or
+//! `b`; publishes are acknowledged again and both consumers receive from
+//! the new leader on both channels. Reported: duplicates, the time until
+//! publishes succeed again and until each consumer receives again.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use nsq_tests::ledger::Ledgers;
+use nsq_tests::{bin_dir, http_request_timeout, netns, now_ns, sleep_ms};
+
+use crate::topology::*;
+
+const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
+const READERS: [&str; 2] = ["c2", "c3"];
+/// Port of each member's replication listener.
+const RAFT_PORT: u16 = 4200;
+
+#[test]
+fn replicated_topic_survives_losing_its_leader() {
+    if let Err(why) = netns::available() {
+        eprintln!("SKIPPED replicated_topic_survives_losing_its_leader: {why}");
+        return;
+    }
+    if crate::is_go(&bin_dir().join("nsqd")) {
+        eprintln!("SKIPPED replicated_topic_survives_losing_its_leader: NSQ's nsqd has no replicated topics");
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("nsq-replicated-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().to_path_buf();
+    eprintln!("replicated cluster run in {}", path.display());
+    let outcome = std::panic::catch_unwind(|| run(&path));
+    let failures = match outcome {
+        Ok(Ok(failures)) => failures,
+        Ok(Err(e)) => vec![e],
+        Err(panic) => {
+            let _ = dir.keep();
+            eprintln!("run directory kept: {}", path.display());
+            std::panic::resume_unwind(panic);
+        }
+    };
+    if !failures.is_empty() {
+        let _ = dir.keep();
+        eprintln!("run directory kept: {}", path.display());
+    }
+    assert!(
+        failures.is_empty(),
+        "replicated run failed:\n{}",
+        failures.join("\n")
+    );
+}
+
+fn http(addr: &str, method: &str, path: &str) -> Result<serde_json::Value, String> {
+    let r = http_request_timeout(addr, method, path, &[], None, Duration::from_secs(8))
+        .map_err(|e| format!("{method} {path} on {addr}: {e}"))?;
+    if r.status != 200 {
+        return Err(format!(
+            "{method} {path} on {addr}: {} {}",
+            r.status,
+            r.text()
+        ));
+    }
+    Ok(serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null))
+}
+
+/// The leader of `TOPIC`'s group as every one of `hosts` reports it.
+fn agreed_leader(hosts: &[&str]) -> Option<String> {
+    let mut seen = BTreeSet::new();
+    for h in hosts {
+        let v = http(
+            &nsqd_http(h),
+            "GET",
+            &format!("/stats?format=json&topic={TOPIC}"),
+        )
+        .ok()?;
+        let topic = v["topics"]
+            .as_array()?
+            .iter()
+            .find(|t| t["topic_name"] == TOPIC)?;
+        seen.insert(topic["replication"]["leader"].as_u64()?);
+    }
+    match seen.len() {
+        1 => seen.first().map(|id| format!("n{id}")),
+        _ => None,
+    }
+}
+
+fn wait<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        sleep_ms(200);
+    }
+    None
+}
+
+fn secs(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn run(dir: &Path) -> Result<Vec<String>, String> {
+    let started = Instant::now();
+    let log = |what: &str| eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
+    let mut cluster = Cluster::create(dir, Timing::standard(), Bins::locate()?)?;
+    for l in LOOKUPDS {
+        cluster.start_lookupd(l)?;
+    }
+    let peers = MEMBERS
+        .iter()
+        .map(|h| format!("{}@{}:{RAFT_PORT}", &h[1..], ip_of(h)))
+        .collect::<Vec<_>>()
+        .join(",");
+    for h in MEMBERS {
+        cluster.start_nsqd_with(
+            h,
+            &[
+                format!("--replication-address={}:{RAFT_PORT}", ip_of(h)),
+                format!("--replication-peer={peers}"),
+                "--replication-groups=4".to_string(),
+            ],
+        )?;
+        cluster.live.insert(h.to_string());
+    }
+    // Created through any member once the groups have leaders; the
+    // channels too, so each gets every message.
+    wait(Duration::from_secs(60), || {
+        http(
+            &nsqd_http("n1"),
+            "POST",
+            &format!("/topic/create?topic={TOPIC}&replicas=3"),
+        )
+        .ok()
+    })
+    .ok_or("the replicated topic was not created within 60 s")?;
+    // Through another member, once it has applied the topic.
+    for ch in DURABLE {
+        let path = format!("/channel/create?topic={TOPIC}&channel={ch}");
+        wait(Duration::from_secs(30), || {
+            http(&nsqd_http("n2"), "POST", &path).ok()
+        })
+        .ok_or(format!("{path} on n2 did not succeed within 30 s"))?;
+    }
+    let leader = wait(Duration::from_secs(30), || agreed_leader(&MEMBERS))
+        .ok_or("the members never agreed on the topic's leader")?;
+    log(&format!("replicated topic led by {leader}"));
+    let rate = 20.0;
+    for h in MEMBERS {
+        cluster.start_producer(h, rate)?;
+    }
+    for c in READERS {
+        cluster.start_consumer(c)?;
+    }
+    // Both consumers on both channels of the leader.
+    wait(Duration::from_secs(60), || {
+        let b = http(
+            &nsqd_http(&leader),
+            "GET",
+            &format!("/stats?format=json&topic={TOPIC}"),
+        )
+        .ok()?;
+        let t = b["topics"].as_array()?.first()?.clone();
+        let ready =
+            DURABLE.iter().all(|ch| {
+                t["channels"].as_array().into_iter().flatten().any(|c| {
+                    c["channel_name"] == *ch && c["client_count"].as_u64().unwrap_or(0) >= 2
+                })
+            });
+        ready.then_some(())
+    })
+    .ok_or("the consumers did not reach the leader within 60 s")?;
+    log("load running");
+    sleep_ms(5_000);
+
+    // A backlog first: with the consumers stopped for 3 s the leader's
+    // channels queue what is published meanwhile, which only its group's
+    // log still has once the leader is gone.
+    for c in READERS {
+        cluster.proc(&format!("consumer@{c}")).freeze();
+    }
+    sleep_ms(3_000);
+    // The leader's host is lost, disk and all.
+    let fault_at = now_ns();
+    cluster.proc(&format!("nsqd@{leader}")).kill();
+    let _ = std::fs::remove_dir_all(cluster.data_dir(&leader));
+    cluster
+        .proc(&format!("producer@{leader}"))
+        .terminate(Duration::from_secs(20));
+    cluster.live.remove(&leader);
+    for c in READERS {
+        cluster.proc(&format!("consumer@{c}")).signal(libc::SIGCONT);
+    }
+    let left: Vec<&str> = MEMBERS.iter().copied().filter(|h| *h != leader).collect();
+    // Until their election timeout they still name the lost one.
+    let second = wait(Duration::from_secs(60), || {
+        agreed_leader(&left).filter(|l| *l != leader)
+    })
+    .ok_or("the two left never agreed on a new leader")?;
+    log(&format!("{leader} lost; {second} leads"));
+    sleep_ms(15_000);
+
+    let mut failures = Vec::new();
+    for h in &left {
+        let st = cluster
+            .proc(&format!("producer@{h}"))
+            .terminate(Duration::from_secs(20));
+        if st.and_then(|s| s.code()) != Some(0) {
+            failures.push(format!("producer on {h} did not exit cleanly: {st:?}"));
+        }
+    }
+    let drained = wait(Duration::from_secs(120), || {
+        let b = cluster.backlog(&second)?;
+        ["topic", "a", "b"]
+            .iter()
+            .all(|k| b.get(*k).copied().unwrap_or(0) == 0)
+            .then_some(())
+    });
+    if drained.is_none() {
+        failures.push(format!(
+            "{second} did not drain: {:?}",
+            cluster.backlog(&second)
+        ));
+    }
+    // Drained on the leader, and every FIN reached the log: both members
+    // count nothing committed and not finished (the last FINs commit
+    // within a round of 100 ms).
+    for h in &left {
+        let unfinished = || {
+            http(
+                &nsqd_http(h),
+                "GET",
+                &format!("/stats?format=json&topic={TOPIC}"),
+            )
+            .ok()
+            .and_then(|v| v["topics"][0]["replication"]["unfinished"].as_u64())
+        };
+        if wait(Duration::from_secs(10), || {
+            (unfinished() == Some(0)).then_some(())
+        })
+        .is_none()
+        {
+            failures.push(format!(
+                "{h} still counts {:?} messages unfinished after the drain",
+                unfinished()
+            ));
+        }
+    }
+    for c in READERS {
+        let st = cluster
+            .proc(&format!("consumer@{c}"))
+            .terminate(Duration::from_secs(40));
+        if st.and_then(|s| s.code()) != Some(0) {
+            failures.push(format!("consumer {c} did not exit cleanly: {st:?}"));
+        }
+    }
+    for h in &left {
+        let st = cluster
+            .proc(&format!("nsqd@{h}"))
+            .terminate(Duration::from_secs(30));
+        if st.and_then(|s| s.code()) != Some(0) {
+            failures.push(format!("nsqd {h} did not exit cleanly on SIGTERM: {st:?}"));
+        }
+    }
+    log("drained and stopped");
+
+    let mut ledgers = Ledgers::default();
+    for h in MEMBERS {
+        if let Ok(text) = std::fs::read_to_string(cluster.producer_ledger(h)) {
+            ledgers.add_producer(&text);
+        }
+    }
+    for c in READERS {
+        let text = std::fs::read_to_string(cluster.consumer_ledger(c))
+            .map_err(|e| format!("ledger of {c}: {e}"))?;
+        ledgers.add_consumer(c, &text);
+    }
+    let mut report = format!(
+        "replicated topic, replicas=3 on 3 members, leader {leader} SIGKILLed with its disk removed, {second} took over\n\n| channel | acknowledged | lost | duplicates | publish→delivery p99 |\n|---|---|---|---|---|\n"
+    );
+    for ch in DURABLE {
+        let acc = ledgers.account(ch, i64::MIN, i64::MAX);
+        report.push_str(&format!(
+            "| {ch} | {} | {} | {} | {:.2} s |\n",
+            acc.acknowledged,
+            acc.lost,
+            acc.duplicates,
+            secs(acc.latency_p99_ns)
+        ));
+        if acc.lost > 0 {
+            failures.push(format!(
+                "channel {ch}: {} acknowledged messages lost, e.g. {:?}",
+                acc.lost, acc.lost_examples
+            ));
+        }
+        if acc.acknowledged == 0 {
+            failures.push(format!("channel {ch}: nothing acknowledged"));
+        }
+    }
+    // Publishes acknowledged again: the first `OK` answered after the
+    // fault to the producers left (`OK <id> <sent_ns> <ok_ns>`).
+    let first_ok = left
+        .iter()
+        .filter_map(|h| std::fs::read_to_string(cluster.producer_ledger(h)).ok())
+        .flat_map(|text| {
+            text.lines()
+                .filter(|l| l.starts_with("OK "))
+                .filter_map(|l| l.split(' ').nth(3)?.parse::<i64>().ok())
+                .filter(|ok| *ok > fault_at)
+                .collect::<Vec<_>>()
+        })
+        .min();
+    match first_ok {
+        Some(ok) => report.push_str(&format!(
+            "\npublishes acknowledged again after {:.1} s\n",
+            secs(ok - fault_at)
+        )),
+        None => failures.push("no publish acknowledged after the fault".into()),
+    }
+    let wanted: Vec<(String, String, String)> = READERS
+        .iter()
+        .flat_map(|c| {
+            DURABLE
+                .iter()
+                .map(|ch| (c.to_string(), ch.to_string(), nsqd_tcp(&second)))
+        })
+        .collect();
+    let gap = cluster.timing.steady_gap.as_nanos() as i64;
+    for (w, since) in wanted
+        .iter()
+        .zip(ledgers.steady_after(fault_at, i64::MAX, gap, &wanted))
+    {
+        match since {
+            Some(at) => report.push_str(&format!(
+                "{} on {} receives from {second} again after {:.1} s\n",
+                w.0,
+                w.1,
+                secs(at - fault_at)
+            )),
+            None => failures.push(format!("{} on {} never received from {second}", w.0, w.1)),
+        }
+    }
+    eprintln!("{report}");
+    Ok(failures)
+}

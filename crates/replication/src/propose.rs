@@ -37,6 +37,10 @@ pub enum ProposeError {
     NoLeader(GroupId),
     #[error("group {0} did not commit within {1:?}")]
     Timeout(GroupId, Duration),
+    /// Forwarded, and the group's leader changed before the answer came:
+    /// the proposal may still be committed by the next leader.
+    #[error("group {0} changed leader before answering (the proposal may still commit)")]
+    LeaderChanged(GroupId),
     #[error("this member has no group {0}")]
     NoGroup(GroupId),
     #[error("group {group}: {reason}")]
@@ -109,7 +113,10 @@ impl Proposer {
                 Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                     if let Some(node) = f.leader_node {
                         led = true;
-                        match self.forward(&node.addr, group, &payload, deadline).await {
+                        match self
+                            .forward(raft, &node.addr, group, &payload, deadline)
+                            .await
+                        {
                             Forwarded::Committed(i) => return Ok(i),
                             Forwarded::Failed(e) => return Err(e),
                             Forwarded::Again => {}
@@ -128,8 +135,15 @@ impl Proposer {
         }
     }
 
+    /// Forwards to the leader at `addr`. A leader that stops answering
+    /// (paused, cut off) would hold the proposer until its deadline: once
+    /// this member sees a new term or another leader, the attempt ends
+    /// with [`ProposeError::LeaderChanged`], so its caller can try again
+    /// against the new one (never this proposer: the payload may already
+    /// be in the old leader's log).
     async fn forward(
         &self,
+        raft: &Raft,
         addr: &str,
         group: GroupId,
         payload: &Bytes,
@@ -141,7 +155,27 @@ impl Proposer {
             timeout_ms: left.saturating_sub(REPLY_MARGIN).as_millis() as u64,
         };
         let timeout_err = || Forwarded::Failed(ProposeError::Timeout(group, left));
-        match self.peers.get(addr).call(group, &rpc, left).await {
+        let mut metrics = raft.metrics();
+        let seen = {
+            let m = metrics.borrow();
+            (m.current_term, m.current_leader)
+        };
+        let changed = async move {
+            if metrics
+                .wait_for(|m| (m.current_term, m.current_leader) != seen)
+                .await
+                .is_err()
+            {
+                // The group is shutting down: the call ends on its own.
+                std::future::pending::<()>().await;
+            }
+        };
+        let peer = self.peers.get(addr);
+        let reply = tokio::select! {
+            r = peer.call(group, &rpc, left) => r,
+            () = changed => return Forwarded::Failed(ProposeError::LeaderChanged(group)),
+        };
+        match reply {
             Ok(Reply::Forward(Ok(index))) => Forwarded::Committed(index),
             Ok(Reply::Forward(Err(ForwardError::NotLeader))) => Forwarded::Again,
             Ok(Reply::Forward(Err(ForwardError::Timeout))) => timeout_err(),

@@ -74,7 +74,7 @@ impl CommitError {
     pub fn detail(&self) -> &str {
         match self {
             CommitError::NoLeader => "the group has no leader",
-            CommitError::Timeout => "not committed in time",
+            CommitError::Timeout => "not committed in time, or the leader changed first",
             CommitError::Failed(reason) => reason,
         }
     }
@@ -84,7 +84,8 @@ impl From<ProposeError> for CommitError {
     fn from(e: ProposeError) -> CommitError {
         match e {
             ProposeError::NoLeader(_) => CommitError::NoLeader,
-            ProposeError::Timeout(..) => CommitError::Timeout,
+            // Both may still commit: a retry is harmless either way.
+            ProposeError::Timeout(..) | ProposeError::LeaderChanged(_) => CommitError::Timeout,
             other => CommitError::Failed(other.to_string()),
         }
     }

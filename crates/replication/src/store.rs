@@ -1,12 +1,15 @@
 //! openraft's log storage on a group's [`SegmentLog`]: reading entries,
-//! appending with group commit, truncating and purging, and the vote and
-//! committed index written durably beside the segments. Never: the state
-//! machine (`machine.rs`) or the network.
+//! appending with group commit, truncating and purging, the vote written
+//! durably beside the segments and the committed index lazily. Never: the
+//! state machine (`machine.rs`) or the network.
 //!
 //! Appends write on the calling task (to the page cache, as nsqd's disk
 //! queues do) and complete through the log's sync thread; everything that
-//! fsyncs before it returns — a vote, the committed index, a truncation, a
-//! purge — runs on a blocking thread.
+//! fsyncs before it returns — a vote, a truncation, a purge — runs on a
+//! blocking thread. The committed index is kept in memory and saved by its
+//! own thread (`log::lazy`), off openraft's path: it advances at every
+//! commit, and a stale one after a crash only means applying less at
+//! start.
 
 // openraft's storage traits return its StorageError (224 bytes); the
 // helpers that build it for them return it too.
@@ -24,6 +27,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::committed::CommittedLog;
+use crate::log::lazy::LazyFile;
 use crate::log::{meta, LogError, LogOptions, SegmentLog};
 use crate::{Entry, NodeId, StorageError, TypeConfig};
 
@@ -57,10 +61,12 @@ pub struct LogStore {
     log: Arc<Mutex<SegmentLog>>,
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
-    /// The committed index once durable, for whoever reports it: openraft's
-    /// metrics carry no committed index, and this member's own (leader or
-    /// follower) is the one it saved here.
+    /// The committed index as openraft last saved it, for whoever reports
+    /// or reads committed entries: openraft's metrics carry no committed
+    /// index, and this member's own (leader or follower) is the one it
+    /// saves here.
     committed_index: watch::Sender<Option<u64>>,
+    committed_file: LazyFile<Option<LogId<NodeId>>>,
 }
 
 /// A reader of a group's log, one per replication task.
@@ -88,11 +94,12 @@ impl LogStore {
             vote,
             committed_index: watch::Sender::new(committed.map(|c| c.index)),
             committed,
+            committed_file: LazyFile::new(dir, COMMITTED).map_err(io)?,
         })
     }
 
-    /// Follows the committed index this storage has saved (None before the
-    /// first commit).
+    /// Follows the committed index openraft has saved here (None before
+    /// the first commit).
     pub fn committed_index(&self) -> watch::Receiver<Option<u64>> {
         self.committed_index.subscribe()
     }
@@ -185,9 +192,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         if committed == self.committed {
             return Ok(());
         }
-        let dir = self.dir.clone();
-        blocking(move || meta::write(&dir, COMMITTED, &committed).map_err(|e| write_err(&e)))
-            .await?;
+        self.committed_file.set(committed);
         self.committed = committed;
         self.committed_index
             .send_replace(committed.map(|c| c.index));

@@ -44,6 +44,7 @@
 //! all after it. Gaps between segments are kept: openraft never appends
 //! past the end of its log, but its storage suite does.
 
+pub mod lazy;
 pub mod meta;
 pub mod read;
 pub mod record;

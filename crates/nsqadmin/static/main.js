@@ -905,6 +905,8 @@
         (r.last_log_index == null ? "-" : num(r.last_log_index)) + ", " + (r.committed_index == null ? "-" : num(r.committed_index)) + "</td></tr>" +
       '<tr><th title="messages committed and not yet finished: held for channels to come plus the most any channel has not finished (FINs reach the log in batches)">Committed, not finished</th><td class="num" id="topic-unfinished">' +
         num(r.unfinished || 0) + "</td></tr>" +
+      '<tr><th title="messages this node put back when it gained the group: committed, not finished, possibly already delivered by the old leader">Put back at failover</th><td class="num" id="topic-put-back">' +
+        num(r.put_back || 0) + "</td></tr>" +
       "</tbody></table>" +
       '<table class="grid" id="topic-replicas"><thead><tr><th>Node</th><th>Role</th>' +
       th("Matched", "last log index the leader knows this replica has") + th("Lag", "entries behind the leader's last log index") +

@@ -107,6 +107,11 @@ pub struct TopicReplication {
     /// most any one channel has not finished (FINs reach the log in
     /// batches, so the leader's own channels may be ahead of it).
     pub unfinished: u64,
+    /// Messages this member put back into the topic and its channels when
+    /// it gained the group (since it started): each was committed and not
+    /// finished, and may have reached a consumer of the old leader, so at
+    /// most this many duplicates.
+    pub put_back: u64,
 }
 
 /// One replica of a replicated topic's group.
@@ -302,10 +307,11 @@ mod tests {
             last_log_index: Some(9),
             committed_index: None,
             unfinished: 3,
+            put_back: 40,
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
-            r#"{"group":5,"leader":2,"leader_address":"10.0.0.2:4150","is_leader":false,"replicas":[{"node_id":1,"matched_index":9,"lag":null}],"last_log_index":9,"committed_index":null,"unfinished":3}"#
+            r#"{"group":5,"leader":2,"leader_address":"10.0.0.2:4150","is_leader":false,"replicas":[{"node_id":1,"matched_index":9,"lag":null}],"last_log_index":9,"committed_index":null,"unfinished":3,"put_back":40}"#
         );
         // Read back leniently: a reader older or newer than the writer.
         let partial: TopicReplication = serde_json::from_str(r#"{"group":5}"#).unwrap();

@@ -109,6 +109,11 @@ fn a_new_leader_delivers_what_the_old_one_had_not_finished() {
     let got: BTreeSet<Vec<u8>> = again.iter().map(|(_, b)| b.clone()).collect();
     assert_eq!(got.len(), 40, "a message delivered twice by the new leader");
     assert_eq!(got, bodies(60..100));
+    // It says how many it put back: the 40, and the 5 the other topic held.
+    let put_back = |topic: &str| {
+        new_leader.nsqd.topic_stats(topic).expect("topic")["replication"]["put_back"].as_u64()
+    };
+    assert_eq!((put_back(t), put_back(&held)), (Some(40), Some(5)));
     consumer.expect_nothing(Duration::from_secs(1));
     for (id, _) in &again {
         consumer.fin(id);

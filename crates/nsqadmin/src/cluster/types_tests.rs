@@ -137,7 +137,7 @@ fn member_stats(port: i64, host: &str, node_id: u64, leader: Option<u64>) -> Top
         r#"{{"topics":[{{"topic_name":"r","depth":5,"backend_depth":1,"message_count":8,
         "channels":[{{"channel_name":"c","depth":2,"message_count":8,"in_flight_count":1}}],
         "paused":false,"replicas":3,"replication":{{"group":1,"leader":{},"leader_address":null,
-        "is_leader":{},"replicas":[],"last_log_index":12,"committed_index":12,"unfinished":0}}}}]}}"#,
+        "is_leader":{},"replicas":[],"last_log_index":12,"committed_index":12,"unfinished":0,"put_back":0}}}}]}}"#,
         leader.map_or("null".to_string(), |l| l.to_string()),
         leader == Some(node_id)
     );

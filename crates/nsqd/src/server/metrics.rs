@@ -279,11 +279,17 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "gauge",
         "nsq-rs replication: messages committed to the topic's group and not yet finished, as this member applied its log.",
     );
+    let mut rt_put_back = Family::new(
+        "nsqd_replication_topic_put_back",
+        "counter",
+        "nsq-rs replication: messages this member put back when it gained the topic's group (each possibly a duplicate).",
+    );
     for t in s.topics.iter().flatten() {
         let Some(r) = &t.replication else { continue };
         let tl = topic_label(&t.topic_name);
         rt_is_leader.add(tl.clone(), u8::from(r.is_leader));
         rt_unfinished.add(tl.clone(), r.unfinished);
+        rt_put_back.add(tl.clone(), r.put_back);
         for replica in &r.replicas {
             if let Some(lag) = replica.lag {
                 rt_lag.add(format!("{tl},node=\"{}\"", replica.node_id), lag);
@@ -335,6 +341,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
         rt_is_leader,
         rt_lag,
         rt_unfinished,
+        rt_put_back,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {

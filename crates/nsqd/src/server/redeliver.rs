@@ -67,7 +67,9 @@ pub async fn follow(
     if leads {
         let mut put = 0;
         for t in &topics {
-            put += put_back(nsqd, group, t).await;
+            let n = put_back(nsqd, group, t).await;
+            r.count_put_back(&t.name, n as u64);
+            put += n;
         }
         tracing::info!(
             group,

@@ -124,6 +124,9 @@ pub struct Replication {
     /// wrote it when it gained the group, and the TCP address it serves
     /// consumers at (a SUB refused here names it).
     serving: Mutex<BTreeMap<GroupId, (NodeId, String)>>,
+    /// Per replicated topic, the messages this member put back when it
+    /// gained the topic's group (each one possibly a duplicate).
+    put_back: Mutex<BTreeMap<String, u64>>,
     /// Per group (by id), each channel's progress through its log, as
     /// this member applied it (`core::progress`; fed by the applier).
     progress: Vec<Arc<Mutex<Progress>>>,
@@ -206,6 +209,7 @@ impl Replication {
                 .collect(),
             subscriptions: Mutex::new(subscriptions),
             serving: Mutex::new(BTreeMap::new()),
+            put_back: Mutex::new(BTreeMap::new()),
             progress: member.groups.iter().map(|_| Arc::default()).collect(),
             logs: member.groups.iter().map(|g| g.log.clone()).collect(),
             member: Mutex::new(Some(member)),
@@ -232,6 +236,14 @@ impl Replication {
                 }
                 newer
             });
+        }
+    }
+
+    /// Counts `n` messages of `topic` put back by this member on gaining
+    /// its group.
+    pub fn count_put_back(&self, topic: &str, n: u64) {
+        if n > 0 {
+            *self.put_back.lock().entry(topic.to_string()).or_default() += n;
         }
     }
 
@@ -437,6 +449,7 @@ impl Replication {
                 .progress(group)
                 .and_then(|p| p.lock().topic(topic).map(|t| t.unfinished()))
                 .unwrap_or(0),
+            put_back: self.put_back.lock().get(topic).copied().unwrap_or(0),
         }
     }
 

@@ -30,28 +30,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-2}"
 RUNFOR="${RUNFOR:-5s}"
 PHASES="${PHASES:-tput disk http lat idle}"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-
-if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/dist/nsq_bench" ]; then
-    (cd "$ROOT" && cargo build --profile dist -p nsqd-bin -p nsq_bench >&2)
-fi
-A="${A:-$TARGET_DIR/dist/nsqd}"
+. "$ROOT/scripts/nsqd_lib.sh"
+bench_prepare compare
 B="${B:-}"
-NSQ_BENCH="$TARGET_DIR/dist/nsq_bench"
-WORK="$(mktemp -d -t nsq_compare.XXXXXX)"
-NSQD_PID=""
-cleanup() {
-    if [ -n "$NSQD_PID" ]; then kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
 
 secs() { python3 -c "import sys; s=sys.argv[1]; print(float(s[:-2])/1000 if s.endswith('ms') else float(s.rstrip('s')))" "$1"; }
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 status_kb() { awk -v k="$2:" '$1==k{print $2}' "/proc/$1/status"; }
 
-# start_nsqd BIN [flags...] and stop_nsqd
-. "$ROOT/scripts/nsqd_lib.sh"
 
 # rate of a writer/reader run, msgs/s
 run_writer() {

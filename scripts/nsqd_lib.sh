@@ -1,6 +1,27 @@
-# Shared by the benchmark scripts (compare.sh, durable.sh): start and stop
+# Shared by the benchmark scripts (compare.sh, durable.sh, readers.sh,
+# replicated.sh): the builds they measure, a work dir removed on exit, and
 # one nsqd on free 127.0.0.1 ports with a fresh data dir under $WORK.
-# The caller sets WORK and NSQD_PID="" and kills $NSQD_PID on exit.
+
+# bench_prepare NAME: with ROOT set, builds nsqd and nsq_bench in $PROFILE
+# (default dist) unless A is given and nsq_bench is there; sets TARGET_DIR,
+# A (default: that nsqd), NSQ_BENCH, WORK (a fresh temp dir) and NSQD_PID,
+# and on exit stops $NSQD_PID and removes $WORK.
+bench_prepare() {
+    TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+    PROFILE="${PROFILE:-dist}"
+    if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
+        (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
+    fi
+    A="${A:-$TARGET_DIR/$PROFILE/nsqd}"
+    NSQ_BENCH="$TARGET_DIR/$PROFILE/nsq_bench"
+    WORK="$(mktemp -d -t "nsq_$1.XXXXXX")"
+    NSQD_PID=""
+    trap bench_cleanup EXIT
+}
+bench_cleanup() {
+    if [ -n "$NSQD_PID" ]; then kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true; fi
+    rm -rf "$WORK"
+}
 
 # start_nsqd BIN [flags...]: sets NSQD_PID, TCP, HTTP; retries on a port race.
 start_nsqd() {

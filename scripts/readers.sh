@@ -19,24 +19,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
 FILL="${FILL:-3s}"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-PROFILE="${PROFILE:-dist}"
-
-if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
-    (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
-fi
-A="${A:-$TARGET_DIR/$PROFILE/nsqd}"
-NSQ_BENCH="$TARGET_DIR/$PROFILE/nsq_bench"
-WORK="$(mktemp -d -t nsq_readers.XXXXXX)"
-NSQD_PID=""
-cleanup() {
-    if [ -n "$NSQD_PID" ]; then kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true; fi
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# start_nsqd BIN [flags...] and stop_nsqd
 . "$ROOT/scripts/nsqd_lib.sh"
+bench_prepare readers
 rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
 
 sub() { # channel readers count

@@ -18,20 +18,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-1}"
 RUNFOR="${RUNFOR:-3s}"
 RATE="${RATE:-20000}"
-TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-PROFILE="${PROFILE:-dist}"
-
-if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
-    (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
-fi
-A="${A:-$TARGET_DIR/$PROFILE/nsqd}"
-NSQ_BENCH="$TARGET_DIR/$PROFILE/nsq_bench"
-WORK="$(mktemp -d -t nsq_replicated.XXXXXX)"
+. "$ROOT/scripts/nsqd_lib.sh"
+bench_prepare replicated
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    bench_cleanup
 }
 trap cleanup EXIT
 

@@ -70,12 +70,26 @@ pub fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
 /// same, none of them `not`; those leaders. On a timeout it panics with
 /// what each member saw last and the end of each one's log.
 pub fn agreed_leaders(ms: &[&Member], not: Option<u64>) -> Vec<u64> {
+    agreed_leaders_with(ms, not, None)
+}
+
+/// [`agreed_leaders`], with `not` barred from leading `group` only (a
+/// member that was stopped and resumed may lead other groups again).
+pub fn agreed_leaders_except_in(ms: &[&Member], group: usize, not: u64) -> Vec<u64> {
+    agreed_leaders_with(ms, Some(not), Some(group))
+}
+
+fn agreed_leaders_with(ms: &[&Member], not: Option<u64>, only: Option<usize>) -> Vec<u64> {
     let deadline = std::time::Instant::now() + ELECTION_WAIT;
     loop {
         let views: Vec<Vec<Option<u64>>> = ms.iter().map(|m| leaders(&m.nsqd)).collect();
         let all: Option<Vec<u64>> = views[0].iter().copied().collect();
         if let Some(all) = all {
-            let fresh = !not.is_some_and(|x| all.contains(&x));
+            let fresh = match (not, only) {
+                (None, _) => true,
+                (Some(x), None) => !all.contains(&x),
+                (Some(x), Some(g)) => all.get(g) != Some(&x),
+            };
             if fresh && views.iter().all(|v| *v == views[0]) {
                 return all;
             }

@@ -267,14 +267,18 @@ impl Ledgers {
     }
 
     /// For each wanted `(consumer, channel, nsqd)`, when it was receiving
-    /// steadily again after `from`: its first delivery after the last pause
-    /// longer than `gap` within `[from, to)` (`from` counts as a delivery).
-    /// None: nothing delivered, or still paused at `to` (`i64::MAX`: no end).
+    /// steadily again after `from`: the start of its first run of deliveries
+    /// within `[from, to)` with no pause longer than `gap` that lasted
+    /// `min_run` or was still going at `to` (`i64::MAX`: no end). So a lone
+    /// delivery followed by a stall is not steady, and with `min_run` of
+    /// `i64::MAX` only the run that reaches `to` is.
+    /// None: nothing delivered, or no run long enough.
     pub fn steady_after(
         &mut self,
         from: i64,
         to: i64,
         gap: i64,
+        min_run: i64,
         wanted: &[(String, String, String)],
     ) -> Vec<Option<i64>> {
         self.seal();
@@ -287,24 +291,30 @@ impl Ledgers {
             }
         }
         let mut last = vec![from; wanted.len()];
-        let mut since: Vec<Option<i64>> = vec![None; wanted.len()];
+        let mut run: Vec<Option<i64>> = vec![None; wanted.len()];
+        let mut found: Vec<Option<i64>> = vec![None; wanted.len()];
         let start = self.receipts.partition_point(|r| r.t_ns < from);
         for r in self.receipts[start..].iter().take_while(|r| r.t_ns < to) {
-            if let Some(&i) = slot.get(&(r.consumer, r.channel, r.nsqd)) {
-                if since[i].is_none() || r.t_ns - last[i] > gap {
-                    since[i] = Some(r.t_ns);
-                }
-                last[i] = r.t_ns;
+            let Some(&i) = slot.get(&(r.consumer, r.channel, r.nsqd)) else {
+                continue;
+            };
+            if found[i].is_some() {
+                continue;
+            }
+            if run[i].is_none() || r.t_ns - last[i] > gap {
+                run[i] = Some(r.t_ns);
+            }
+            last[i] = r.t_ns;
+            if run[i].is_some_and(|s| r.t_ns - s >= min_run) {
+                found[i] = run[i];
             }
         }
-        if to != i64::MAX {
-            for i in 0..wanted.len() {
-                if to - last[i] > gap {
-                    since[i] = None;
-                }
+        for i in 0..wanted.len() {
+            if found[i].is_none() && (to == i64::MAX || to - last[i] <= gap) {
+                found[i] = run[i];
             }
         }
-        since
+        found
     }
 
     /// For each wanted `(consumer, channel, nsqd)`, the longest time in
@@ -436,14 +446,25 @@ mod tests {
         assert_eq!(l.last_delivery(), 1000);
         // steady again: c1/A/n2 delivers at 260 and 900; with gaps up to 700
         // allowed that is 260, with gaps up to 500 only 900 (after the pause)
-        assert_eq!(l.steady_after(0, 1000, 700, &want[..1]), vec![Some(260)]);
+        let to_end = i64::MAX;
         assert_eq!(
-            l.steady_after(0, i64::MAX, 500, &want[..1]),
+            l.steady_after(0, 1000, 700, to_end, &want[..1]),
+            vec![Some(260)]
+        );
+        assert_eq!(
+            l.steady_after(0, i64::MAX, 500, to_end, &want[..1]),
             vec![Some(900)]
         );
         // paused again at the end of the window: not steady
-        assert_eq!(l.steady_after(0, 2000, 500, &want[..1]), vec![None]);
-        assert_eq!(l.steady_after(0, 2000, 500, &want[2..]), vec![None]);
+        assert_eq!(l.steady_after(0, 2000, 500, to_end, &want[..1]), vec![None]);
+        assert_eq!(l.steady_after(0, 2000, 500, to_end, &want[2..]), vec![None]);
+        // unless the run before the pause lasted long enough: 260 to 900
+        // with gaps up to 700 is a run of 640
+        assert_eq!(
+            l.steady_after(0, 2000, 700, 600, &want[..1]),
+            vec![Some(260)]
+        );
+        assert_eq!(l.steady_after(0, 2000, 700, 700, &want[..1]), vec![None]);
         // c1/A/n2 delivered at 260 and 900: in [0, 1000] the longest gap is 640
         assert_eq!(l.max_gaps(0, 1000, &want), vec![640, 1000, 1000]);
         assert_eq!(l.max_gaps(200, 300, &want[..1]), vec![60]);

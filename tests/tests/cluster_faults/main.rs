@@ -131,6 +131,11 @@ fn cluster_under_faults() {
         let _ = dir.keep();
         eprintln!("run directory kept: {}", path.display());
     }
+    if !failures.is_empty() {
+        // CI keeps only this output: what pynsq said (heartbeats left out
+        // by ledger_consumer.py) explains most of its slow recoveries.
+        print_log_tails(&path, "consumer@c3", 60);
+    }
     if env_flag("NSQ_CLUSTER_JUDGE", true) {
         assert!(
             failures.is_empty(),
@@ -139,6 +144,19 @@ fn cluster_under_faults() {
         );
     } else if !failures.is_empty() {
         eprintln!("not judged; would fail on:\n{}", failures.join("\n"));
+    }
+}
+
+/// The last `lines` lines of a process's log under the run directory.
+fn print_log_tails(dir: &Path, name: &str, lines: usize) {
+    let path = dir.join("logs").join(format!("{name}.log"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return;
+    };
+    let all: Vec<&str> = text.lines().collect();
+    eprintln!("--- last {lines} lines of {}:", path.display());
+    for l in &all[all.len().saturating_sub(lines)..] {
+        eprintln!("{l}");
     }
 }
 

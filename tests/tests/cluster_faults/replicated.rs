@@ -372,7 +372,7 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
                     .map(|ch| (c.to_string(), ch.to_string(), nsqd_tcp(&r.settled)))
             })
             .collect();
-        let steady = ledgers.steady_after(r.fault_at, r.until, gap, &wanted);
+        let steady = ledgers.steady_after(r.fault_at, r.until, gap, i64::MAX, &wanted);
         let mut worst = 0i64;
         for (w, since) in wanted.iter().zip(steady) {
             match since {

@@ -60,21 +60,31 @@ pub fn judge(
     match check {
         Check::Deliveries { pairs, from, bound } => {
             // Steadily again: a first message after a reconnect followed by
-            // a stall does not count as recovered.
+            // a stall does not count as recovered; a run as long as the one
+            // `settle` waits for does.
             let gap = timing.steady_gap.as_nanos() as i64;
-            let firsts = ledgers.steady_after(*from, end, gap, pairs);
-            let missing: Vec<String> = pairs
+            let run = timing.steady_for.as_nanos() as i64;
+            let firsts = ledgers.steady_after(*from, end, gap, run, pairs);
+            let missing: Vec<(String, String, String)> = pairs
                 .iter()
                 .zip(&firsts)
                 .filter(|(_, f)| f.is_none())
-                .map(|((c, ch, n), _)| format!("{c}/{ch}/{n}"))
+                .map(|(p, _)| p.clone())
                 .collect();
             if !missing.is_empty() {
+                // The longest pause says whether it never came back or
+                // came back in fits.
+                let gaps = ledgers.max_gaps(*from, end, &missing);
+                let text: Vec<String> = missing
+                    .iter()
+                    .zip(gaps)
+                    .map(|((c, ch, n), g)| format!("{c}/{ch}/{n} (longest pause {} s)", s(g)))
+                    .collect();
                 return plain(
                     "consumers",
                     format!(
                         "not receiving steadily: {} (≤ {})",
-                        missing.join(" "),
+                        text.join(" "),
                         b(*bound)
                     ),
                     false,

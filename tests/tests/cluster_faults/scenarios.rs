@@ -157,7 +157,6 @@ impl Ctx {
     /// until `limit` passed. So each fault starts on a quiet cluster and the
     /// previous one's aftermath is measured in its own window.
     pub fn settle(&mut self, from: i64, limit: Duration, views: bool) -> bool {
-        const STEADY_FOR: Duration = Duration::from_secs(3);
         let deadline = Instant::now() + limit;
         let pairs = Cluster::pairs(&Self::all_consumers(), &self.cluster.live);
         let gap = self.cluster.timing.steady_gap.as_nanos() as i64;
@@ -174,7 +173,7 @@ impl Ctx {
                 });
             if missing.is_empty() && views_ok {
                 let since = *steady_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= STEADY_FOR {
+                if since.elapsed() >= self.cluster.timing.steady_for {
                     return true;
                 }
             } else {

@@ -78,6 +78,8 @@ pub struct Timing {
     /// are further apart than this (at the test's rates they come every
     /// ~0.1 s).
     pub steady_gap: Duration,
+    /// A consumer has recovered when it received steadily for this long.
+    pub steady_for: Duration,
 }
 
 impl Timing {
@@ -95,6 +97,7 @@ impl Timing {
             msg_timeout: s(10),
             slack: s(3),
             steady_gap: s(2),
+            steady_for: s(3),
         }
     }
 

@@ -6,14 +6,16 @@
 #
 # A (default: this repository's nsqd, dist profile as shipped) is the nsqd.
 # Each round, for each shape — memory (--mem-queue-size=10000000) and disk
-# (--mem-queue-size=0) — on a fresh data dir and free 127.0.0.1 ports: a
-# topic with two channels is filled by nsq_bench pub (2 writers, MPUB
-# 200 x 200 B) for FILL (default 3s), so both channels hold the same
-# backlog; then one channel is read to the end by 1 reader (RDY 2500) and
-# the other by 4 readers (RDY 625 each: the same total), FIN each, the
-# order of the two alternating between rounds. Output: a line per
-# measurement, `shape readers=N msgs_per_sec=R`, then per shape the median
-# of the ratio 4 readers / 1 reader over the rounds.
+# (--mem-queue-size=0) — and for 1 reader (RDY 2500) and 4 readers (RDY 625
+# each: the same total), the order alternating between rounds: an nsqd on
+# a fresh data dir and free 127.0.0.1 ports, a topic with one channel
+# filled by nsq_bench pub (2 writers, MPUB 200 x 200 B) for FILL (default
+# 3s), then the channel read to the end, FIN each. One nsqd per
+# measurement: with two channels in one nsqd the second one read frees the
+# message bodies both shared, which cost it ~300 ns a message more. Output: a line per
+# measurement, `shape readers=N msgs_per_sec=R cpu_ns_per_msg=C` (nsqd's
+# user + system CPU during the read, per message), then per shape the
+# medians of the ratios 4 readers / 1 reader over the rounds.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,34 +25,44 @@ FILL="${FILL:-3s}"
 bench_prepare readers
 rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
 
-sub() { # channel readers count
-    "$NSQ_BENCH" sub --nsqd-tcp-address="$TCP" --topic t --channel "$1" --count "$3" \
-        --readers "$2" --rdy $((2500 / $2)) --size 200 | rate
+# nsqd's CPU time so far (user + system), in clock ticks
+ticks() { awk '{print $14 + $15}' "/proc/$NSQD_PID/stat"; }
+
+sub() { # channel readers count: prints "msgs/s ns-of-nsqd-CPU-per-msg"
+    local t0 r t1
+    t0="$(ticks)"
+    r="$("$NSQ_BENCH" sub --nsqd-tcp-address="$TCP" --topic t --channel "$1" --count "$3" \
+        --readers "$2" --rdy $((2500 / $2)) --size 200 | rate)"
+    t1="$(ticks)"
+    echo "${r%.*} $(( (t1 - t0) * 1000000000 / $(getconf CLK_TCK) / $3 ))"
 }
 
-run() { # shape round flags...
-    local shape="$1" round="$2" n s1 s4
-    shift 2
+one() { # readers flags...: a fresh nsqd, filled, its channel read by N readers
+    local readers="$1" n r
+    shift
     start_nsqd "$A" "$@"
     curl -sf -X POST "http://$HTTP/topic/create?topic=t" >/dev/null
-    for ch in one four; do
-        curl -sf -X POST "http://$HTTP/channel/create?topic=t&channel=$ch" >/dev/null
-    done
+    curl -sf -X POST "http://$HTTP/channel/create?topic=t&channel=c" >/dev/null
     "$NSQ_BENCH" pub --nsqd-tcp-address="$TCP" --topic t --runfor "$FILL" --writers 2 \
         --batch-size 200 --size 200 --pipeline 4 >/dev/null
-    n="$(curl -sf "http://$HTTP/stats?format=json&topic=t&channel=one" | python3 -c '
+    n="$(curl -sf "http://$HTTP/stats?format=json&topic=t&channel=c" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 d = d.get("data", d)
 print(min(c["depth"] for t in d["topics"] for c in t["channels"]))')"
-    if [ $((round % 2)) -eq 1 ]; then
-        s1="$(sub one 1 "$n")"; s4="$(sub four 4 "$n")"
-    else
-        s4="$(sub four 4 "$n")"; s1="$(sub one 1 "$n")"
-    fi
+    r="$(sub c "$readers" "$n")"
     stop_nsqd
-    echo "$shape readers=1 msgs_per_sec=${s1%.*} messages=$n"
-    echo "$shape readers=4 msgs_per_sec=${s4%.*} messages=$n"
+    echo "readers=$readers msgs_per_sec=${r% *} cpu_ns_per_msg=${r#* } messages=$n"
+}
+
+run() { # shape round flags...
+    local shape="$1" round="$2"
+    shift 2
+    if [ $((round % 2)) -eq 1 ]; then
+        echo "$shape $(one 1 "$@")"; echo "$shape $(one 4 "$@")"
+    else
+        echo "$shape $(one 4 "$@")"; echo "$shape $(one 1 "$@")"
+    fi
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -62,11 +74,16 @@ python3 - "$WORK/results" <<'EOF'
 import collections, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 by = collections.defaultdict(list)
-for shape, readers, rate, _ in rows:
-    by[(shape, readers)].append(float(rate.split("=")[1]))
+for shape, readers, rate, cpu, _ in rows:
+    by[(shape, readers)].append((float(rate.split("=")[1]), float(cpu.split("=")[1])))
 for shape in ("memory", "disk"):
     one, four = by[(shape, "readers=1")], by[(shape, "readers=4")]
-    ratios = [f / o for o, f in zip(one, four) if o > 0]
-    print(f"ratio {shape} 4 readers / 1 reader: median {statistics.median(ratios):.2f} "
-          f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+    ratios = [f[0] / o[0] for o, f in zip(one, four) if o[0] > 0]
+    # CPU per message is steadier than throughput on a shared machine:
+    # above 1 means 4 readers cost nsqd more per message than 1
+    cpu = [f[1] / o[1] for o, f in zip(one, four) if o[1] > 0]
+    print(f"ratio {shape} 4 readers / 1 reader: msgs/s median {statistics.median(ratios):.2f} "
+          f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); nsqd CPU per message median "
+          f"{statistics.median(cpu):.2f} (rounds: {', '.join(f'{r:.2f}' for r in cpu)}); "
+          f"1 reader {statistics.median(o[1] for o in one):.0f} ns/msg")
 EOF

@@ -190,6 +190,7 @@
 #![forbid(unsafe_code)]
 
 mod meta;
+mod read_ahead;
 pub mod vfs;
 
 #[cfg(test)]
@@ -210,7 +211,7 @@ mod tests;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -219,6 +220,7 @@ use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
 use crate::meta::Meta;
+use crate::read_ahead::ReadAhead;
 pub use crate::vfs::{Fs, FsFile, OsFs};
 
 // The test modules reach `std::fs` through `use super::*`.
@@ -227,10 +229,6 @@ use std::fs;
 
 /// Size of a record's length prefix on disk.
 const LEN_PREFIX: i64 = 4;
-
-/// Read-ahead of the segment reader: one syscall per this many bytes of
-/// records rather than per 8 KiB.
-const READ_BUFFER: usize = 64 * 1024;
 
 /// Above this many segment numbers, scanning the directory is cheaper than
 /// probing each number (only reachable with damaged metadata).
@@ -701,7 +699,7 @@ struct Inner<F: Fs> {
     /// segment is complete: either its size when opened, or the write
     /// position at which the writer left it while the reader had it open.
     read_file_end: i64,
-    reader: Option<BufReader<F::File>>,
+    reader: Option<ReadAhead<F::File>>,
     writer: Option<BufWriter<F::File>>,
     /// Segment `writer` belongs to; lags `write_file_num` during a rollover.
     writer_file_num: i64,
@@ -1325,9 +1323,12 @@ impl<F: Fs> Inner<F> {
         if end > limit {
             return None;
         }
-        let used = 4 + len.unsigned_abs() as usize;
-        let data = Bytes::copy_from_slice(buf.get(4..used)?);
-        reader.consume(used);
+        let len = len.unsigned_abs() as usize;
+        if buf.len() < 4 + len {
+            return None;
+        }
+        reader.consume(4);
+        let data = reader.take(len);
         let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
         if complete && next_pos >= self.read_file_end {
             next_file_num += 1;
@@ -1368,7 +1369,7 @@ impl<F: Fs> Inner<F> {
                     self.opts.max_bytes_per_file
                 };
                 debug!(queue = %self.name, "DISKQUEUE({}): readOne() opened {}", self.name, path.display());
-                BufReader::with_capacity(READ_BUFFER, file)
+                ReadAhead::new(file)
             }
         };
 
@@ -1376,11 +1377,14 @@ impl<F: Fs> Inner<F> {
             return Ok(ReadStep::Exhausted);
         }
 
-        let mut prefix = [0u8; 4];
-        reader
-            .read_exact(&mut prefix)
-            .map_err(|e| ReadFailure::Io("read length", e))?;
-        let len = i32::from_be_bytes(prefix);
+        let eof = || io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer");
+        match reader.fill(LEN_PREFIX as usize) {
+            Ok(true) => {}
+            Ok(false) => return Err(ReadFailure::Io("read length", eof())),
+            Err(e) => return Err(ReadFailure::Io("read length", e)),
+        }
+        let buf = reader.buffer();
+        let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
         if len < self.opts.min_msg_size || len > self.opts.max_msg_size {
             return Err(ReadFailure::BadLength(len));
         }
@@ -1393,17 +1397,13 @@ impl<F: Fs> Inner<F> {
             return Err(ReadFailure::Overrun { end, limit });
         }
         let len = len.unsigned_abs() as usize;
-        let mut buf = Vec::with_capacity(len);
-        // `take` + `read_to_end` fills without zeroing the buffer first
-        match reader.by_ref().take(len as u64).read_to_end(&mut buf) {
-            Ok(n) if n == len => {}
-            Ok(_) => {
-                let eof =
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer");
-                return Err(ReadFailure::Io("read record", eof));
-            }
+        match reader.fill(LEN_PREFIX as usize + len) {
+            Ok(true) => {}
+            Ok(false) => return Err(ReadFailure::Io("read record", eof())),
             Err(e) => return Err(ReadFailure::Io("read record", e)),
         }
+        reader.consume(LEN_PREFIX as usize);
+        let data = reader.take(len);
 
         let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
         if complete && next_pos >= self.read_file_end {
@@ -1413,7 +1413,7 @@ impl<F: Fs> Inner<F> {
             self.reader = Some(reader);
         }
         Ok(ReadStep::Record {
-            data: Bytes::from(buf),
+            data,
             next_file_num,
             next_pos,
         })

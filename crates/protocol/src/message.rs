@@ -106,9 +106,9 @@ impl Message {
         let attempts = u16::from_be_bytes([data[8], data[9]]);
         let mut id = [0u8; MESSAGE_ID_LEN];
         id.copy_from_slice(&data[10..26]);
-        // `advance`, not `slice`: a record read from disk is a uniquely
-        // owned buffer, and slicing would turn it into a shared one (an
-        // extra allocation, and an atomic decrement on every drop).
+        // `advance`, not `slice`: the body keeps the record's handle (a
+        // slice of the disk queue's read-ahead, or a buffer of its own)
+        // rather than taking a second reference to the same buffer.
         let mut body = data;
         body.advance(MESSAGE_HEADER_LEN);
         Ok(Message {

@@ -31,6 +31,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use nsq_protocol::{Message, MessageId};
 
 use super::deferred::{Deferred, RestoredRun, SpillBatch, SpillConfig};
@@ -370,7 +371,13 @@ impl Channel {
         if delay.is_zero() {
             self.enqueue(d.msg);
         } else {
-            self.defer(d.msg, now + delay, now);
+            // Deferred for a while, maybe long after its neighbours were
+            // finished: a body read from disk shares the queue's 64 KiB
+            // read-ahead and would keep all of it alive; this keeps only
+            // its own bytes.
+            let mut msg = d.msg;
+            msg.body = Bytes::copy_from_slice(&msg.body);
+            self.defer(msg, now + delay, now);
         }
         self.credit_changed(client);
         self.pump(now);

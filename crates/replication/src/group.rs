@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::committed::{Chunk, CommittedLog, ReadError};
 use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
+use crate::network::hello::{ClusterConfig, Greeting};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
 use crate::propose::Proposer;
@@ -139,9 +140,17 @@ impl ClusterMember {
             addr: opts.listen.clone(),
             err,
         })?;
+        let greeting = Arc::new(Greeting::new(
+            opts.node_id,
+            ClusterConfig {
+                groups: opts.groups,
+                peers: opts.peers.clone(),
+            },
+        ));
         let peers = Peers::new(
             opts.tls.as_ref().map(|t| t.client.clone()),
             Duration::from_secs(2),
+            greeting.clone(),
         );
         let registry: Groups = Arc::new(RwLock::new(HashMap::new()));
         let mut groups = Vec::new();
@@ -174,6 +183,7 @@ impl ClusterMember {
             allowed,
             tls: opts.tls.as_ref().map(|t| t.server.clone()),
             groups: registry,
+            greeting,
             shutdown: shutdown.clone(),
         };
         let listener = tokio::spawn(listener::serve(listener, serve));

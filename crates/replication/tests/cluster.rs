@@ -14,6 +14,7 @@ use nsq_replication::group::{ClusterMember, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
 use nsq_replication::network::frame::{self, Reply, Rpc};
+use nsq_replication::network::hello::{ClusterConfig, Hello};
 use nsq_replication::network::ClusterTls;
 use nsq_replication::{GroupId, NodeId, Payload};
 use openraft::raft::VoteRequest;
@@ -313,26 +314,44 @@ async fn only_configured_peers_are_answered() {
     let peers = addresses(1);
     let m = start(1, &peers, dir.path(), None).await;
 
-    // From a configured peer's address (127.0.0.1): an answer, here that
-    // there is no group 9.
+    // From a configured peer's address (127.0.0.1), after its hello: an
+    // answer, here that there is no group 9.
     let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+    s.write_all(&hello_frame(2, &peers)).await.unwrap();
     s.write_all(&vote_frame(9)).await.unwrap();
     let mut buf = BytesMut::new();
-    let f = loop {
-        if let Some(f) = frame::decode(&mut buf).unwrap() {
-            break f;
-        }
-        let n = tokio::time::timeout(WAIT, s.read_buf(&mut buf))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(n > 0, "closed without an answer");
-    };
+    let f = next_frame(&mut s, &mut buf).await.expect("hello answered");
+    assert!(matches!(
+        frame::body::<Reply>(&f).unwrap(),
+        Reply::Hello(Ok(()))
+    ));
+    let f = next_frame(&mut s, &mut buf).await.expect("vote answered");
     assert_eq!((f.group, f.id), (9, 77));
     assert!(matches!(
         frame::body::<Reply>(&f).unwrap(),
         Reply::NoGroup(9)
     ));
+
+    // A hello with other groups, or no hello at all: told why, then closed
+    // without the vote being answered.
+    for first in [hello_frame(3, &peers), vote_frame(9)] {
+        let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
+        s.write_all(&first).await.unwrap();
+        let _ = s.write_all(&vote_frame(9)).await;
+        let mut buf = BytesMut::new();
+        let f = next_frame(&mut s, &mut buf).await.expect("refusal");
+        match frame::body::<Reply>(&f).unwrap() {
+            Reply::Hello(Err(why)) => assert!(
+                why.contains("--replication-groups=3") || why.contains("not a hello"),
+                "{why}"
+            ),
+            other => panic!("answered {other:?}"),
+        }
+        assert!(
+            next_frame(&mut s, &mut buf).await.is_none(),
+            "went on after the refusal"
+        );
+    }
 
     // From 127.0.0.2, which no peer has: closed without an answer.
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
@@ -357,7 +376,7 @@ async fn only_configured_peers_are_answered() {
         .unwrap_or(0);
     assert_eq!(n, 0);
     let mut s = tokio::net::TcpStream::connect(&peers[&1]).await.unwrap();
-    s.write_all(&vote_frame(9)).await.unwrap();
+    s.write_all(&hello_frame(2, &peers)).await.unwrap();
     let n = tokio::time::timeout(WAIT, s.read(&mut b))
         .await
         .unwrap()
@@ -365,6 +384,36 @@ async fn only_configured_peers_are_answered() {
     assert!(n > 0);
 
     m.shutdown().await;
+}
+
+/// Member 1's hello to member 1's listener, claiming `groups`.
+fn hello_frame(groups: u32, peers: &BTreeMap<NodeId, String>) -> BytesMut {
+    let mut out = BytesMut::new();
+    let rpc = Rpc::Hello(Hello {
+        from: 1,
+        config: ClusterConfig {
+            groups,
+            peers: peers.clone(),
+        },
+    });
+    frame::encode(0, 1, &rpc, &mut out).unwrap();
+    out
+}
+
+/// The next frame on `s`, or None once it is closed.
+async fn next_frame(s: &mut tokio::net::TcpStream, buf: &mut BytesMut) -> Option<frame::Frame> {
+    loop {
+        if let Some(f) = frame::decode(buf).unwrap() {
+            return Some(f);
+        }
+        let n = tokio::time::timeout(WAIT, s.read_buf(buf))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        if n == 0 {
+            return None;
+        }
+    }
 }
 
 /// A payload proposed through `Proposer` from a member that does not lead

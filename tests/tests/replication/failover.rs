@@ -13,25 +13,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nsq_tests::{wait_for, Conn, Nsqd};
+use nsq_tests::{wait_for, Conn};
 
 use super::leader::{by_id, leader_of};
 use super::members::*;
-
-/// `topic`'s committed but not finished messages in `n`'s `/stats`.
-fn unfinished(n: &Nsqd, topic: &str) -> Option<u64> {
-    n.topic_stats(topic)?["replication"]["unfinished"].as_u64()
-}
-
-fn wait_unfinished(ms: &[&Member], topic: &str, want: u64) {
-    for m in ms {
-        wait_for(
-            WAIT,
-            &format!("node {} counting {want} unfinished on {topic}", m.id),
-            || (unfinished(&m.nsqd, topic) == Some(want)).then_some(()),
-        );
-    }
-}
 
 /// Reads `n` messages; their bodies, each at most once.
 fn receive(c: &mut Conn, n: usize) -> Vec<(String, Vec<u8>)> {

@@ -131,6 +131,10 @@ fn only_the_groups_leader_serves_a_replicated_topic() {
     let m = consumer.expect_msg_within(Duration::from_secs(10));
     assert_eq!(m.body, b"before");
     consumer.fin(&m.id);
+    // Its FIN committed everywhere (the leader commits FINs every 100 ms),
+    // so no later leader puts it back: at-least-once would allow that
+    // duplicate, and this test expects the next message to be "after".
+    wait_unfinished(&all, t, 0);
     wait_for(WAIT, "the channel registered by the leader", || {
         let v = lookupd.lookup(t)?;
         v["channels"]

@@ -152,6 +152,65 @@ fn members_speak_tls_with_the_daemons_flags() {
 }
 
 #[test]
+fn a_member_started_with_other_replication_flags_is_refused_and_says_why() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    // the last --replication-groups wins, as with Go's flag package
+    let other = format!("--replication-groups={}", GROUPS + 1);
+    let members = start_cluster(&dirs, |id| {
+        if id == 3 {
+            vec![other.clone()]
+        } else {
+            Vec::new()
+        }
+    });
+    // the other two are a majority of the configured three
+    let two = agreed_leaders(&[&members[0], &members[1]], None);
+    assert!(two.iter().all(|l| *l != 3));
+    // Member 3 has no membership (member 1 initialised the groups and
+    // cannot reach it), so it calls no one: the others' calls to it are
+    // refused by its listener, and both ends say so.
+    let said = |m: &Member, what: &str| m.nsqd.stderr().matches(what).count();
+    let caller = format!(
+        "REPLICATION: refused by peer {}",
+        members[2].args[1].trim_start_matches("--replication-address=")
+    );
+    let why = format!("node 3 with --replication-groups={}", GROUPS + 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while said(&members[0], &why) == 0
+        || said(&members[0], &caller) == 0
+        || said(&members[2], "REPLICATION: refused node 1") == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no refusal logged; member 1:\n{}\nmember 3:\n{}",
+            members[0].nsqd.stderr(),
+            members[2].nsqd.stderr()
+        );
+        nsq_tests::sleep_ms(100);
+    }
+    // member 3 takes part in nothing, and the refusals are not logged at
+    // every one of openraft's retries
+    nsq_tests::sleep_ms(2000);
+    let r = replication(&members[2].nsqd);
+    let groups = r["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), GROUPS + 1);
+    assert!(
+        groups.iter().all(|g| g["leader"].is_null()),
+        "a member with other flags was let in: {r}"
+    );
+    // (a member that leads no group and stood in no election calls no one)
+    for m in &members {
+        let n = said(m, "REPLICATION: refused");
+        assert!(
+            n <= 4,
+            "member {} logged {n} refusals:\n{}",
+            m.id,
+            m.nsqd.stderr()
+        );
+    }
+}
+
+#[test]
 fn replicated_topics_are_created_through_their_group() {
     assert_eq!(crc32(b"123456789"), 0xCBF4_3926, "the CRC-32 check value");
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

@@ -213,3 +213,19 @@ pub fn terms(n: &Nsqd) -> BTreeMap<u64, u64> {
 pub fn at_dir(id: u64) -> usize {
     id as usize - 1
 }
+
+/// `topic`'s committed but not finished messages in `n`'s `/stats`.
+pub fn unfinished(n: &Nsqd, topic: &str) -> Option<u64> {
+    n.topic_stats(topic)?["replication"]["unfinished"].as_u64()
+}
+
+/// Waits until every member in `ms` counts `want` unfinished on `topic`.
+pub fn wait_unfinished(ms: &[&Member], topic: &str, want: u64) {
+    for m in ms {
+        wait_for(
+            WAIT,
+            &format!("node {} counting {want} unfinished on {topic}", m.id),
+            || (unfinished(&m.nsqd, topic) == Some(want)).then_some(()),
+        );
+    }
+}

@@ -8,6 +8,10 @@
 //! body     postcard of Rpc (member → peer) or Reply (peer → member)
 //! ```
 //!
+//! The first frame a caller sends on a connection is `Hello`: the listener
+//! answers whether the caller's cluster configuration is its own, and
+//! closes the connection if not (`hello.rs`).
+//!
 //! Besides openraft's RPCs, `Forward` carries a payload from a member that
 //! does not lead a group to the one that does (`crate::propose`), on the
 //! same connections, so it is TLS-verified and peer-checked like them.
@@ -25,6 +29,7 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::hello::Hello;
 use crate::propose::ForwardError;
 use crate::{GroupId, NodeId, Payload, TypeConfig};
 
@@ -48,6 +53,8 @@ pub enum Rpc {
         payload: Payload,
         timeout_ms: u64,
     },
+    /// The first frame of every connection (`hello.rs`).
+    Hello(Hello),
 }
 
 /// A peer's answer to an [`Rpc`].
@@ -60,6 +67,9 @@ pub enum Reply {
     NoGroup(GroupId),
     /// The log index a forwarded payload was committed at.
     Forward(Result<u64, ForwardError>),
+    /// Whether the caller may go on; `Err` says how its configuration
+    /// differs (the connection is closed after it).
+    Hello(Result<(), String>),
 }
 
 /// A frame's header and body.

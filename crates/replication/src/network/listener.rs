@@ -6,7 +6,9 @@
 //!
 //! Each request is answered by its own task, so a slow one (a snapshot
 //! being installed) holds up no other group's heartbeats on the same
-//! connection; the answers share the connection's one writer.
+//! connection; the answers share the connection's one writer. The first
+//! frame must be the caller's hello (`hello.rs`), answered before anything
+//! else is read; a caller configured otherwise is told why and dropped.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -22,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, Frame, Reply, Rpc};
+use super::hello::Greeting;
 use super::stream::{read_frames, write_frames, Io};
 use crate::{GroupId, Raft};
 
@@ -37,6 +40,7 @@ pub struct Serve {
     pub allowed: HashSet<IpAddr>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub groups: Groups,
+    pub greeting: Arc<Greeting>,
     pub shutdown: CancellationToken,
 }
 
@@ -94,7 +98,21 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
     let (rd, wr) = tokio::io::split(io);
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_frames(wr, rx, Arc::new(AtomicBool::new(false))));
+    let mut greeted = false;
     let read = read_frames(rd, |f| {
+        if !greeted {
+            let verdict = greet(&s.greeting, remote, &f);
+            let mut out = BytesMut::new();
+            if frame::encode(f.group, f.id, &Reply::Hello(verdict.clone()), &mut out).is_ok() {
+                let _ = tx.send(out.freeze());
+            }
+            greeted = verdict.is_ok();
+            return if greeted {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            };
+        }
         let groups = s.groups.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -120,6 +138,35 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
     let _ = writer.await;
 }
 
+/// The verdict on a connection's first frame, logged when it is news.
+fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<(), String> {
+    let verdict = match frame::body::<Rpc>(f) {
+        Ok(Rpc::Hello(hello)) => {
+            let who = format!("node {}", hello.from);
+            match greeting.config.check(greeting.me, &hello) {
+                Ok(()) => {
+                    greeting.refusals.accepted(&who);
+                    Ok(())
+                }
+                Err(why) => Err((who, why)),
+            }
+        }
+        Ok(_) | Err(_) => Err((
+            remote.ip().to_string(),
+            "its first frame was not a hello (another version of nsqd?)".to_string(),
+        )),
+    };
+    match verdict {
+        Ok(()) => Ok(()),
+        Err((who, why)) => {
+            if greeting.refusals.refused(&who, &why) {
+                tracing::error!(%remote, "REPLICATION: refused {who}: {why}");
+            }
+            Err(why)
+        }
+    }
+}
+
 async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
     let rpc: Rpc = frame::body(&f)?;
     let Some(raft) = groups.read().get(&f.group).cloned() else {
@@ -135,5 +182,7 @@ async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
         } => Reply::Forward(
             crate::propose::answer_forward(&raft, payload, Duration::from_millis(timeout_ms)).await,
         ),
+        // only the first frame is a hello; a second one is answered alike
+        Rpc::Hello(_) => Reply::Hello(Ok(())),
     })
 }

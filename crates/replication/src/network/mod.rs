@@ -4,6 +4,8 @@
 //!
 //! * [`frame`]: the framed protocol (length, group id, request id,
 //!   postcard body).
+//! * [`hello`]: the first exchange on a connection, which refuses a peer
+//!   started with another cluster configuration.
 //! * [`peer`]: the member's side of a call: one connection per peer,
 //!   shared by every group, opened on first use and again after a failure.
 //! * [`listener`]: the peer's side: accepts connections from configured
@@ -18,6 +20,7 @@
 //! says for clients). Without certificates, plain TCP.
 
 pub mod frame;
+pub mod hello;
 pub mod listener;
 pub mod peer;
 pub mod stream;
@@ -73,14 +76,20 @@ impl ClusterTls {
 pub struct Peers {
     tls: Option<Arc<rustls::ClientConfig>>,
     connect_timeout: Duration,
+    greeting: Arc<hello::Greeting>,
     by_addr: Mutex<HashMap<String, Arc<Peer>>>,
 }
 
 impl Peers {
-    pub fn new(tls: Option<Arc<rustls::ClientConfig>>, connect_timeout: Duration) -> Arc<Peers> {
+    pub fn new(
+        tls: Option<Arc<rustls::ClientConfig>>,
+        connect_timeout: Duration,
+        greeting: Arc<hello::Greeting>,
+    ) -> Arc<Peers> {
         Arc::new(Peers {
             tls,
             connect_timeout,
+            greeting,
             by_addr: Mutex::new(HashMap::new()),
         })
     }
@@ -94,6 +103,7 @@ impl Peers {
                     addr.to_string(),
                     self.tls.clone(),
                     self.connect_timeout,
+                    self.greeting.clone(),
                 ))
             })
             .clone()
@@ -151,7 +161,11 @@ impl GroupClient {
                 Err(RPCError::Network(NetworkError::new(&CallError::NoGroup(g))))
             }
             Ok(r) => Ok(r),
-            Err(e @ CallError::Connect { .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
+            // openraft backs off from an unreachable peer; a refused one
+            // stays refused until someone fixes its flags
+            Err(e @ (CallError::Connect { .. } | CallError::Refused { .. })) => {
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
             Err(e) => Err(RPCError::Network(NetworkError::new(&e))),
         }
     }

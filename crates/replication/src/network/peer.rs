@@ -4,7 +4,9 @@
 //!
 //! The connection is opened by the first call and again by the first call
 //! after it broke; a broken connection fails the calls waiting on it at
-//! once (openraft retries and backs off).
+//! once (openraft retries and backs off). A new connection carries the
+//! member's hello first (`hello.rs`); a peer that refuses it is never
+//! sent anything else.
 
 use std::collections::HashMap;
 use std::io;
@@ -20,6 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::frame::{self, Frame, Reply, Rpc};
+use super::hello::Greeting;
 use super::stream::{read_frames, write_frames, Io};
 use crate::GroupId;
 
@@ -36,6 +39,8 @@ pub enum CallError {
     Encode(#[from] frame::FrameError),
     #[error("peer has no group {0}")]
     NoGroup(GroupId),
+    #[error("{addr} refused this member: {why}")]
+    Refused { addr: String, why: String },
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Frame>>>>;
@@ -51,6 +56,7 @@ pub struct Peer {
     addr: String,
     tls: Option<Arc<rustls::ClientConfig>>,
     connect_timeout: Duration,
+    greeting: Arc<Greeting>,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     next_id: AtomicU64,
 }
@@ -60,11 +66,13 @@ impl Peer {
         addr: String,
         tls: Option<Arc<rustls::ClientConfig>>,
         connect_timeout: Duration,
+        greeting: Arc<Greeting>,
     ) -> Peer {
         Peer {
             addr,
             tls,
             connect_timeout,
+            greeting,
             conn: tokio::sync::Mutex::new(None),
             next_id: AtomicU64::new(1),
         }
@@ -77,12 +85,23 @@ impl Peer {
         rpc: &Rpc,
         timeout: Duration,
     ) -> Result<Reply, CallError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut buf = BytesMut::new();
-        frame::encode(group, id, rpc, &mut buf)?;
         let conn = tokio::time::timeout(timeout, self.conn())
             .await
             .map_err(|_| CallError::Timeout(self.addr.clone(), timeout))??;
+        self.exchange(&conn, group, rpc, timeout).await
+    }
+
+    /// Sends `rpc` on `conn` and waits up to `timeout` for its answer.
+    async fn exchange(
+        &self,
+        conn: &Conn,
+        group: GroupId,
+        rpc: &Rpc,
+        timeout: Duration,
+    ) -> Result<Reply, CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut buf = BytesMut::new();
+        frame::encode(group, id, rpc, &mut buf)?;
         let (tx, rx) = oneshot::channel();
         conn.pending.lock().insert(id, tx);
         if conn.frames.send(buf.freeze()).is_err() {
@@ -98,6 +117,30 @@ impl Peer {
             }
         };
         frame::body::<Reply>(&answer).map_err(CallError::Encode)
+    }
+
+    /// The hello on a new connection: Ok once the peer accepted it.
+    async fn greet(&self, conn: &Conn) -> Result<(), CallError> {
+        let hello = Rpc::Hello(self.greeting.hello());
+        let refused = |why: String| {
+            if self.greeting.refusals.refused(&self.addr, &why) {
+                tracing::error!(peer = %self.addr, "REPLICATION: refused by peer {}: {why}", self.addr);
+            }
+            CallError::Refused {
+                addr: self.addr.clone(),
+                why,
+            }
+        };
+        match self.exchange(conn, 0, &hello, self.connect_timeout).await? {
+            Reply::Hello(Ok(())) => {
+                self.greeting.refusals.accepted(&self.addr);
+                Ok(())
+            }
+            Reply::Hello(Err(why)) => Err(refused(why)),
+            _ => Err(refused(
+                "it answered the hello with a reply of another kind".into(),
+            )),
+        }
     }
 
     async fn conn(&self) -> Result<Arc<Conn>, CallError> {
@@ -150,6 +193,11 @@ impl Peer {
             conn.broken.clone(),
             self.addr.clone(),
         ));
+        if let Err(e) = self.greet(&conn).await {
+            // dropping `conn` ends its writer; the peer sees it close
+            conn.broken.store(true, Ordering::Release);
+            return Err(e);
+        }
         *slot = Some(conn.clone());
         Ok(conn)
     }

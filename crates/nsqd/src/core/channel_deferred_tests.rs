@@ -25,6 +25,32 @@ fn requeue_with_a_delay_is_deferred_until_due() {
 }
 
 #[test]
+fn a_deferred_message_keeps_only_its_own_bytes() {
+    let mut h = Harness::new(cfg(100));
+    h.sub(1, 10);
+    // two records of one read-ahead buffer, as the disk queue hands them out
+    let shared = Bytes::from_static(b"m1m2");
+    let (a, b) = (shared.slice(0..2), shared.slice(2..4));
+    let a_at = a.as_ptr();
+    h.ch.put(
+        vec![
+            Message::new(MessageId::from_guid(1), 1_000, a),
+            Message::new(MessageId::from_guid(2), 1_000, b),
+        ],
+        h.now,
+    );
+    h.settle();
+    let got = h.take(1);
+    assert_eq!(nums(&got), vec![1, 2]);
+    h.ch.requeue(1, &got[0].id, Duration::from_secs(5), h.now)
+        .unwrap();
+    let kept = h.ch.deferred.pop_due(h.now + Duration::from_secs(5));
+    let kept = kept.expect("deferred");
+    assert_eq!(&kept.body[..], b"m1");
+    assert_ne!(kept.body.as_ptr(), a_at, "a copy, not the shared buffer");
+}
+
+#[test]
 fn close_returns_memory_then_in_flight_then_deferred_with_attempts_kept() {
     let mut h = Harness::new(cfg(100));
     h.sub(1, 2);

@@ -27,6 +27,12 @@ pub struct ReplicationStats {
     pub address: String,
     /// Every member, this one included, as configured.
     pub peers: Vec<ReplicationPeer>,
+    /// Whether this member votes: `member`; `joining` (started on an
+    /// empty disk, not yet known to be a new cluster); `replacing` (it
+    /// replaces a member whose disk was lost, and votes in a group once it
+    /// holds what the group committed).
+    #[serde(default)]
+    pub standing: String,
     pub groups: Vec<ReplicationGroup>,
 }
 

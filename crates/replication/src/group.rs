@@ -6,7 +6,8 @@
 //!
 //! Directory layout under the member's data directory:
 //! `raft/{group:04}/` per group, holding the group's segments, `purged`,
-//! `vote`, `committed` and `snapshot` (docs/replication.md).
+//! `vote`, `committed` and `snapshot`; `raft/member` and `raft/peers`, the
+//! member's identity and its peers' (`identity.rs`; docs/replication.md).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
@@ -20,12 +21,15 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::committed::{Chunk, CommittedLog, ReadError};
+use crate::identity::Identity;
 use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
 use crate::network::hello::{ClusterConfig, Greeting};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
 use crate::propose::Proposer;
+use crate::roll_call;
+use crate::standing::Standing;
 use crate::store::LogStore;
 use crate::{GroupId, Member, NodeId, Raft};
 
@@ -67,6 +71,8 @@ pub enum MemberError {
     Machine { group: GroupId, err: std::io::Error },
     #[error("raft config: {0}")]
     Config(#[from] openraft::ConfigError),
+    #[error("identity in {dir}: {err}")]
+    Identity { dir: String, err: std::io::Error },
     #[error("group {group}: {err}")]
     Raft {
         group: GroupId,
@@ -107,8 +113,10 @@ pub struct ClusterMember {
     pub groups: Vec<Group>,
     peers_conf: BTreeMap<NodeId, String>,
     peers: Arc<Peers>,
+    identity: Arc<Identity>,
     shutdown: CancellationToken,
-    listener: tokio::task::JoinHandle<()>,
+    /// The listener and the roll call.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl ClusterMember {
@@ -140,12 +148,26 @@ impl ClusterMember {
             addr: opts.listen.clone(),
             err,
         })?;
-        let greeting = Arc::new(Greeting::new(
+        let raft_dir = opts.data_dir.join("raft");
+        let had_state = raft_dir.exists();
+        let identity = Identity::open(
+            &raft_dir,
             opts.node_id,
+            had_state,
+            opts.peers.len(),
+            opts.groups,
+        )
+        .map(Arc::new)
+        .map_err(|err| MemberError::Identity {
+            dir: raft_dir.display().to_string(),
+            err,
+        })?;
+        let greeting = Arc::new(Greeting::new(
             ClusterConfig {
                 groups: opts.groups,
                 peers: opts.peers.clone(),
             },
+            identity.clone(),
         ));
         let peers = Peers::new(
             opts.tls.as_ref().map(|t| t.client.clone()),
@@ -187,41 +209,81 @@ impl ClusterMember {
             shutdown: shutdown.clone(),
         };
         let listener = tokio::spawn(listener::serve(listener, serve));
+        let roll_call = tokio::spawn(roll_call::run(
+            identity.clone(),
+            groups.iter().map(|g| (g.id, g.raft.clone())).collect(),
+            opts.peers
+                .iter()
+                .filter(|(id, _)| **id != opts.node_id)
+                .map(|(id, addr)| (*id, peers.get(addr)))
+                .collect(),
+            shutdown.clone(),
+        ));
         Ok(ClusterMember {
             node_id: opts.node_id,
             local_addr,
             groups,
             peers_conf: opts.peers,
             peers,
+            identity,
             shutdown,
-            listener,
+            tasks: vec![listener, roll_call],
         })
     }
 
     /// Makes every configured peer a voter of every group. Run once, on one
-    /// member, for a new cluster; a cluster already initialised answers
+    /// member, for a new cluster: it waits until this member's standing is
+    /// settled (a majority never knew it), and does nothing if it turned out
+    /// to replace a lost member. A cluster already initialised answers
     /// openraft's `NotAllowed`, which this treats as done.
-    pub async fn initialize(
+    pub fn initialize(
         &self,
-    ) -> Result<
-        (),
-        openraft::error::RaftError<NodeId, openraft::error::InitializeError<NodeId, Member>>,
-    > {
+    ) -> impl std::future::Future<
+        Output = Result<
+            (),
+            openraft::error::RaftError<NodeId, openraft::error::InitializeError<NodeId, Member>>,
+        >,
+    > + Send
+           + 'static {
         let members: BTreeMap<NodeId, Member> = self
             .peers_conf
             .iter()
             .map(|(id, addr)| (*id, Member::new(addr.clone())))
             .collect();
-        for g in &self.groups {
-            match g.raft.initialize(members.clone()).await {
-                Ok(()) => {}
-                Err(openraft::error::RaftError::APIError(
-                    openraft::error::InitializeError::NotAllowed(_),
-                )) => {}
-                Err(e) => return Err(e),
+        let rafts: Vec<Raft> = self.groups.iter().map(|g| g.raft.clone()).collect();
+        let mut standing = self.identity.standing();
+        async move {
+            let settled = standing
+                .wait_for(|s| !matches!(s, Standing::Joining { .. }))
+                .await
+                .map(|s| s.clone());
+            match settled {
+                Ok(Standing::Member) => {}
+                Ok(_) => {
+                    tracing::info!(
+                        "REPLICATION: not initialising: this member replaces a lost one"
+                    );
+                    return Ok(());
+                }
+                // the member stopped first
+                Err(_) => return Ok(()),
             }
+            for raft in rafts {
+                match raft.initialize(members.clone()).await {
+                    Ok(()) => {}
+                    Err(openraft::error::RaftError::APIError(
+                        openraft::error::InitializeError::NotAllowed(_),
+                    )) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
         }
-        Ok(())
+    }
+
+    /// This member's standing now, and each change after.
+    pub fn standing(&self) -> watch::Receiver<Standing> {
+        self.identity.standing()
     }
 
     /// Proposes payloads to this member's groups, from here or through
@@ -247,6 +309,8 @@ impl ClusterMember {
             }
         }
         self.peers.close();
-        let _ = self.listener.await;
+        for t in self.tasks {
+            let _ = t.await;
+        }
     }
 }

@@ -11,6 +11,9 @@
 //!   connection per peer shared by every group, refusing connections from
 //!   addresses that are not configured peers.
 //! * [`group`]: a member's Raft groups, started on those parts.
+//! * [`standing`]: whether a member may vote, so one that came back with
+//!   an empty disk does not undo what the groups committed; [`identity`]:
+//!   its incarnation and its peers', on disk.
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout.
@@ -27,10 +30,13 @@
 
 pub mod committed;
 pub mod group;
+pub mod identity;
 pub mod log;
 pub mod machine;
 pub mod network;
 pub mod propose;
+mod roll_call;
+pub mod standing;
 pub mod store;
 
 use std::fmt;

@@ -10,9 +10,11 @@
 //! then the next leader's nsqd is paused (SIGSTOP) for 6 s, then the next
 //! one's is SIGKILLed and its data directory removed (the page cache of a
 //! namespace survives a SIGKILL; only a lost disk shows that the majority
-//! had the batch). Each time the others elect a new leader, which
-//! registers the topic and delivers every message its group has not
-//! finished.
+//! had the batch) and a fresh host takes its place (the same flags, an
+//! empty disk), then, once it votes, the leader is cut off again: the
+//! replacement's vote elects the next. Each time the others elect a new
+//! leader, which registers the topic and delivers every message its group
+//! has not finished.
 //!
 //! Must hold: no message a producer had `OK` for is missing on `a` or
 //! `b`; a leader cut off from the majority acknowledges nothing from a
@@ -135,15 +137,15 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         .map(|h| format!("{}@{}:{RAFT_PORT}", &h[1..], ip_of(h)))
         .collect::<Vec<_>>()
         .join(",");
+    let member_flags = |h: &str| {
+        [
+            format!("--replication-address={}:{RAFT_PORT}", ip_of(h)),
+            format!("--replication-peer={peers}"),
+            "--replication-groups=4".to_string(),
+        ]
+    };
     for h in MEMBERS {
-        cluster.start_nsqd_with(
-            h,
-            &[
-                format!("--replication-address={}:{RAFT_PORT}", ip_of(h)),
-                format!("--replication-peer={peers}"),
-                "--replication-groups=4".to_string(),
-            ],
-        )?;
+        cluster.start_nsqd_with(h, &member_flags(h))?;
         cluster.live.insert(h.to_string());
     }
     // Created through any member once the groups have leaders; the
@@ -199,7 +201,13 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
     let mut failures = Vec::new();
     let mut rounds = Vec::new();
     let mut leader = leader;
-    for fault in [Fault::Partition, Fault::Pause, Fault::Loss] {
+    let mut replaced_in = None;
+    for fault in [
+        Fault::Partition,
+        Fault::Pause,
+        Fault::Loss,
+        Fault::Partition,
+    ] {
         let round = leader_fault(&mut cluster, fault, &leader)?;
         log(&format!(
             "{}: {} led, then {}, after the heal {}",
@@ -209,6 +217,34 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             round.settled
         ));
         leader = round.settled.clone();
+        if fault == Fault::Loss {
+            // A fresh host takes its place: the same flags, an empty disk.
+            // It must hold what the group committed before it votes; the
+            // next partition of the leader needs its vote.
+            let lost = round.lost.clone();
+            let since = Instant::now();
+            cluster.start_nsqd_with(&lost, &member_flags(&lost))?;
+            cluster.live.insert(lost.clone());
+            cluster.start_producer(&lost, rate)?;
+            let standing = || {
+                http(&nsqd_http(&lost), "GET", "/replication")
+                    .ok()
+                    .and_then(|v| v["standing"].as_str().map(str::to_string))
+            };
+            wait(Duration::from_secs(60), || {
+                (standing().as_deref() == Some("member")).then_some(())
+            })
+            .ok_or(format!(
+                "the replacement of {lost} never voted again (standing {:?})",
+                standing()
+            ))?;
+            let took = since.elapsed();
+            log(&format!(
+                "{lost} replaced by a fresh host: voting after {:.1} s",
+                took.as_secs_f64()
+            ));
+            replaced_in = Some(took);
+        }
         rounds.push(round);
         sleep_ms(8_000);
     }
@@ -297,7 +333,7 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             .map_err(|e| format!("ledger of {c}: {e}"))?;
         ledgers.add_consumer(c, &text);
     }
-    let mut report = "replicated topic, replicas=3 on 3 members: the leader partitioned, paused, then lost with its disk\n\n| channel | acknowledged | lost | duplicates | publish→delivery p99 |\n|---|---|---|---|---|\n"
+    let mut report = "replicated topic, replicas=3 on 3 members: the leader partitioned, paused, lost with its disk and replaced by a fresh host, then partitioned again\n\n| channel | acknowledged | lost | duplicates | publish→delivery p99 |\n|---|---|---|---|---|\n"
         .to_string();
     for ch in DURABLE {
         let acc = ledgers.account(ch, i64::MIN, i64::MAX);
@@ -402,6 +438,12 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
                 r.fault.name()
             )),
         }
+    }
+    if let Some(took) = replaced_in {
+        report.push_str(&format!(
+            "\nthe fresh host replacing the lost one voted {:.1} s after it started\n",
+            took.as_secs_f64()
+        ));
     }
     eprintln!("{report}");
     Ok(failures)

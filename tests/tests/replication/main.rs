@@ -20,6 +20,7 @@ mod channels;
 mod failover;
 mod leader;
 mod members;
+mod replaced;
 mod stats;
 mod topics;
 

@@ -58,6 +58,16 @@ pub enum Error {
 /// Sets the log filter to a level; false if it could not.
 pub type LogLevelHook = nsq_cli::log::LevelSetter;
 
+/// Why a publish has no topic to go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoTopic {
+    /// nsqd is shutting down (`EXITING`).
+    Exiting,
+    /// A replication member not caught up since it started
+    /// (`REPLICATION_CATCHING_UP`).
+    CatchingUp,
+}
+
 /// State shared by every part of a running nsqd.
 pub struct NsqdInner {
     /// Options, health, events, tasks and cancellation, shared with the topics.
@@ -248,6 +258,21 @@ impl NsqdInner {
     /// messages reach them; until then they wait in the topic.
     pub fn get_or_create_topic(&self, name: &str) -> Option<Arc<Topic>> {
         self.get_or_create_topic_with(name, None)
+    }
+
+    /// The topic a publish goes to, created if needed as NSQ does. But a
+    /// member of a replication cluster that has not caught up with its
+    /// groups since it started creates none: the name may be a replicated
+    /// topic whose `TopicCreate` it has not applied yet, and what a topic
+    /// made here took would stay on this member, undelivered.
+    pub fn topic_to_publish(&self, name: &str) -> Result<Arc<Topic>, NoTopic> {
+        if let Some(t) = self.get_topic(name) {
+            return Ok(t);
+        }
+        if self.replication().is_some_and(|r| !r.caught_up()) {
+            return Err(NoTopic::CatchingUp);
+        }
+        self.get_or_create_topic(name).ok_or(NoTopic::Exiting)
     }
 
     /// A replicated topic, created if needed: its `replicas` are set before

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
 use nsq_replication::propose::{ProposeError, Proposer};
+use nsq_replication::standing::{applied_in_current_term, Standing};
 use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
@@ -133,6 +135,10 @@ pub struct Replication {
     /// Per group (by id), its committed entries read back (a new leader
     /// redelivers from them).
     logs: Vec<CommittedLog>,
+    /// Whether this member votes (`nsq_replication::standing`).
+    standing: watch::Receiver<Standing>,
+    /// Latched by [`Replication::caught_up`].
+    caught_up: AtomicBool,
     /// Taken by [`Replication::shutdown`].
     member: Mutex<Option<ClusterMember>>,
 }
@@ -176,16 +182,20 @@ impl Replication {
         );
         let lowest = peers.keys().next().copied();
         if fresh && lowest == Some(node_id) {
-            // openraft answers NotAllowed (treated as done) when the log
-            // already holds a membership.
-            if let Err(e) = member.initialize().await {
-                tracing::error!(error = %e, "REPLICATION: failed to initialise the cluster");
-            } else {
-                tracing::info!(
-                    members = peers.len(),
-                    "REPLICATION: initialised a new cluster"
-                );
-            }
+            // Once a majority said it never knew this member (a new
+            // cluster; not if it replaces a lost one). openraft answers
+            // NotAllowed (treated as done) when the log already holds a
+            // membership.
+            let initialize = member.initialize();
+            let members = peers.len();
+            tokio::spawn(async move {
+                match initialize.await {
+                    Err(e) => {
+                        tracing::error!(error = %e, "REPLICATION: failed to initialise the cluster")
+                    }
+                    Ok(()) => tracing::info!(members, "REPLICATION: initialised a new cluster"),
+                }
+            });
         }
         let subscriptions = member
             .groups
@@ -212,6 +222,8 @@ impl Replication {
             put_back: Mutex::new(BTreeMap::new()),
             progress: member.groups.iter().map(|_| Arc::default()).collect(),
             logs: member.groups.iter().map(|g| g.log.clone()).collect(),
+            standing: member.standing(),
+            caught_up: AtomicBool::new(false),
             member: Mutex::new(Some(member)),
         })
     }
@@ -369,6 +381,27 @@ impl Replication {
         self.node_id
     }
 
+    /// Whether every group has applied, since this start, an entry of the
+    /// term it is in under a known leader: from then on this member has
+    /// every topic the groups created before (it stays true).
+    pub fn caught_up(&self) -> bool {
+        if self.caught_up.load(Ordering::Relaxed) {
+            return true;
+        }
+        let all = self.groups.iter().all(|(_, raft, _)| {
+            let m = raft.metrics().borrow().clone();
+            applied_in_current_term(
+                m.current_term,
+                m.current_leader,
+                m.last_applied.map(|l| l.leader_id.get_term()),
+            )
+        });
+        if all {
+            self.caught_up.store(true, Ordering::Relaxed);
+        }
+        all
+    }
+
     /// Members of the cluster, this one included.
     pub fn cluster_size(&self) -> usize {
         self.peers.len()
@@ -387,6 +420,7 @@ impl Replication {
                     address: addr.clone(),
                 })
                 .collect(),
+            standing: self.standing.borrow().name().to_string(),
             groups: self
                 .groups
                 .iter()

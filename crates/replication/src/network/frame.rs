@@ -29,7 +29,7 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::hello::Hello;
+use super::hello::{Hello, Welcome};
 use crate::propose::ForwardError;
 use crate::{GroupId, NodeId, Payload, TypeConfig};
 
@@ -69,7 +69,10 @@ pub enum Reply {
     Forward(Result<u64, ForwardError>),
     /// Whether the caller may go on; `Err` says how its configuration
     /// differs (the connection is closed after it).
-    Hello(Result<(), String>),
+    Hello(Result<Welcome, String>),
+    /// The peer does not vote in the group yet (it replaces a member whose
+    /// disk was lost and has not caught up, or is still joining).
+    Abstain(String),
 }
 
 /// A frame's header and body.

@@ -9,13 +9,21 @@
 //! a member is refused at the first frame, before any of its votes or
 //! entries reach a Raft, and both ends log why (once per peer and
 //! difference, not at every retry).
+//!
+//! Accepted, the two also tell each other their data directory's
+//! incarnation and which incarnation of the other they knew: how a member
+//! that came back with an empty disk learns that it replaces one
+//! (`standing.rs`), and how its peers record it (`identity.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::identity::Identity;
+use crate::standing::Incarnation;
 use crate::NodeId;
 
 /// What every member of a cluster must agree on.
@@ -42,6 +50,19 @@ impl fmt::Display for ClusterConfig {
 pub struct Hello {
     pub from: NodeId,
     pub config: ClusterConfig,
+    /// The caller's data directory.
+    pub incarnation: Incarnation,
+    /// The listener's incarnation as the caller knew it.
+    pub knew: Option<Incarnation>,
+}
+
+/// The listener's side, when it accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The listener's data directory.
+    pub incarnation: Incarnation,
+    /// The caller's incarnation as the listener knew it.
+    pub knew: Option<Incarnation>,
 }
 
 impl ClusterConfig {
@@ -69,24 +90,51 @@ impl ClusterConfig {
 pub struct Greeting {
     pub me: NodeId,
     pub config: ClusterConfig,
+    pub identity: Arc<Identity>,
     /// Refusals already logged, by peer address (calls) or node (listener).
     pub refusals: Refusals,
 }
 
 impl Greeting {
-    pub fn new(me: NodeId, config: ClusterConfig) -> Greeting {
+    pub fn new(config: ClusterConfig, identity: Arc<Identity>) -> Greeting {
         Greeting {
-            me,
+            me: identity.me,
             config,
+            identity,
             refusals: Refusals::default(),
         }
     }
 
-    pub fn hello(&self) -> Hello {
+    /// The hello to the peer at `addr`.
+    pub fn hello(&self, addr: &str) -> Hello {
         Hello {
             from: self.me,
             config: self.config.clone(),
+            incarnation: self.identity.incarnation,
+            knew: self.node_at(addr).and_then(|id| self.identity.knew(id)),
         }
+    }
+
+    /// The configured node id of the peer at `addr`.
+    pub fn node_at(&self, addr: &str) -> Option<NodeId> {
+        self.config
+            .peers
+            .iter()
+            .find(|(_, a)| a.as_str() == addr)
+            .map(|(id, _)| *id)
+    }
+
+    /// The listener's verdict on `hello`: its welcome, once the caller is
+    /// recorded, or why not.
+    pub fn welcome(&self, hello: &Hello) -> Result<Welcome, String> {
+        self.config.check(self.me, hello)?;
+        let knew = self
+            .identity
+            .met(hello.from, hello.incarnation, hello.knew)?;
+        Ok(Welcome {
+            incarnation: self.identity.incarnation,
+            knew,
+        })
     }
 }
 
@@ -128,7 +176,12 @@ mod tests {
     #[test]
     fn the_same_flags_pass_and_every_difference_is_named() {
         let ours = config(16, &[(1, "h1:4250"), (2, "h2:4250"), (3, "h3:4250")]);
-        let hello = |config: ClusterConfig, from| Hello { from, config };
+        let hello = |config: ClusterConfig, from| Hello {
+            from,
+            config,
+            incarnation: 1,
+            knew: None,
+        };
         assert_eq!(ours.check(1, &hello(ours.clone(), 2)), Ok(()));
 
         let e = ours

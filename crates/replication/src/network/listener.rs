@@ -9,6 +9,8 @@
 //! connection; the answers share the connection's one writer. The first
 //! frame must be the caller's hello (`hello.rs`), answered before anything
 //! else is read; a caller configured otherwise is told why and dropped.
+//! A vote is answered only in a group this member may vote in
+//! (`standing.rs`); otherwise the caller is told it abstains.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -24,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, Frame, Reply, Rpc};
-use super::hello::Greeting;
+use super::hello::{Greeting, Welcome};
 use super::stream::{read_frames, write_frames, Io};
 use crate::{GroupId, Raft};
 
@@ -102,22 +104,22 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
     let read = read_frames(rd, |f| {
         if !greeted {
             let verdict = greet(&s.greeting, remote, &f);
+            greeted = verdict.is_ok();
             let mut out = BytesMut::new();
-            if frame::encode(f.group, f.id, &Reply::Hello(verdict.clone()), &mut out).is_ok() {
+            if frame::encode(f.group, f.id, &Reply::Hello(verdict), &mut out).is_ok() {
                 let _ = tx.send(out.freeze());
             }
-            greeted = verdict.is_ok();
             return if greeted {
                 ControlFlow::Continue(())
             } else {
                 ControlFlow::Break(())
             };
         }
-        let groups = s.groups.clone();
+        let s = s.clone();
         let tx = tx.clone();
         tokio::spawn(async move {
             let (group, id) = (f.group, f.id);
-            let reply = answer(&groups, f).await;
+            let reply = answer(&s, f).await;
             let mut out = BytesMut::new();
             match reply.map(|r| frame::encode(group, id, &r, &mut out)) {
                 Ok(Ok(())) => {
@@ -139,14 +141,14 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
 }
 
 /// The verdict on a connection's first frame, logged when it is news.
-fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<(), String> {
+fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<Welcome, String> {
     let verdict = match frame::body::<Rpc>(f) {
         Ok(Rpc::Hello(hello)) => {
             let who = format!("node {}", hello.from);
-            match greeting.config.check(greeting.me, &hello) {
-                Ok(()) => {
+            match greeting.welcome(&hello) {
+                Ok(welcome) => {
                     greeting.refusals.accepted(&who);
-                    Ok(())
+                    Ok(welcome)
                 }
                 Err(why) => Err((who, why)),
             }
@@ -157,7 +159,7 @@ fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<(), Strin
         )),
     };
     match verdict {
-        Ok(()) => Ok(()),
+        Ok(welcome) => Ok(welcome),
         Err((who, why)) => {
             if greeting.refusals.refused(&who, &why) {
                 tracing::error!(%remote, "REPLICATION: refused {who}: {why}");
@@ -167,13 +169,20 @@ fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<(), Strin
     }
 }
 
-async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
+async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
     let rpc: Rpc = frame::body(&f)?;
-    let Some(raft) = groups.read().get(&f.group).cloned() else {
+    let Some(raft) = s.groups.read().get(&f.group).cloned() else {
         return Ok(Reply::NoGroup(f.group));
     };
+    let identity = &s.greeting.identity;
     Ok(match rpc {
         Rpc::Append(r) => Reply::Append(raft.append_entries(r).await),
+        Rpc::Vote(_) if !identity.may_vote(f.group) => Reply::Abstain(format!(
+            "node {} does not vote in group {} yet ({})",
+            identity.me,
+            f.group,
+            *identity.standing().borrow()
+        )),
         Rpc::Vote(r) => Reply::Vote(raft.vote(r).await),
         Rpc::Snapshot(r) => Reply::Snapshot(raft.install_snapshot(r).await),
         Rpc::Forward {
@@ -182,7 +191,7 @@ async fn answer(groups: &Groups, f: Frame) -> Result<Reply, frame::FrameError> {
         } => Reply::Forward(
             crate::propose::answer_forward(&raft, payload, Duration::from_millis(timeout_ms)).await,
         ),
-        // only the first frame is a hello; a second one is answered alike
-        Rpc::Hello(_) => Reply::Hello(Ok(())),
+        // only the first frame is a hello; a second one is not welcome
+        Rpc::Hello(_) => Reply::Hello(Err("a second hello on one connection".into())),
     })
 }

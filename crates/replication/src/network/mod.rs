@@ -94,7 +94,7 @@ impl Peers {
         })
     }
 
-    pub(crate) fn get(&self, addr: &str) -> Arc<Peer> {
+    pub fn get(&self, addr: &str) -> Arc<Peer> {
         self.by_addr
             .lock()
             .entry(addr.to_string())
@@ -160,6 +160,10 @@ impl GroupClient {
             Ok(Reply::NoGroup(g)) => {
                 Err(RPCError::Network(NetworkError::new(&CallError::NoGroup(g))))
             }
+            // a vote that will not come: as good as an unreachable voter
+            Ok(Reply::Abstain(why)) => Err(RPCError::Unreachable(Unreachable::new(
+                &CallError::Abstained(why),
+            ))),
             Ok(r) => Ok(r),
             // openraft backs off from an unreachable peer; a refused one
             // stays refused until someone fixes its flags

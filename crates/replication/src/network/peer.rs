@@ -41,6 +41,8 @@ pub enum CallError {
     NoGroup(GroupId),
     #[error("{addr} refused this member: {why}")]
     Refused { addr: String, why: String },
+    #[error("{0}")]
+    Abstained(String),
 }
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Frame>>>>;
@@ -121,7 +123,7 @@ impl Peer {
 
     /// The hello on a new connection: Ok once the peer accepted it.
     async fn greet(&self, conn: &Conn) -> Result<(), CallError> {
-        let hello = Rpc::Hello(self.greeting.hello());
+        let hello = Rpc::Hello(self.greeting.hello(&self.addr));
         let refused = |why: String| {
             if self.greeting.refusals.refused(&self.addr, &why) {
                 tracing::error!(peer = %self.addr, "REPLICATION: refused by peer {}: {why}", self.addr);
@@ -132,7 +134,16 @@ impl Peer {
             }
         };
         match self.exchange(conn, 0, &hello, self.connect_timeout).await? {
-            Reply::Hello(Ok(())) => {
+            Reply::Hello(Ok(welcome)) => {
+                let Some(peer) = self.greeting.node_at(&self.addr) else {
+                    return Err(refused(
+                        "it is not in this member's --replication-peer list".into(),
+                    ));
+                };
+                self.greeting
+                    .identity
+                    .met(peer, welcome.incarnation, welcome.knew)
+                    .map_err(refused)?;
                 self.greeting.refusals.accepted(&self.addr);
                 Ok(())
             }
@@ -200,6 +211,11 @@ impl Peer {
         }
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// Opens the connection (and so greets the peer) unless it is open.
+    pub async fn greet_once(&self) -> Result<(), CallError> {
+        self.conn().await.map(drop)
     }
 
     /// Drops the connection: its writer ends, the peer sees it close.

@@ -1,6 +1,7 @@
 //! `/pub` and `/mpub` (and simplequeue's `/put`, `/mput`): nsqd's size
 //! checks in nsqd's order, then the topic's publish (a replicated topic's
-//! through its Raft group).
+//! through its Raft group). A replication member not caught up since it
+//! started creates no topic: 503 `REPLICATION_CATCHING_UP`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use nsq_protocol::names::is_valid_topic_name;
 
 use super::{err, ok_text, read_limited, Query};
 use crate::server::backend::Ticket;
-use crate::server::nsqd::NsqdInner;
+use crate::server::nsqd::{NoTopic, NsqdInner};
 use crate::server::topic::{PutError, Topic};
 
 fn content_length(h: &HeaderMap) -> Option<i64> {
@@ -56,8 +57,12 @@ pub(super) async fn publish(
         Ok(t) => t,
         Err(r) => return r,
     };
-    let Some(topic) = nsqd.get_or_create_topic(name) else {
-        return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING");
+    let topic = match nsqd.topic_to_publish(name) {
+        Ok(t) => t,
+        Err(NoTopic::Exiting) => return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        Err(NoTopic::CatchingUp) => {
+            return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_CATCHING_UP")
+        }
     };
     let defer = match q.get("defer") {
         None => None,
@@ -91,8 +96,12 @@ pub(super) async fn mpublish(
         Ok(t) => t,
         Err(r) => return r,
     };
-    let Some(topic) = nsqd.get_or_create_topic(name) else {
-        return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING");
+    let topic = match nsqd.topic_to_publish(name) {
+        Ok(t) => t,
+        Err(NoTopic::Exiting) => return err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
+        Err(NoTopic::CatchingUp) => {
+            return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_CATCHING_UP")
+        }
     };
     let binary = !matches!(q.get("binary"), None | Some("false") | Some("0"));
     let body = match read_limited(body, max_body as usize).await {

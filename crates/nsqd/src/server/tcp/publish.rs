@@ -10,7 +10,10 @@
 //! leader, or no commit within 5 s, is `E_PUB_FAILED PUB failed
 //! REPLICATION_NO_LEADER` (or `REPLICATION_TIMEOUT`; `E_MPUB_FAILED`,
 //! `E_DPUB_FAILED` likewise), not closing the connection, so the producer
-//! can retry (and may publish twice: at-least-once).
+//! can retry (and may publish twice: at-least-once). A member that has not
+//! caught up with its groups since it started creates no topic for a
+//! publish (it may be a replicated one it has not learnt yet): `E_PUB_FAILED
+//! PUB failed REPLICATION_CATCHING_UP`, the connection kept.
 //!
 //! A publish a `reject` limit refuses gets `E_PUB_FAILED PUB failed
 //! channel <c> is at max_depth <n>` (or `topic is at ...`; `E_MPUB_FAILED`,
@@ -29,7 +32,7 @@ use nsq_protocol::ProtocolError;
 use super::conn::Conn;
 use crate::core::replicated::Entry;
 use crate::server::backend::BackendError;
-use crate::server::nsqd::NsqdInner;
+use crate::server::nsqd::{NoTopic, NsqdInner};
 use crate::server::topic::PutError;
 
 pub fn publish(
@@ -52,8 +55,14 @@ pub fn publish(
         None => {
             let t = conn
                 .nsqd
-                .get_or_create_topic(topic_name)
-                .ok_or_else(exiting)?;
+                .topic_to_publish(topic_name)
+                .map_err(|no| match no {
+                    NoTopic::Exiting => exiting(),
+                    NoTopic::CatchingUp => ProtocolError::non_fatal(
+                        code,
+                        format!("{cmd} failed REPLICATION_CATCHING_UP"),
+                    ),
+                })?;
             conn.topics.insert(topic_name.to_string(), t.clone());
             t
         }

@@ -84,8 +84,14 @@ pub enum MemberError {
 pub struct Group {
     pub id: GroupId,
     pub raft: Raft,
-    /// Applied entries, in log order (taken by whoever consumes them).
+    /// Applied entries, in log order (taken by whoever consumes them),
+    /// after `replayed`.
     pub applied: Option<mpsc::Receiver<Applied>>,
+    /// The committed index this member's log had at start: openraft applies
+    /// the entries up to it again before the member runs, and they are not
+    /// in `applied` (a subscriber that is not reading yet would hold the
+    /// start up for good): read them with [`Group::read_entries`].
+    pub replayed: Option<u64>,
     /// The committed index this member has saved (its log storage's).
     pub committed: watch::Receiver<Option<u64>>,
     /// The group's committed entries, read back from its log.
@@ -182,7 +188,8 @@ impl ClusterMember {
                 .map_err(|err| MemberError::Log { group: id, err })?;
             let committed = store.committed_index();
             let log = store.committed_log();
-            let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity)
+            let replayed = *committed.borrow();
+            let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity, replayed)
                 .map_err(|err| MemberError::Machine { group: id, err })?;
             let network = Network {
                 group: id,
@@ -196,6 +203,7 @@ impl ClusterMember {
                 id,
                 raft,
                 applied: Some(applied),
+                replayed,
                 committed,
                 log,
             });

@@ -66,6 +66,12 @@ pub struct StateMachine {
     /// The current snapshot, shared with the builders openraft runs.
     snapshot: Arc<Mutex<Option<StoredSnapshot>>>,
     subscriber: mpsc::Sender<Applied>,
+    /// Entries up to here are the ones openraft applies again at start,
+    /// from this member's own log, before the member is running: they are
+    /// not handed over (a subscriber could not be reading yet, and a full
+    /// subscription would hold the start up for good); the subscriber
+    /// reads them from the log (`Group::replayed`).
+    replay_to: Option<u64>,
     builds: u64,
 }
 
@@ -88,10 +94,13 @@ fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
 impl StateMachine {
     /// The machine of the group in `dir` (from its last snapshot), and the
     /// receiving end of its subscription. A full subscription holds up
-    /// applying: the subscriber sets the pace.
+    /// applying: the subscriber sets the pace. Entries up to `replay_to`
+    /// (the committed index the log had at start) are applied without
+    /// being handed over.
     pub fn open(
         dir: &Path,
         capacity: usize,
+        replay_to: Option<u64>,
     ) -> std::io::Result<(StateMachine, mpsc::Receiver<Applied>)> {
         std::fs::create_dir_all(dir)?;
         let snapshot: Option<StoredSnapshot> = meta::read(dir, SNAPSHOT)?;
@@ -107,6 +116,7 @@ impl StateMachine {
                 state,
                 snapshot: Arc::new(Mutex::new(snapshot)),
                 subscriber: tx,
+                replay_to,
                 builds: 0,
             },
             rx,
@@ -139,6 +149,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.state.last_applied = Some(e.log_id);
             match e.payload {
                 EntryPayload::Blank => {}
+                EntryPayload::Normal(_) if self.replay_to >= Some(e.log_id.index) => {}
                 EntryPayload::Normal(p) => {
                     self.hand(Applied::Entry {
                         log_id: e.log_id,

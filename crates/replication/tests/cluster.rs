@@ -80,10 +80,24 @@ async fn three_members_commit_fail_over_and_catch_up() {
     }
 
     // The old leader comes back from its directory and catches up: what it
-    // had (replayed from its log) and what it missed.
+    // had is applied again at start, not handed over (the subscriber reads
+    // it from the log: `replayed`); what it missed, and what comes next,
+    // is handed over.
     let mut back = start(l0, &peers, dir.path(), None).await;
+    let replayed = back.groups[0].replayed.expect("a committed index at start");
     let mut rx = back.groups[0].applied.take().unwrap();
-    expect_applied(&mut rx, 0, 0..30).await;
+    let chunk = back
+        .group(0)
+        .unwrap()
+        .read_entries(0, replayed + 1, 1 << 20)
+        .await
+        .unwrap();
+    let m = chunk.entries.len() as u64;
+    let want: Vec<Bytes> = (0..m).map(|i| payload(0, i)).collect();
+    let had: Vec<Bytes> = chunk.entries.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(had, want, "what it had, read from its log");
+    assert!(m >= 20, "it had the 20 batches committed before it stopped");
+    expect_applied(&mut rx, 0, m..30).await;
     propose(&members[at(new)], 0, 30..31).await;
     expect_applied(&mut rx, 0, 30..31).await;
     let m = back.group(0).unwrap().raft.metrics().borrow().clone();

@@ -18,7 +18,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Bui
             .map_err(|e| StorageError::from(StorageIOError::write(AnyError::new(&e))))?;
         // The suite never reads the subscription; a dropped receiver only
         // means applied entries go nowhere.
-        let (sm, _applied) = StateMachine::open(dir.path(), 16).map_err(io)?;
+        let (sm, _applied) = StateMachine::open(dir.path(), 16, None).map_err(io)?;
         Ok((dir, store, sm))
     }
 }

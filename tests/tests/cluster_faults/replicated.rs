@@ -1,42 +1,42 @@
-//! A replicated topic survives losing its leader's host (project issue 21,
-//! the short version the test command runs): the namespace hosts of the
-//! cluster test, three nsqds `n1..n3` forming a replication cluster, the
-//! topic created with `replicas=3` and its durable channels `a` and `b`
-//! made through its group, a producer on every nsqd host publishing to its
-//! local nsqd (a follower forwards to the leader), consumers `c2` (the
-//! client crate) and `c3` (pynsq) finding the leader through the three
-//! lookupds. Under load, each time with a backlog on the leader's channels
-//! (the consumers stopped for 3 s), the leader's host is cut off for 10 s,
-//! then the next leader's nsqd is paused (SIGSTOP) for 6 s, then the next
-//! one's is SIGKILLed and its data directory removed (the page cache of a
-//! namespace survives a SIGKILL; only a lost disk shows that the majority
-//! had the batch) and a fresh host takes its place (the same flags, an
-//! empty disk), then, once it votes, the leader is cut off again: the
-//! replacement's vote elects the next. Each time the others elect a new
-//! leader, which registers the topic and delivers every message its group
-//! has not finished.
+//! A replicated topic survives losing its hosts (project issue 21): the
+//! namespace hosts of the cluster test, three nsqds `n1..n3` forming a
+//! replication cluster, the topic created with `replicas=3` and its durable
+//! channels `a` and `b` made through its group, a producer on every nsqd
+//! host publishing to its local nsqd (a follower forwards to the leader),
+//! consumers `c2` (the client crate) and `c3` (pynsq) finding the leader
+//! through the three lookupds. Under load, each time with a backlog on the
+//! leader's channels (the consumers stopped for 3 s), faults from
+//! `replicated_faults.rs`: the leader's host cut off for 10 s, paused
+//! (SIGSTOP) for 6 s, SIGKILLed with its data directory removed (the page
+//! cache of a namespace survives a SIGKILL; only a lost disk shows that the
+//! majority had the batch) and a fresh host started in its place, the same
+//! done to a follower, and two of the three SIGKILLed for 10 s.
+//!
+//! The test command runs the short plan: leader partitioned, paused, lost
+//! and replaced, partitioned again (the replacement's vote elects the
+//! next), two of three lost. `NSQ_REPLICATED_FAULT_SECS=1800` (through
+//! `scripts/replicated_faults.sh 1800`) runs random rounds of every kind
+//! for that long instead; `NSQ_REPLICATED_SEED` repeats a schedule,
+//! `NSQ_REPLICATED_REPORT` writes the report to a file.
 //!
 //! Must hold: no message a producer had `OK` for is missing on `a` or
-//! `b`; a leader cut off from the majority acknowledges nothing from a
+//! `b`; a member cut off from the majority acknowledges nothing from a
 //! second after the cut until the heal; after each fault publishes are
 //! acknowledged again and both consumers receive steadily from the leader
-//! on both channels; once drained every member counts nothing unfinished.
-//! Reported: duplicates, the time until publishes succeed again and until
-//! the consumers receive steadily again.
+//! on both channels; a fresh host votes within 60 s; once drained every
+//! member counts nothing unfinished. Reported: duplicates, the time until
+//! publishes succeed again and until the consumers receive steadily again.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nsq_tests::ledger::Ledgers;
-use nsq_tests::{bin_dir, http_request_timeout, netns, now_ns, sleep_ms};
+use nsq_tests::{bin_dir, netns, now_ns, sleep_ms, Rng};
 
+use crate::replicated_faults::{
+    agreed_leader, apply, http, member_flags, wait, Fault, MEMBERS, READERS,
+};
 use crate::topology::*;
-
-const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
-const READERS: [&str; 2] = ["c2", "c3"];
-/// Port of each member's replication listener.
-const RAFT_PORT: u16 = 4200;
 
 #[test]
 fn replicated_topic_survives_losing_its_leader() {
@@ -54,7 +54,12 @@ fn replicated_topic_survives_losing_its_leader() {
         .expect("temp dir");
     let path = dir.path().to_path_buf();
     eprintln!("replicated cluster run in {}", path.display());
-    let outcome = std::panic::catch_unwind(|| run(&path));
+    let plan = Plan::from_env();
+    eprintln!(
+        "faults: {} s of random rounds (0: the short plan), seed {}",
+        plan.secs, plan.seed
+    );
+    let outcome = std::panic::catch_unwind(|| run(&path, &plan));
     let failures = match outcome {
         Ok(Ok(failures)) => failures,
         Ok(Err(e)) => vec![e],
@@ -75,75 +80,48 @@ fn replicated_topic_survives_losing_its_leader() {
     );
 }
 
-fn http(addr: &str, method: &str, path: &str) -> Result<serde_json::Value, String> {
-    let r = http_request_timeout(addr, method, path, &[], None, Duration::from_secs(8))
-        .map_err(|e| format!("{method} {path} on {addr}: {e}"))?;
-    if r.status != 200 {
-        return Err(format!(
-            "{method} {path} on {addr}: {} {}",
-            r.status,
-            r.text()
-        ));
-    }
-    Ok(serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null))
-}
-
-/// The leader of `TOPIC`'s group as every one of `hosts` reports it.
-fn agreed_leader(hosts: &[&str]) -> Option<String> {
-    let mut seen = BTreeSet::new();
-    for h in hosts {
-        let v = http(
-            &nsqd_http(h),
-            "GET",
-            &format!("/stats?format=json&topic={TOPIC}"),
-        )
-        .ok()?;
-        let topic = v["topics"]
-            .as_array()?
-            .iter()
-            .find(|t| t["topic_name"] == TOPIC)?;
-        seen.insert(topic["replication"]["leader"].as_u64()?);
-    }
-    match seen.len() {
-        1 => seen.first().map(|id| format!("n{id}")),
-        _ => None,
-    }
-}
-
-fn wait<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        sleep_ms(200);
-    }
-    None
-}
-
 fn secs(ns: i64) -> f64 {
     ns as f64 / 1e9
 }
 
-fn run(dir: &Path) -> Result<Vec<String>, String> {
+/// Publish ticks per second of each member's producer.
+const RATE: f64 = 20.0;
+
+/// The faults of the short run (the test command's), in order.
+const SHORT: [Fault; 5] = [
+    Fault::Partition,
+    Fault::Pause,
+    Fault::Loss,
+    Fault::Partition,
+    Fault::TwoLost,
+];
+
+/// How long and in which order: `NSQ_REPLICATED_FAULT_SECS` (0, the
+/// default: the short plan once), `NSQ_REPLICATED_SEED`.
+struct Plan {
+    secs: u64,
+    seed: u64,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        Plan {
+            secs: nsq_tests::env_usize("NSQ_REPLICATED_FAULT_SECS", 0) as u64,
+            seed: std::env::var("NSQ_REPLICATED_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| now_ns() as u64),
+        }
+    }
+}
+
+fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
     let started = Instant::now();
     let log = |what: &str| eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
     let mut cluster = Cluster::create(dir, Timing::standard(), Bins::locate()?)?;
     for l in LOOKUPDS {
         cluster.start_lookupd(l)?;
     }
-    let peers = MEMBERS
-        .iter()
-        .map(|h| format!("{}@{}:{RAFT_PORT}", &h[1..], ip_of(h)))
-        .collect::<Vec<_>>()
-        .join(",");
-    let member_flags = |h: &str| {
-        [
-            format!("--replication-address={}:{RAFT_PORT}", ip_of(h)),
-            format!("--replication-peer={peers}"),
-            "--replication-groups=4".to_string(),
-        ]
-    };
     for h in MEMBERS {
         cluster.start_nsqd_with(h, &member_flags(h))?;
         cluster.live.insert(h.to_string());
@@ -170,9 +148,8 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
     let leader = wait(Duration::from_secs(30), || agreed_leader(&MEMBERS))
         .ok_or("the members never agreed on the topic's leader")?;
     log(&format!("replicated topic led by {leader}"));
-    let rate = 20.0;
     for h in MEMBERS {
-        cluster.start_producer(h, rate)?;
+        cluster.start_producer(h, RATE)?;
     }
     for c in READERS {
         cluster.start_consumer(c)?;
@@ -201,53 +178,46 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
     let mut failures = Vec::new();
     let mut rounds = Vec::new();
     let mut leader = leader;
-    let mut replaced_in = None;
-    for fault in [
-        Fault::Partition,
-        Fault::Pause,
-        Fault::Loss,
-        Fault::Partition,
-    ] {
-        let round = leader_fault(&mut cluster, fault, &leader)?;
+    let mut rng = Rng::new(plan.seed);
+    let mut kinds = Vec::new();
+    let faults_started = Instant::now();
+    loop {
+        let fault = if plan.secs == 0 {
+            match SHORT.get(rounds.len()) {
+                Some(f) => *f,
+                None => break,
+            }
+        } else {
+            if faults_started.elapsed() >= Duration::from_secs(plan.secs) {
+                break;
+            }
+            if kinds.is_empty() {
+                // every kind once per cycle, in random order
+                kinds = Fault::ALL.to_vec();
+                for i in (1..kinds.len()).rev() {
+                    kinds.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+            }
+            kinds.remove(0)
+        };
+        let round = apply(&mut cluster, fault, &leader, RATE)?;
         log(&format!(
-            "{}: {} led, then {}, after the heal {}",
+            "{}: {} led, hit {}, then {}, after the heal {}{}",
             fault.name(),
-            round.lost,
+            round.leader,
+            round.hit.join("+"),
             round.next,
-            round.settled
+            round.settled,
+            round
+                .replaced_in
+                .map(|d| format!("; the fresh host voted after {:.1} s", d.as_secs_f64()))
+                .unwrap_or_default()
         ));
         leader = round.settled.clone();
-        if fault == Fault::Loss {
-            // A fresh host takes its place: the same flags, an empty disk.
-            // It must hold what the group committed before it votes; the
-            // next partition of the leader needs its vote.
-            let lost = round.lost.clone();
-            let since = Instant::now();
-            cluster.start_nsqd_with(&lost, &member_flags(&lost))?;
-            cluster.live.insert(lost.clone());
-            cluster.start_producer(&lost, rate)?;
-            let standing = || {
-                http(&nsqd_http(&lost), "GET", "/replication")
-                    .ok()
-                    .and_then(|v| v["standing"].as_str().map(str::to_string))
-            };
-            wait(Duration::from_secs(60), || {
-                (standing().as_deref() == Some("member")).then_some(())
-            })
-            .ok_or(format!(
-                "the replacement of {lost} never voted again (standing {:?})",
-                standing()
-            ))?;
-            let took = since.elapsed();
-            log(&format!(
-                "{lost} replaced by a fresh host: voting after {:.1} s",
-                took.as_secs_f64()
-            ));
-            replaced_in = Some(took);
-        }
         rounds.push(round);
         sleep_ms(8_000);
     }
+    let faults_for = faults_started.elapsed();
     // Each round's deliveries are judged until the consumers stop for the
     // next one.
     for i in 1..rounds.len() {
@@ -333,8 +303,18 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             .map_err(|e| format!("ledger of {c}: {e}"))?;
         ledgers.add_consumer(c, &text);
     }
-    let mut report = "replicated topic, replicas=3 on 3 members: the leader partitioned, paused, lost with its disk and replaced by a fresh host, then partitioned again\n\n| channel | acknowledged | lost | duplicates | publish→delivery p99 |\n|---|---|---|---|---|\n"
-        .to_string();
+    let mut report = format!(
+        "replicated topic, replicas=3 on 3 members: {} faults in {:.0} s (seed {}, {})\n\n",
+        rounds.len(),
+        faults_for.as_secs_f64(),
+        plan.seed,
+        if plan.secs == 0 {
+            "the short plan"
+        } else {
+            "random rounds of every kind"
+        }
+    );
+    report.push_str("| channel | acknowledged | lost | duplicates | publish→delivery p99 |\n|---|---|---|---|---|\n");
     for ch in DURABLE {
         let acc = ledgers.account(ch, i64::MIN, i64::MAX);
         report.push_str(&format!(
@@ -354,7 +334,7 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             failures.push(format!("channel {ch}: nothing acknowledged"));
         }
     }
-    report.push_str("\n| fault | leader, then | longest time without an OK | consumers steady from the new leader | OKs from the cut-off side meanwhile |\n|---|---|---|---|---|\n");
+    report.push_str("\n| fault | hit | leader, then | longest time without an OK | consumers steady from the new leader | OKs from the cut-off side meanwhile | fresh host voting after |\n|---|---|---|---|---|---|---|\n");
     let gap = cluster.timing.steady_gap.as_nanos() as i64;
     for r in &rounds {
         let oks = |h: &str| -> Vec<i64> {
@@ -371,7 +351,7 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         // just before may still be answered just after).
         let mut acked: Vec<i64> = MEMBERS
             .iter()
-            .filter(|h| **h != r.lost)
+            .filter(|h| !r.hit.iter().any(|x| x == *h))
             .flat_map(|h| oks(h))
             .filter(|ok| *ok > r.fault_at && *ok < r.until)
             .collect();
@@ -382,22 +362,21 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
                 .map(|w| w[1] - w[0])
                 .fold(first - r.fault_at, i64::max)
         });
-        // The cut-off leader must not acknowledge once it cannot reach a
-        // majority: a second after the fault (a batch already on the
-        // others may still be answered) until the heal.
-        let cut_off = match r.fault {
-            Fault::Loss => 0,
-            _ => oks(&r.lost)
+        // A member cut off from the majority must not acknowledge: a
+        // second after the fault (a batch already on the others may still
+        // be answered) until the heal.
+        let cut_off = r.cut_off.as_deref().map_or(0, |h| {
+            oks(h)
                 .into_iter()
                 .filter(|ok| *ok > r.fault_at + 1_000_000_000 && *ok < r.heal_at)
-                .count(),
-        };
+                .count()
+        });
         if cut_off > 0 {
             failures.push(format!(
-                "{}: {} publishes acknowledged by {} while it could not reach a majority",
+                "{}: {} publishes acknowledged by {:?} while it could not reach a majority",
                 r.fault.name(),
                 cut_off,
-                r.lost
+                r.cut_off
             ));
         }
         let wanted: Vec<(String, String, String)> = READERS
@@ -424,14 +403,18 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
         }
         match outage {
             Some(outage) => report.push_str(&format!(
-                "| {} | {}, then {} ({} after the heal) | {:.1} s | {:.1} s | {} |\n",
+                "| {} | {} | {}, then {} ({} after the heal) | {:.1} s | {:.1} s | {} | {} |\n",
                 r.fault.name(),
-                r.lost,
+                r.hit.join("+"),
+                r.leader,
                 r.next,
                 r.settled,
                 secs(outage),
                 secs(worst),
-                cut_off
+                cut_off,
+                r.replaced_in
+                    .map(|d| format!("{:.1} s", d.as_secs_f64()))
+                    .unwrap_or_default()
             )),
             None => failures.push(format!(
                 "{}: no publish acknowledged after the fault",
@@ -439,125 +422,11 @@ fn run(dir: &Path) -> Result<Vec<String>, String> {
             )),
         }
     }
-    if let Some(took) = replaced_in {
-        report.push_str(&format!(
-            "\nthe fresh host replacing the lost one voted {:.1} s after it started\n",
-            took.as_secs_f64()
-        ));
-    }
     eprintln!("{report}");
+    if let Ok(path) = std::env::var("NSQ_REPLICATED_REPORT") {
+        if let Err(e) = std::fs::write(&path, &report) {
+            eprintln!("report not written to {path}: {e}");
+        }
+    }
     Ok(failures)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// The leader's host cut off (link down) for 10 s.
-    Partition,
-    /// The leader's nsqd SIGSTOPped for 6 s (past the election timeout).
-    Pause,
-    /// The leader's nsqd SIGKILLed and its data directory removed.
-    Loss,
-}
-
-impl Fault {
-    fn name(self) -> &'static str {
-        match self {
-            Fault::Partition => "leader partitioned 10 s",
-            Fault::Pause => "leader paused 6 s",
-            Fault::Loss => "leader's host lost (SIGKILL, disk removed)",
-        }
-    }
-}
-
-/// One fault of the leader and what followed.
-struct Round {
-    fault: Fault,
-    /// The leader it happened to.
-    lost: String,
-    /// The leader the others elected.
-    next: String,
-    /// The leader every live member agreed on after the heal.
-    settled: String,
-    fault_at: i64,
-    heal_at: i64,
-    /// Where the round's deliveries are judged to (the next round's fault).
-    until: i64,
-}
-
-/// Stops both consumers for 3 s (the leader's channels then hold a backlog
-/// only the group's log has once the leader is gone), does `fault` to
-/// `leader`'s host, waits until the others elect another, lets the
-/// consumers go on, heals (partition, pause), and waits until every live
-/// member agrees on the new leader.
-fn leader_fault(cluster: &mut Cluster, fault: Fault, leader: &str) -> Result<Round, String> {
-    for c in READERS {
-        cluster.proc(&format!("consumer@{c}")).freeze();
-    }
-    sleep_ms(3_000);
-    let fault_at = now_ns();
-    match fault {
-        Fault::Partition => cluster.net.link_down(leader)?,
-        Fault::Pause => cluster.proc(&format!("nsqd@{leader}")).freeze(),
-        Fault::Loss => {
-            cluster.proc(&format!("nsqd@{leader}")).kill();
-            let _ = std::fs::remove_dir_all(cluster.data_dir(leader));
-            cluster
-                .proc(&format!("producer@{leader}"))
-                .terminate(Duration::from_secs(20));
-            cluster.live.remove(leader);
-        }
-    }
-    let others: Vec<&str> = MEMBERS
-        .iter()
-        .copied()
-        .filter(|h| *h != leader && cluster.live.contains(*h))
-        .collect();
-    // Until their election timeout they still name the lost one.
-    let next = wait(Duration::from_secs(60), || {
-        agreed_leader(&others).filter(|l| l != leader)
-    });
-    for c in READERS {
-        cluster.proc(&format!("consumer@{c}")).signal(libc::SIGCONT);
-    }
-    let held = match fault {
-        Fault::Partition => Duration::from_secs(10),
-        Fault::Pause => Duration::from_secs(6),
-        Fault::Loss => Duration::ZERO,
-    };
-    let deadline = Instant::now() + held;
-    while Instant::now() < deadline {
-        sleep_ms(100);
-    }
-    match fault {
-        Fault::Partition => cluster.net.link_up(leader)?,
-        Fault::Pause => cluster
-            .proc(&format!("nsqd@{leader}"))
-            .signal(libc::SIGCONT),
-        Fault::Loss => {}
-    }
-    let heal_at = now_ns();
-    let next = next.ok_or(format!(
-        "{}: the others never agreed on a new leader",
-        fault.name()
-    ))?;
-    let live: Vec<&str> = MEMBERS
-        .iter()
-        .copied()
-        .filter(|h| cluster.live.contains(*h))
-        .collect();
-    // The one cut off may have stood for election meanwhile (in a later
-    // term): after the heal the members may elect again.
-    let settled = wait(Duration::from_secs(60), || agreed_leader(&live)).ok_or(format!(
-        "{}: the members never agreed on a leader after the heal",
-        fault.name()
-    ))?;
-    Ok(Round {
-        fault,
-        lost: leader.to_string(),
-        next,
-        settled,
-        fault_at,
-        heal_at,
-        until: i64::MAX,
-    })
 }

@@ -157,3 +157,48 @@ fn a_member_not_caught_up_creates_no_topic_for_a_publish() {
     }
     assert_eq!(replication(&first)["standing"], "member");
 }
+
+/// A member restarted with more committed entries in a group than its
+/// applier's queue holds (4,096) starts: openraft applies them again at
+/// start, before nsqd reads anything, so they are read back from the log
+/// instead of queued (queued, the start waited for good).
+#[test]
+fn a_member_restarts_with_more_entries_than_its_applier_queue_holds() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let t = "many_entries";
+    let all: Vec<&Member> = members.iter().collect();
+    let lid = leader_of(&all, t, None);
+    assert_eq!(
+        create(&by_id(&members, lid).nsqd, t, 3),
+        (200, String::new())
+    );
+    wait_replicas(&members, t, 3);
+    let r = by_id(&members, lid)
+        .nsqd
+        .post(&format!("/channel/create?topic={t}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    // 5,000 PUBs pipelined: one entry each.
+    const N: usize = 5_000;
+    let mut c = by_id(&members, lid).nsqd.connect();
+    let mut batch = Vec::new();
+    for i in 0..N {
+        batch.extend(nsq_tests::pub_cmd(t, format!("e{i}").as_bytes()));
+    }
+    c.send(&batch);
+    for _ in 0..N {
+        c.expect_ok();
+    }
+    let all: Vec<&Member> = members.iter().collect();
+    wait_unfinished(&all, t, N as u64);
+
+    let follower = members.iter().find(|m| m.id != lid).unwrap().id;
+    let stopped = stop_member(&mut members, follower);
+    let nsqd = start(dirs[at_dir(follower)].path(), &stopped.args);
+    members.push(Member {
+        id: follower,
+        nsqd,
+        args: stopped.args.clone(),
+    });
+    wait_unfinished(&[by_id(&members, follower)], t, N as u64);
+}

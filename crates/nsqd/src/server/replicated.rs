@@ -51,6 +51,9 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
     else {
         return;
     };
+    if let Err(e) = replay(&nsqd, r, group).await {
+        tracing::error!(group, error = %e, "REPLICATION: could not read the log back at start");
+    }
     let mut delivering: Delivering = None;
     loop {
         // Between entries: the queues follow the leadership, so what is put
@@ -78,26 +81,14 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
         };
         match applied {
             Applied::Entry { log_id, payload } => {
-                match Entry::decode(payload) {
-                    Ok(entry) => {
-                        let index = log_id.index;
-                        if let Some(p) = nsqd.replication().and_then(|r| r.progress(group)) {
-                            p.lock().apply(index, &entry);
-                        }
-                        apply(&nsqd, group, index, entry, delivering == Some(true));
-                    }
-                    // Nothing this member can do about an entry it cannot
-                    // read (one written by a newer nsqd): the group goes on.
-                    Err(e) => tracing::error!(
-                        group,
-                        index = log_id.index,
-                        error = %e,
-                        "REPLICATION: committed entry not understood; skipped"
-                    ),
-                }
-                if let Some(r) = nsqd.replication() {
-                    r.mark_applied(group, log_id.index);
-                }
+                apply_payload(
+                    &nsqd,
+                    group,
+                    log_id.index,
+                    payload,
+                    delivering == Some(true),
+                );
+                r.mark_applied(group, log_id.index);
             }
             Applied::Snapshot { last } => {
                 // Members never purge their logs yet, so no snapshot is
@@ -112,6 +103,63 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
                 }
             }
         }
+    }
+}
+
+/// The entries openraft applied again at start from this member's own log
+/// (`Replication::replayed`), read back from it in bounded chunks and
+/// applied as a follower would: they come before anything the
+/// subscription hands over.
+async fn replay(
+    nsqd: &NsqdInner,
+    r: &super::replication::Replication,
+    group: GroupId,
+) -> Result<(), nsq_replication::committed::ReadError> {
+    let (Some(last), Some(log)) = (r.replayed(group), r.committed_log(group)) else {
+        return Ok(());
+    };
+    let mut at = 0;
+    while at <= last {
+        let chunk = log.read(at, last + 1, REPLAY_BYTES).await?;
+        if chunk.next == at {
+            break;
+        }
+        for (index, payload) in chunk.entries {
+            apply_payload(nsqd, group, index, payload, false);
+        }
+        at = chunk.next;
+    }
+    r.mark_applied(group, last);
+    Ok(())
+}
+
+/// How much of the log a replay holds at once.
+const REPLAY_BYTES: usize = 4 << 20;
+
+/// Decodes and applies one committed entry's payload, and feeds the
+/// group's progress.
+fn apply_payload(
+    nsqd: &NsqdInner,
+    group: GroupId,
+    index: u64,
+    payload: bytes::Bytes,
+    delivering: bool,
+) {
+    match Entry::decode(payload) {
+        Ok(entry) => {
+            if let Some(p) = nsqd.replication().and_then(|r| r.progress(group)) {
+                p.lock().apply(index, &entry);
+            }
+            apply(nsqd, group, index, entry, delivering);
+        }
+        // Nothing this member can do about an entry it cannot read (one
+        // written by a newer nsqd): the group goes on.
+        Err(e) => tracing::error!(
+            group,
+            index,
+            error = %e,
+            "REPLICATION: committed entry not understood; skipped"
+        ),
     }
 }
 

@@ -135,6 +135,10 @@ pub struct Replication {
     /// Per group (by id), its committed entries read back (a new leader
     /// redelivers from them).
     logs: Vec<CommittedLog>,
+    /// Per group (by id), the committed index its log had at start: the
+    /// applier reads the entries up to it from the log
+    /// (`nsq_replication::group::Group::replayed`).
+    replayed: Vec<Option<u64>>,
     /// Whether this member votes (`nsq_replication::standing`).
     standing: watch::Receiver<Standing>,
     /// Latched by [`Replication::caught_up`].
@@ -222,6 +226,7 @@ impl Replication {
             put_back: Mutex::new(BTreeMap::new()),
             progress: member.groups.iter().map(|_| Arc::default()).collect(),
             logs: member.groups.iter().map(|g| g.log.clone()).collect(),
+            replayed: member.groups.iter().map(|g| g.replayed).collect(),
             standing: member.standing(),
             caught_up: AtomicBool::new(false),
             member: Mutex::new(Some(member)),
@@ -267,6 +272,12 @@ impl Replication {
     /// `group`'s committed entries, read back.
     pub fn committed_log(&self, group: GroupId) -> Option<&CommittedLog> {
         self.logs.get(group as usize)
+    }
+
+    /// The last index of `group` applied again at start and not handed to
+    /// its applier (which reads them from the log).
+    pub fn replayed(&self, group: GroupId) -> Option<u64> {
+        self.replayed.get(group as usize).copied().flatten()
     }
 
     /// How far this member has applied `group` (0 before the first entry).

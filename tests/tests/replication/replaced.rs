@@ -178,16 +178,20 @@ fn a_member_restarts_with_more_entries_than_its_applier_queue_holds() {
         .nsqd
         .post(&format!("/channel/create?topic={t}&channel=c"), b"");
     assert_eq!(r.status, 200, "{}", r.text());
-    // 5,000 PUBs pipelined: one entry each.
+    // 5,000 PUBs, one entry each, 250 pipelined at a time (each must be
+    // committed within nsqd's 5 s, also on a loaded machine).
     const N: usize = 5_000;
     let mut c = by_id(&members, lid).nsqd.connect();
-    let mut batch = Vec::new();
-    for i in 0..N {
-        batch.extend(nsq_tests::pub_cmd(t, format!("e{i}").as_bytes()));
-    }
-    c.send(&batch);
-    for _ in 0..N {
-        c.expect_ok();
+    c.timeout = Duration::from_secs(30);
+    for window in 0..N / 250 {
+        let mut batch = Vec::new();
+        for i in window * 250..(window + 1) * 250 {
+            batch.extend(nsq_tests::pub_cmd(t, format!("e{i}").as_bytes()));
+        }
+        c.send(&batch);
+        for _ in 0..250 {
+            c.expect_ok();
+        }
     }
     let all: Vec<&Member> = members.iter().collect();
     wait_unfinished(&all, t, N as u64);

@@ -58,6 +58,25 @@ pub fn replication(n: &Nsqd) -> Value {
     r.json()
 }
 
+/// Waits (up to `WAIT`) until `n`'s `GET /replication` says `standing`:
+/// a new cluster's members start as `joining` until they have greeted a
+/// majority, which a loaded machine can make take seconds.
+pub fn wait_standing(n: &Nsqd, standing: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = replication(n);
+        if r["standing"] == standing {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "standing is not {standing}: {r}\n{}",
+            n.stderr()
+        );
+        nsq_tests::sleep_ms(100);
+    }
+}
+
 /// Each group's leader as `n` sees it (None while it knows none).
 pub fn leaders(n: &Nsqd) -> Vec<Option<u64>> {
     let r = replication(n);

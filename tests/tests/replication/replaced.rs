@@ -21,7 +21,7 @@ fn a_member_back_with_an_empty_disk_catches_up_and_then_counts() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut members = start_cluster(&dirs, |_| Vec::new());
     for m in &members {
-        assert_eq!(replication(&m.nsqd)["standing"], "member");
+        wait_standing(&m.nsqd, "member");
     }
     let t = "replaced_member";
     let all: Vec<&Member> = members.iter().collect();
@@ -155,7 +155,7 @@ fn a_member_not_caught_up_creates_no_topic_for_a_publish() {
             }
         }
     }
-    assert_eq!(replication(&first)["standing"], "member");
+    wait_standing(&first, "member");
 }
 
 /// A member restarted with more committed entries in a group than its

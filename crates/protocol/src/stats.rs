@@ -54,6 +54,10 @@ pub struct ReplicationGroup {
     pub state: String,
     pub last_log_index: Option<u64>,
     pub last_applied: Option<u64>,
+    /// This member leads the group and has stopped its heartbeats: the
+    /// group is idle and every member heard from has all of it.
+    #[serde(default)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,8 @@ use crate::network::hello::{ClusterConfig, Greeting};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
 use crate::propose::Proposer;
+use crate::pulse;
+use crate::quiet::{QuietFlags, Timing};
 use crate::roll_call;
 use crate::standing::Standing;
 use crate::store::LogStore;
@@ -120,8 +123,9 @@ pub struct ClusterMember {
     peers_conf: BTreeMap<NodeId, String>,
     peers: Arc<Peers>,
     identity: Arc<Identity>,
+    quiet: QuietFlags,
     shutdown: CancellationToken,
-    /// The listener and the roll call.
+    /// The listener, the roll call and the pulse.
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -217,14 +221,32 @@ impl ClusterMember {
             shutdown: shutdown.clone(),
         };
         let listener = tokio::spawn(listener::serve(listener, serve));
+        let others: Vec<(NodeId, Arc<crate::network::peer::Peer>)> = opts
+            .peers
+            .iter()
+            .filter(|(id, _)| **id != opts.node_id)
+            .map(|(id, addr)| (*id, peers.get(addr)))
+            .collect();
+        let rafts: Vec<(GroupId, Raft)> = groups.iter().map(|g| (g.id, g.raft.clone())).collect();
         let roll_call = tokio::spawn(roll_call::run(
             identity.clone(),
-            groups.iter().map(|g| (g.id, g.raft.clone())).collect(),
-            opts.peers
-                .iter()
-                .filter(|(id, _)| **id != opts.node_id)
-                .map(|(id, addr)| (*id, peers.get(addr)))
-                .collect(),
+            rafts.clone(),
+            others.clone(),
+            shutdown.clone(),
+        ));
+        let quiet: QuietFlags =
+            Arc::new((0..opts.groups).map(|_| AtomicBool::new(false)).collect());
+        let election = Duration::from_millis(config.election_timeout_min);
+        let pulse = tokio::spawn(pulse::run(
+            identity.clone(),
+            rafts,
+            others,
+            Timing {
+                fresh_for: election,
+                quiet_after: election,
+            },
+            Duration::from_millis(config.heartbeat_interval),
+            quiet.clone(),
             shutdown.clone(),
         ));
         Ok(ClusterMember {
@@ -234,8 +256,9 @@ impl ClusterMember {
             peers_conf: opts.peers,
             peers,
             identity,
+            quiet,
             shutdown,
-            tasks: vec![listener, roll_call],
+            tasks: vec![listener, roll_call, pulse],
         })
     }
 
@@ -290,6 +313,12 @@ impl ClusterMember {
     }
 
     /// This member's standing now, and each change after.
+    /// Which groups this member leads without heartbeats (idle, every
+    /// member up to date: `crate::quiet`), by group id.
+    pub fn quiet(&self) -> QuietFlags {
+        self.quiet.clone()
+    }
+
     pub fn standing(&self) -> watch::Receiver<Standing> {
         self.identity.standing()
     }

@@ -14,6 +14,8 @@
 //! * [`standing`]: whether a member may vote, so one that came back with
 //!   an empty disk does not undo what the groups committed; [`identity`]:
 //!   its incarnation and its peers', on disk.
+//! * [`quiet`]: when an idle group's leader stops heartbeating and when a
+//!   member may campaign, from one pulse per peer for all groups.
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout.
@@ -35,6 +37,8 @@ pub mod log;
 pub mod machine;
 pub mod network;
 pub mod propose;
+mod pulse;
+pub mod quiet;
 mod roll_call;
 pub mod standing;
 pub mod store;

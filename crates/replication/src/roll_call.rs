@@ -1,8 +1,9 @@
 //! What a member does about its standing while it runs: greets every peer
 //! once per start (each learns this member's incarnation and says which
-//! one it knew), keeps openraft's elections off in the groups it may not
-//! vote in, and while it replaces a lost member, checks each group's
-//! catch-up. Never: the rule itself (`standing.rs`).
+//! one it knew), and while it replaces a lost member, checks each group's
+//! catch-up. Never: the rule itself (`standing.rs`), nor turning
+//! elections on and off (`pulse.rs` does, from the standing and the
+//! group's leader).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +37,6 @@ pub async fn run(
     let mut check = tokio::time::interval(CHECK_EVERY);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
-        for (g, raft) in &groups {
-            raft.runtime_config().elect(identity.may_vote(*g));
-        }
         let replacing = matches!(*standing.borrow(), Standing::Replacing { .. });
         tokio::select! {
             _ = shutdown.cancelled() => break,

@@ -25,7 +25,7 @@
 //!   so from then on it holds every entry its lost disk could have
 //!   acknowledged ([`Standing::Replacing`]).
 //!
-//! It never campaigns before it may vote either (`group.rs` turns
+//! It never campaigns before it may vote either (`pulse.rs` turns
 //! openraft's elections off for those groups).
 
 use std::collections::BTreeSet;

@@ -20,6 +20,7 @@ mod channels;
 mod failover;
 mod leader;
 mod members;
+mod quiet;
 mod replaced;
 mod stats;
 mod topics;

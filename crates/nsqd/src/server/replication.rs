@@ -25,6 +25,7 @@ use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
 use nsq_replication::propose::{ProposeError, Proposer};
+use nsq_replication::quiet::QuietFlags;
 use nsq_replication::standing::{applied_in_current_term, Standing};
 use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
@@ -141,6 +142,8 @@ pub struct Replication {
     replayed: Vec<Option<u64>>,
     /// Whether this member votes (`nsq_replication::standing`).
     standing: watch::Receiver<Standing>,
+    /// Which groups this member leads quietly (`nsq_replication::quiet`).
+    quiet: QuietFlags,
     /// Latched by [`Replication::caught_up`].
     caught_up: AtomicBool,
     /// Taken by [`Replication::shutdown`].
@@ -228,6 +231,7 @@ impl Replication {
             logs: member.groups.iter().map(|g| g.log.clone()).collect(),
             replayed: member.groups.iter().map(|g| g.replayed).collect(),
             standing: member.standing(),
+            quiet: member.quiet(),
             caught_up: AtomicBool::new(false),
             member: Mutex::new(Some(member)),
         })
@@ -444,6 +448,10 @@ impl Replication {
                         state: format!("{:?}", m.state).to_lowercase(),
                         last_log_index: m.last_log_index,
                         last_applied: m.last_applied.map(|l| l.index),
+                        quiet: self
+                            .quiet
+                            .get(*id as usize)
+                            .is_some_and(|q| q.load(Ordering::Relaxed)),
                     }
                 })
                 .collect(),

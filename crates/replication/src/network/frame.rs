@@ -16,6 +16,10 @@
 //! does not lead a group to the one that does (`crate::propose`), on the
 //! same connections, so it is TLS-verified and peer-checked like them.
 //!
+//! `Pulse` asks a peer what it knows of each of its groups, one request
+//! for all of them, so that idle groups need no heartbeats of their own
+//! (`crate::quiet`).
+//!
 //! A connection carries every group's RPCs to one peer, so the number of
 //! connections is the number of peers, not peers × groups. Requests are
 //! answered in any order (a slow snapshot install does not hold up another
@@ -31,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::hello::{Hello, Welcome};
 use crate::propose::ForwardError;
+use crate::quiet::GroupPulse;
 use crate::{GroupId, NodeId, Payload, TypeConfig};
 
 /// Bytes of a frame before its body, after the length.
@@ -55,6 +60,9 @@ pub enum Rpc {
     },
     /// The first frame of every connection (`hello.rs`).
     Hello(Hello),
+    /// What the peer knows of each of its groups (`crate::quiet`); the
+    /// frame's group id is not used.
+    Pulse,
 }
 
 /// A peer's answer to an [`Rpc`].
@@ -73,6 +81,8 @@ pub enum Reply {
     /// The peer does not vote in the group yet (it replaces a member whose
     /// disk was lost and has not caught up, or is still joining).
     Abstain(String),
+    /// The answer to a pulse: every group of the peer, in id order.
+    Pulse(Vec<GroupPulse>),
 }
 
 /// A frame's header and body.

@@ -171,6 +171,10 @@ fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<Welcome, 
 
 async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
     let rpc: Rpc = frame::body(&f)?;
+    // A pulse is for the member, not for the frame's group.
+    if let Rpc::Pulse = rpc {
+        return Ok(Reply::Pulse(crate::pulse::answer(&s.groups.read())));
+    }
     let Some(raft) = s.groups.read().get(&f.group).cloned() else {
         return Ok(Reply::NoGroup(f.group));
     };
@@ -193,5 +197,6 @@ async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
         ),
         // only the first frame is a hello; a second one is not welcome
         Rpc::Hello(_) => Reply::Hello(Err("a second hello on one connection".into())),
+        Rpc::Pulse => Reply::Pulse(crate::pulse::answer(&s.groups.read())),
     })
 }

@@ -618,8 +618,11 @@ impl Ctx {
         let n = self.cluster.spare.pop().ok_or("no spare nsqd host")?;
         let data = self.cluster.data_dir(&n);
         let _ = std::fs::remove_dir_all(&data);
-        let fault_at = now_ns();
         self.cluster.start_nsqd(&n)?;
+        // Timed from its first /ping answer: how long a debug build takes
+        // to start on a loaded machine is not what lookupd and the
+        // consumers are measured on (it once made 0.8 s of the bound).
+        let fault_at = now_ns();
         self.cluster.start_producer(&n, self.rate)?;
         self.cluster.live.insert(n.clone());
         let live = self.live();

@@ -12,7 +12,7 @@ use nsq_replication::group::{ClusterMember, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
-use nsq_replication::{GroupId, NodeId, Payload};
+use nsq_replication::{GroupId, NodeId};
 use tokio::sync::mpsc;
 
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -98,12 +98,17 @@ pub fn payload(group: GroupId, i: u64) -> Bytes {
     Bytes::from(format!("group {group} batch {i}"))
 }
 
+/// Proposes `range` through `member`'s proposer, one at a time: written
+/// there if it leads, forwarded to the leader otherwise, and waited for
+/// while an election is on (on a loaded machine the leader a test just saw
+/// may have lost an election before the write reached it).
 pub async fn propose(member: &ClusterMember, group: GroupId, range: std::ops::Range<u64>) {
-    let raft = &member.group(group).unwrap().raft;
     for i in range {
-        raft.client_write(Payload(payload(group, i)))
+        member
+            .proposer()
+            .propose(group, payload(group, i), WAIT)
             .await
-            .expect("committed");
+            .unwrap_or_else(|e| panic!("batch {i} not committed: {e}"));
     }
 }
 

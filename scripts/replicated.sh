@@ -10,6 +10,12 @@
 #   sub      the backlog read to the end, 1 reader, RDY 2500: msgs/s;
 #   latency  nsq_bench latency at RATE msgs/s (default 20000) for RUNFOR on
 #            the leader: publish-to-delivery p50/p99.
+# With JETSTREAM=1 (or nats-server on the PATH), also a NATS JetStream
+# cluster of three nats-servers on 127.0.0.1 (Debian's nats-server,
+# installed with apt-get when JETSTREAM=1 and it is missing), an R3 file
+# stream with a pull consumer, at the same load shape with js_bench (each
+# publish acknowledged by the stream; 800 unacknowledged per writer, as
+# 4 MPUBs of 200; every message acked by the consumer).
 #
 #   bash scripts/replicated.sh [ROUNDS]
 set -euo pipefail
@@ -20,6 +26,17 @@ RUNFOR="${RUNFOR:-3s}"
 RATE="${RATE:-20000}"
 . "$ROOT/scripts/nsqd_lib.sh"
 bench_prepare replicated
+if [ "${JETSTREAM:-}" = 1 ] && ! command -v nats-server >/dev/null; then
+    echo "==> installing Debian's nats-server" >&2
+    apt-get install -y -qq nats-server >/dev/null 2>&1 ||
+        { apt-get update -qq && apt-get install -y -qq nats-server >/dev/null; }
+fi
+JS=""
+if command -v nats-server >/dev/null; then
+    (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsq-benches --bin js_bench >&2)
+    JS_BENCH="$TARGET_DIR/$PROFILE/js_bench"
+    JS=1
+fi
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -64,6 +81,31 @@ print(d["topics"][0]["replication"]["leader"])')"
 TCP="$(tcp "$LEADER")"; HTTP="$(http "$LEADER")"
 echo "replicated topic r led by node $LEADER ($TCP)" >&2
 
+if [ -n "$JS" ]; then
+    read -r -a NP < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(6)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+    for i in 0 1 2; do
+        routes=""
+        for j in 0 1 2; do
+            [ "$j" = "$i" ] || routes="$routes${routes:+, }nats-route://127.0.0.1:${NP[$((j * 2 + 1))]}"
+        done
+        mkdir -p "$WORK/js$i"
+        cat >"$WORK/js$i.conf" <<CONF
+server_name: js$i
+listen: 127.0.0.1:${NP[$((i * 2))]}
+jetstream { store_dir: "$WORK/js$i" }
+cluster { name: bench, listen: 127.0.0.1:${NP[$((i * 2 + 1))]}, routes: [$routes] }
+CONF
+        nats-server -c "$WORK/js$i.conf" >"$WORK/js$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    NATS="127.0.0.1:${NP[0]}"
+    "$JS_BENCH" setup --server "$NATS" --stream bench --replicas 3 | sed -n 's/^RESULT /jetstream: /p' >&2
+    echo "nats-server $(nats-server --version 2>&1 | head -1)" >&2
+fi
+
 rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
 depth() {
     curl -sf "http://$HTTP/stats?format=json&topic=$1&channel=ch" | python3 -c '
@@ -87,4 +129,18 @@ l = v["latency"]
 print("p50_ms=%.2f p99_ms=%.2f missing=%d" % (l["p50_us"] / 1e3, l["p99_us"] / 1e3, v["missing"]))')"
         echo "$label#$round pub_msgs_per_sec=${p%.*} sub_msgs_per_sec=${s%.*} latency_at_${RATE}: $l"
     done
+    if [ -n "$JS" ]; then
+        field() { sed -n 's/^RESULT //p' | python3 -c "import json, sys; print(json.load(sys.stdin)[\"$1\"])"; }
+        secs="${RUNFOR%s}"
+        out="$("$JS_BENCH" pub --server "$NATS" --stream bench --writers 2 --window 800 --size 200 --runfor "$secs")"
+        p="$(echo "$out" | field msgs_per_sec)"
+        n="$(echo "$out" | field msgs)"
+        s="$("$JS_BENCH" sub --server "$NATS" --stream bench --count "$n" --batch 2500 | field msgs_per_sec)"
+        l="$("$JS_BENCH" latency --server "$NATS" --stream bench --rate "$RATE" --runfor "$secs" --size 200 |
+            sed -n 's/^RESULT //p' | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+print("p50_ms=%.2f p99_ms=%.2f missing=%d" % (v["p50_ms"], v["p99_ms"], v["sent"] - v["received"]))')"
+        echo "jetstream_r3#$round pub_msgs_per_sec=${p%.*} sub_msgs_per_sec=${s%.*} latency_at_${RATE}: $l"
+    fi
 done

@@ -1,0 +1,560 @@
+//! js_bench: the load `nsq_bench` puts on nsqd, put on a NATS JetStream
+//! stream instead, so that a replicated topic can be compared with a
+//! JetStream R3 stream in one run (scripts/replicated.sh, docs/replication.md
+//! "Cost"). It speaks NATS's text protocol itself (CONNECT, PUB with a reply
+//! inbox for JetStream's publish acknowledgement, a pull consumer with
+//! explicit acks), so the comparison needs no client library.
+//!
+//! ```text
+//! js_bench setup   --server ADDR --stream S --replicas 3        creates stream S (subject S) and consumer `ch`
+//! js_bench pub     --server ADDR --stream S --writers 2 --window 800 --size 200 --runfor 3s
+//! js_bench sub     --server ADDR --stream S --count N --batch 2500
+//! js_bench latency --server ADDR --stream S --rate 20000 --size 200 --runfor 3s
+//! ```
+//!
+//! `pub` keeps `window` publishes per connection waiting for their
+//! acknowledgement (nsq_bench's MPUB 200 × 4 in flight is 800 messages);
+//! `sub` pulls batches and acks every message (as a consumer FINs every
+//! message); `latency` publishes at a fixed rate and measures each
+//! message from its send to its receipt by a pull consumer (one clock).
+//! Each mode ends with a `RESULT {json}` line on stdout, as nsq_bench's.
+
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+struct Args {
+    mode: String,
+    server: String,
+    stream: String,
+    replicas: u32,
+    writers: usize,
+    window: usize,
+    size: usize,
+    runfor: Duration,
+    count: u64,
+    batch: u64,
+    rate: u64,
+}
+
+fn parse() -> Result<Args> {
+    let mut a = Args {
+        mode: String::new(),
+        server: "127.0.0.1:4222".into(),
+        stream: "bench".into(),
+        replicas: 3,
+        writers: 2,
+        window: 800,
+        size: 200,
+        runfor: Duration::from_secs(3),
+        count: 0,
+        batch: 2500,
+        rate: 20_000,
+    };
+    let mut it = std::env::args().skip(1);
+    a.mode = it
+        .next()
+        .ok_or_else(|| anyhow!("usage: js_bench setup|pub|sub|latency [--flag value]..."))?;
+    while let Some(flag) = it.next() {
+        let v = it.next().ok_or_else(|| anyhow!("{flag} needs a value"))?;
+        let n = || v.parse::<u64>().with_context(|| format!("{flag} {v}"));
+        match flag.trim_start_matches('-') {
+            "server" => a.server = v.clone(),
+            "stream" => a.stream = v.clone(),
+            "replicas" => a.replicas = n()? as u32,
+            "writers" => a.writers = n()? as usize,
+            "window" => a.window = n()?.max(1) as usize,
+            "size" => a.size = n()?.max(16) as usize,
+            "runfor" => {
+                a.runfor = Duration::from_secs_f64(
+                    v.trim_end_matches('s')
+                        .parse::<f64>()
+                        .with_context(|| format!("--runfor {v} (seconds, e.g. 3s)"))?,
+                )
+            }
+            "count" => a.count = n()?,
+            "batch" => a.batch = n()?.max(1),
+            "rate" => a.rate = n()?.max(1),
+            _ => bail!("unknown flag {flag}"),
+        }
+    }
+    Ok(a)
+}
+
+/// What arrives on a connection.
+enum In {
+    Msg {
+        subject: String,
+        reply: Option<String>,
+        /// The status line of a header block (`NATS/1.0 404 ...`), if any.
+        status: Option<String>,
+        payload: Vec<u8>,
+    },
+    Err(String),
+    Other,
+}
+
+struct Reader {
+    rd: BufReader<OwnedReadHalf>,
+    line: String,
+}
+
+struct Writer {
+    wr: BufWriter<OwnedWriteHalf>,
+}
+
+impl Reader {
+    async fn next(&mut self) -> Result<In> {
+        self.line.clear();
+        if self.rd.read_line(&mut self.line).await? == 0 {
+            bail!("connection closed");
+        }
+        let parts: Vec<&str> = self.line.split_whitespace().collect();
+        match parts.first().copied() {
+            Some("MSG") => {
+                let (reply, len) = match parts.len() {
+                    4 => (None, parts[3]),
+                    5 => (Some(parts[3].to_string()), parts[4]),
+                    _ => bail!("bad MSG line {:?}", self.line),
+                };
+                let len: usize = len.parse()?;
+                let subject = parts[1].to_string();
+                let payload = self.body(len).await?;
+                Ok(In::Msg {
+                    subject,
+                    reply,
+                    status: None,
+                    payload,
+                })
+            }
+            Some("HMSG") => {
+                let (reply, hlen, tlen) = match parts.len() {
+                    5 => (None, parts[3], parts[4]),
+                    6 => (Some(parts[3].to_string()), parts[4], parts[5]),
+                    _ => bail!("bad HMSG line {:?}", self.line),
+                };
+                let (hlen, tlen): (usize, usize) = (hlen.parse()?, tlen.parse()?);
+                let subject = parts[1].to_string();
+                let mut all = self.body(tlen).await?;
+                let payload = all.split_off(hlen.min(all.len()));
+                let head = String::from_utf8_lossy(&all);
+                let status = head
+                    .lines()
+                    .next()
+                    .map(|l| l.trim_start_matches("NATS/1.0").trim().to_string())
+                    .filter(|s| !s.is_empty());
+                Ok(In::Msg {
+                    subject,
+                    reply,
+                    status,
+                    payload,
+                })
+            }
+            Some("-ERR") => Ok(In::Err(self.line.trim().to_string())),
+            _ => Ok(In::Other),
+        }
+    }
+
+    async fn body(&mut self, len: usize) -> Result<Vec<u8>> {
+        let mut b = vec![0; len + 2];
+        self.rd.read_exact(&mut b).await?;
+        b.truncate(len);
+        Ok(b)
+    }
+}
+
+impl Writer {
+    async fn pub_msg(&mut self, subject: &str, reply: &str, body: &[u8]) -> Result<()> {
+        let head = if reply.is_empty() {
+            format!("PUB {subject} {}\r\n", body.len())
+        } else {
+            format!("PUB {subject} {reply} {}\r\n", body.len())
+        };
+        self.wr.write_all(head.as_bytes()).await?;
+        self.wr.write_all(body).await?;
+        self.wr.write_all(b"\r\n").await?;
+        Ok(())
+    }
+}
+
+/// Connects, answers the server's INFO with CONNECT, and subscribes to
+/// this connection's inbox (`_INBOX.<id>.*`, sid 1). PINGs from the server
+/// are answered by the reader loops (`pong`).
+async fn connect(server: &str, id: &str) -> Result<(Reader, Writer, String)> {
+    let s = TcpStream::connect(server)
+        .await
+        .with_context(|| format!("connecting to {server}"))?;
+    s.set_nodelay(true)?;
+    let (r, w) = s.into_split();
+    let mut rd = Reader {
+        rd: BufReader::with_capacity(1 << 20, r),
+        line: String::new(),
+    };
+    let mut wr = Writer {
+        wr: BufWriter::with_capacity(1 << 20, w),
+    };
+    rd.line.clear();
+    rd.rd.read_line(&mut rd.line).await?;
+    if !rd.line.starts_with("INFO") {
+        bail!("expected INFO, got {:?}", rd.line);
+    }
+    let inbox = format!("_INBOX.{id}");
+    let hello = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1,\"name\":\"js_bench\"}}\r\nSUB {inbox}.* 1\r\nPING\r\n"
+    );
+    wr.wr.write_all(hello.as_bytes()).await?;
+    wr.wr.flush().await?;
+    loop {
+        rd.line.clear();
+        rd.rd.read_line(&mut rd.line).await?;
+        match rd.line.trim() {
+            "PONG" => break,
+            l if l.starts_with("-ERR") => bail!("{l}"),
+            _ => {}
+        }
+    }
+    Ok((rd, wr, inbox))
+}
+
+/// A JetStream API request and its JSON answer.
+async fn request(
+    rd: &mut Reader,
+    wr: &mut Writer,
+    inbox: &str,
+    subject: &str,
+    body: Value,
+) -> Result<Value> {
+    let reply = format!("{inbox}.api");
+    wr.pub_msg(subject, &reply, body.to_string().as_bytes())
+        .await?;
+    wr.wr.flush().await?;
+    loop {
+        match rd.next().await? {
+            In::Msg {
+                subject,
+                payload,
+                status,
+                ..
+            } if subject == reply => {
+                if let Some(s) = status {
+                    bail!("{subject}: {s}");
+                }
+                return Ok(serde_json::from_slice(&payload)?);
+            }
+            In::Err(e) => bail!("{e}"),
+            _ => {}
+        }
+    }
+}
+
+async fn setup(a: &Args) -> Result<Value> {
+    // The servers may still be starting, and the meta leader is elected
+    // some time after they have.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut rd, mut wr, inbox) = loop {
+        match connect(&a.server, "setup").await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    };
+    let s = &a.stream;
+    let created = loop {
+        let r = request(
+            &mut rd,
+            &mut wr,
+            &inbox,
+            &format!("$JS.API.STREAM.CREATE.{s}"),
+            json!({"name": s, "subjects": [s], "retention": "limits", "storage": "file",
+                   "num_replicas": a.replicas, "discard": "old"}),
+        )
+        .await;
+        match r {
+            Ok(v) if v.get("error").is_none() => break v,
+            Ok(v) if Instant::now() >= deadline => bail!("stream create: {v}"),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    };
+    let consumer = request(
+        &mut rd,
+        &mut wr,
+        &inbox,
+        &format!("$JS.API.CONSUMER.DURABLE.CREATE.{s}.ch"),
+        json!({"stream_name": s, "config": {"durable_name": "ch", "ack_policy": "explicit",
+               "deliver_policy": "all", "max_ack_pending": 100000, "ack_wait": 30_000_000_000u64}}),
+    )
+    .await?;
+    if let Some(e) = consumer.get("error") {
+        bail!("consumer create: {e}");
+    }
+    Ok(
+        json!({"mode": "setup", "stream": created["config"]["name"], "replicas": created["config"]["num_replicas"],
+              "leader": created["cluster"]["leader"]}),
+    )
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Publishes with up to `window` unacknowledged per connection, until
+/// `deadline`; acknowledged messages (and refusals) counted.
+async fn publisher(
+    a: Arc<Args>,
+    id: usize,
+    deadline: Instant,
+    acked: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
+) -> Result<()> {
+    let (mut rd, mut wr, inbox) = connect(&a.server, &format!("pub{id}")).await?;
+    let window = Arc::new(Semaphore::new(a.window));
+    let w2 = window.clone();
+    let reader = tokio::spawn(async move {
+        loop {
+            let next: Result<In> = rd.next().await;
+            match next {
+                Ok(In::Msg {
+                    payload, status, ..
+                }) => {
+                    if status.is_some() || payload.windows(7).any(|w| w == b"\"error\"") {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        acked.fetch_add(1, Ordering::Relaxed);
+                    }
+                    w2.add_permits(1);
+                }
+                Ok(In::Err(e)) => return Err::<(), _>(anyhow!("{e}")),
+                Ok(In::Other) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    });
+    let body = vec![b'x'; a.size];
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        let permit = match window.try_acquire() {
+            Ok(p) => p,
+            Err(_) => {
+                wr.wr.flush().await?;
+                match tokio::time::timeout_at(deadline, window.acquire()).await {
+                    Ok(p) => p?,
+                    Err(_) => break,
+                }
+            }
+        };
+        permit.forget();
+        wr.pub_msg(&a.stream, &format!("{inbox}.{n}"), &body)
+            .await?;
+        n += 1;
+    }
+    wr.wr.flush().await?;
+    // Wait for what is in flight.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        window.acquire_many(a.window as u32),
+    )
+    .await;
+    reader.abort();
+    Ok(())
+}
+
+/// A pull consumer of `ch`: asks for `batch` messages whenever half of the
+/// last batch arrived, acks each; calls `on` with each body and the time
+/// it arrived, until it returns false.
+async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Result<()> {
+    let (mut rd, mut wr, inbox) = connect(&a.server, id).await?;
+    let next = format!("$JS.API.CONSUMER.MSG.NEXT.{}.ch", a.stream);
+    let ask = json!({"batch": a.batch, "expires": 1_000_000_000u64}).to_string();
+    let reply = format!("{inbox}.pull");
+    wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
+    wr.wr.flush().await?;
+    let mut outstanding = a.batch;
+    loop {
+        match rd.next().await? {
+            In::Msg {
+                reply: Some(ack),
+                status: None,
+                payload,
+                ..
+            } => {
+                let more = on(&payload, now_ns());
+                wr.pub_msg(&ack, "", b"").await?;
+                outstanding = outstanding.saturating_sub(1);
+                if !more {
+                    wr.wr.flush().await?;
+                    return Ok(());
+                }
+                if outstanding <= a.batch / 2 {
+                    wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
+                    outstanding += a.batch;
+                }
+                if rd.rd.buffer().is_empty() {
+                    wr.wr.flush().await?;
+                }
+            }
+            // 404 no messages, 408 the request expired: ask again.
+            In::Msg {
+                status: Some(_), ..
+            } => {
+                outstanding = 0;
+                wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
+                outstanding += a.batch;
+                wr.wr.flush().await?;
+            }
+            In::Err(e) => bail!("{e}"),
+            _ => {}
+        }
+    }
+}
+
+async fn run_pub(a: Arc<Args>) -> Result<Value> {
+    let acked = Arc::new(AtomicU64::new(0));
+    let refused = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + a.runfor;
+    let tasks: Vec<_> = (0..a.writers)
+        .map(|i| {
+            tokio::spawn(publisher(
+                a.clone(),
+                i,
+                deadline,
+                acked.clone(),
+                refused.clone(),
+            ))
+        })
+        .collect();
+    for t in tasks {
+        t.await??;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let n = acked.load(Ordering::Relaxed);
+    Ok(
+        json!({"mode": "pub", "msgs": n, "refused": refused.load(Ordering::Relaxed), "secs": secs,
+              "msgs_per_sec": n as f64 / secs}),
+    )
+}
+
+async fn run_sub(a: Arc<Args>) -> Result<Value> {
+    let start = Instant::now();
+    let mut n = 0u64;
+    let want = a.count;
+    if want > 0 {
+        pull(&a, "sub", |_, _| {
+            n += 1;
+            n < want
+        })
+        .await?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    Ok(json!({"mode": "sub", "msgs": n, "secs": secs, "msgs_per_sec": n as f64 / secs}))
+}
+
+async fn run_latency(a: Arc<Args>) -> Result<Value> {
+    let total = (a.rate as f64 * a.runfor.as_secs_f64()) as u64;
+    let consumer = {
+        let a = a.clone();
+        tokio::spawn(async move {
+            let mut lat: Vec<u64> = Vec::with_capacity(total as usize);
+            let r = tokio::time::timeout(
+                a.runfor + Duration::from_secs(10),
+                pull(&a, "lat", |body, at| {
+                    if body.len() >= 8 {
+                        let sent = u64::from_be_bytes(body[..8].try_into().unwrap_or([0; 8]));
+                        lat.push(at.saturating_sub(sent));
+                    }
+                    (lat.len() as u64) < total
+                }),
+            )
+            .await;
+            (r, lat)
+        })
+    };
+    let (mut rd, mut wr, inbox) = connect(&a.server, "latpub").await?;
+    let acks = tokio::spawn(async move {
+        let mut n = 0u64;
+        while let Ok(m) = rd.next().await {
+            if let In::Msg { .. } = m {
+                n += 1;
+            }
+        }
+        n
+    });
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(1));
+    let mut sent = 0u64;
+    let mut body = vec![b'x'; a.size];
+    while sent < total {
+        tick.tick().await;
+        let due = ((start.elapsed().as_secs_f64() * a.rate as f64) as u64).min(total);
+        while sent < due {
+            body[..8].copy_from_slice(&now_ns().to_be_bytes());
+            wr.pub_msg(&a.stream, &format!("{inbox}.{sent}"), &body)
+                .await?;
+            sent += 1;
+        }
+        wr.wr.flush().await?;
+    }
+    let (r, mut lat) = consumer.await?;
+    acks.abort();
+    match r {
+        Ok(r) => r?,
+        Err(_) => eprintln!(
+            "[js_bench] latency: {} of {total} received before the timeout",
+            lat.len()
+        ),
+    }
+    lat.sort_unstable();
+    let pct = |q: f64| -> f64 {
+        if lat.is_empty() {
+            return 0.0;
+        }
+        let i = ((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
+        lat[i] as f64 / 1e6
+    };
+    Ok(
+        json!({"mode": "latency", "rate": a.rate, "sent": sent, "received": lat.len(),
+              "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": pct(1.0)}),
+    )
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let a = match parse() {
+        Ok(a) => Arc::new(a),
+        Err(e) => {
+            eprintln!("js_bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let r = match a.mode.as_str() {
+        "setup" => setup(&a).await,
+        "pub" => run_pub(a.clone()).await,
+        "sub" => run_sub(a.clone()).await,
+        "latency" => run_latency(a.clone()).await,
+        m => Err(anyhow!("unknown mode {m}: setup, pub, sub or latency")),
+    };
+    match r {
+        Ok(v) => {
+            println!("RESULT {v}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("js_bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

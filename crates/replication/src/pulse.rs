@@ -161,13 +161,18 @@ async fn pulse(
                     Heard {
                         at: Instant::now().into_std(),
                         groups,
+                        missed: false,
                     },
                 );
+                continue;
             }
             Ok(other) => {
                 tracing::debug!(peer = id, "replication pulse answered with {other:?}");
             }
             Err(e) => tracing::debug!(peer = id, error = %e, "replication pulse not answered"),
+        }
+        if let Some(h) = heard.lock().get_mut(&id) {
+            h.missed = true;
         }
     }
 }

@@ -18,10 +18,10 @@
 //!   that does not (restarted, replaced with an empty disk, behind) wakes
 //!   it at the next pulse.
 //! * A member does not campaign in a group ([`may_elect`]) while a peer
-//!   that answered a recent pulse says it leads that group in a term not
-//!   older than the member's own: its leader is alive, only quiet. When the
-//!   leader's pulses stop (its host lost, paused or cut off) the member
-//!   campaigns as openraft would without heartbeats.
+//!   that answered its last pulse says it leads that group in a term not
+//!   older than the member's own: its leader is alive, only quiet. When a
+//!   pulse to the leader goes unanswered (its host lost, paused or cut
+//!   off) the member campaigns as openraft would without heartbeats.
 //!
 //! Raft's safety does not depend on either: they only decide when
 //! elections start, never who may win one.
@@ -55,6 +55,9 @@ pub struct GroupPulse {
 pub struct Heard {
     pub at: Instant,
     pub groups: Vec<GroupPulse>,
+    /// The pulse sent after this answer got none (an error, or no answer
+    /// within `fresh_for`).
+    pub missed: bool,
 }
 
 /// The timing of the rules.
@@ -113,7 +116,13 @@ pub fn leader_heartbeats(
 }
 
 /// Whether a member in `term` of `group` may campaign: not while a peer
-/// heard from recently says it leads the group in that term or a later one.
+/// that answered its last pulse says it leads the group in that term or a
+/// later one. A leader is given up for gone when a pulse gets no answer
+/// (within `fresh_for`), not by the age of its last answer alone: a member
+/// that was itself stalled (a loaded machine) finds old answers when it
+/// runs again, and campaigning then would depose a live leader. An answer
+/// older than twice `fresh_for` counts for nothing either way (the pulses
+/// themselves stalled).
 pub fn may_elect(
     now: Instant,
     timing: Timing,
@@ -124,14 +133,17 @@ pub fn may_elect(
 ) -> bool {
     !heard.iter().any(|(&id, h)| {
         id != me
-            && fresh(now, timing, Some(h))
-                .and_then(|h| h.groups.get(group as usize))
+            && !h.missed
+            && now.saturating_duration_since(h.at) < 2 * timing.fresh_for
+            && h.groups
+                .get(group as usize)
                 .is_some_and(|p| p.leading && p.term >= term)
     })
 }
 
+/// An answer a leader may count: recent, and the pulse after it answered.
 fn fresh(now: Instant, timing: Timing, h: Option<&Heard>) -> Option<&Heard> {
-    h.filter(|h| now.saturating_duration_since(h.at) < timing.fresh_for)
+    h.filter(|h| !h.missed && now.saturating_duration_since(h.at) < timing.fresh_for)
 }
 
 /// How long a leader's log has not moved: its last index, applied index
@@ -196,6 +208,7 @@ mod tests {
                     Heard {
                         at,
                         groups: vec![GroupPulse::default(), p],
+                        missed: false,
                     },
                 )
             })
@@ -263,6 +276,18 @@ mod tests {
         // A pulse as old as `fresh_for` says nothing: alone, it heartbeats.
         let stale = heard(old, &[(2, knows(1, 4, 90)), (3, knows(1, 4, 90))]);
         assert!(leader_heartbeats(now, T, leading(5000), &[1, 2, 3], &stale));
+        // Nor does one followed by an unanswered pulse.
+        let mut missed = heard(now, &[(2, knows(1, 4, 90)), (3, knows(1, 4, 90))]);
+        for h in missed.values_mut() {
+            h.missed = true;
+        }
+        assert!(leader_heartbeats(
+            now,
+            T,
+            leading(5000),
+            &[1, 2, 3],
+            &missed
+        ));
         // Five members, two heard from: itself and two is a majority.
         let two = heard(now, &[(2, knows(1, 4, 90)), (3, knows(1, 4, 90))]);
         assert!(!leader_heartbeats(
@@ -297,9 +322,17 @@ mod tests {
         assert!(may_elect(now, T, 2, 1, 5, &h));
         // Other groups are not this one.
         assert!(may_elect(now, T, 2, 0, 4, &h));
-        // The leader's pulses stopped.
-        let gone = heard(now - Duration::from_millis(1000), &[(1, leads(4, 90, 1))]);
+        // Its last answer is old, but no pulse went unanswered since (this
+        // member was stalled, not the leader): it waits.
+        let old = heard(now - Duration::from_millis(1500), &[(1, leads(4, 90, 1))]);
+        assert!(!may_elect(now, T, 2, 1, 4, &old));
+        // A pulse went unanswered: the leader is given up.
+        let mut gone = heard(now, &[(1, leads(4, 90, 1))]);
+        gone.get_mut(&1).unwrap().missed = true;
         assert!(may_elect(now, T, 2, 1, 4, &gone));
+        // Answers older than twice the timeout count for nothing.
+        let ancient = heard(now - Duration::from_millis(2000), &[(1, leads(4, 90, 1))]);
+        assert!(may_elect(now, T, 2, 1, 4, &ancient));
         // Its own answer (as a former leader) does not count.
         let own = heard(now, &[(2, leads(4, 90, 2))]);
         assert!(may_elect(now, T, 2, 1, 4, &own));

@@ -4,8 +4,9 @@
 
 # bench_prepare NAME: with ROOT set, builds nsqd and nsq_bench in $PROFILE
 # (default dist) unless A is given and nsq_bench is there; sets TARGET_DIR,
-# A (default: that nsqd), NSQ_BENCH, WORK (a fresh temp dir) and NSQD_PID,
-# and on exit stops $NSQD_PID and removes $WORK.
+# A (default: that nsqd), NSQ_BENCH, WORK (a fresh temp dir), NSQD_PID and
+# PIDS (empty), and on exit stops $NSQD_PID and every pid in PIDS and
+# removes $WORK.
 bench_prepare() {
     TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
     PROFILE="${PROFILE:-dist}"
@@ -16,10 +17,15 @@ bench_prepare() {
     NSQ_BENCH="$TARGET_DIR/$PROFILE/nsq_bench"
     WORK="$(mktemp -d -t "nsq_$1.XXXXXX")"
     NSQD_PID=""
+    PIDS=()
     trap bench_cleanup EXIT
 }
 bench_cleanup() {
     if [ -n "$NSQD_PID" ]; then kill "$NSQD_PID" 2>/dev/null || true; wait "$NSQD_PID" 2>/dev/null || true; fi
+    # Scripts that start several processes list them in PIDS.
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
 

@@ -37,13 +37,6 @@ if command -v nats-server >/dev/null; then
     JS_BENCH="$TARGET_DIR/$PROFILE/js_bench"
     JS=1
 fi
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    bench_cleanup
-}
-trap cleanup EXIT
 
 read -r -a PORTS < <(python3 -c 'import socket
 ss=[socket.socket() for _ in range(9)]

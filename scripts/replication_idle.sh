@@ -20,13 +20,6 @@ SETTLE="${SETTLE:-8}"
 ROUNDS="${ROUNDS:-1}"
 . "$ROOT/scripts/nsqd_lib.sh"
 bench_prepare replication_idle
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    bench_cleanup
-}
-trap cleanup EXIT
 
 # CPU ticks, data segments and bytes sent of the running members
 usage() {

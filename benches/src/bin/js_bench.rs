@@ -108,10 +108,15 @@ enum In {
 struct Reader {
     rd: BufReader<OwnedReadHalf>,
     line: String,
+    /// The server's PINGs read so far (answered by the writer: a server
+    /// drops a connection that leaves two unanswered).
+    pings: Arc<AtomicU64>,
 }
 
 struct Writer {
     wr: BufWriter<OwnedWriteHalf>,
+    pings: Arc<AtomicU64>,
+    ponged: u64,
 }
 
 impl Reader {
@@ -162,6 +167,10 @@ impl Reader {
                 })
             }
             Some("-ERR") => Ok(In::Err(self.line.trim().to_string())),
+            Some("PING") => {
+                self.pings.fetch_add(1, Ordering::Relaxed);
+                Ok(In::Other)
+            }
             _ => Ok(In::Other),
         }
     }
@@ -175,6 +184,17 @@ impl Reader {
 }
 
 impl Writer {
+    /// Answers the PINGs read so far, then sends what is buffered.
+    async fn flush(&mut self) -> Result<()> {
+        let pings = self.pings.load(Ordering::Relaxed);
+        while self.ponged < pings {
+            self.wr.write_all(b"PONG\r\n").await?;
+            self.ponged += 1;
+        }
+        self.wr.flush().await?;
+        Ok(())
+    }
+
     async fn pub_msg(&mut self, subject: &str, reply: &str, body: &[u8]) -> Result<()> {
         let head = if reply.is_empty() {
             format!("PUB {subject} {}\r\n", body.len())
@@ -197,12 +217,16 @@ async fn connect(server: &str, id: &str) -> Result<(Reader, Writer, String)> {
         .with_context(|| format!("connecting to {server}"))?;
     s.set_nodelay(true)?;
     let (r, w) = s.into_split();
+    let pings = Arc::new(AtomicU64::new(0));
     let mut rd = Reader {
         rd: BufReader::with_capacity(1 << 20, r),
         line: String::new(),
+        pings: pings.clone(),
     };
     let mut wr = Writer {
         wr: BufWriter::with_capacity(1 << 20, w),
+        pings,
+        ponged: 0,
     };
     rd.line.clear();
     rd.rd.read_line(&mut rd.line).await?;
@@ -214,7 +238,7 @@ async fn connect(server: &str, id: &str) -> Result<(Reader, Writer, String)> {
         "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1,\"name\":\"js_bench\"}}\r\nSUB {inbox}.* 1\r\nPING\r\n"
     );
     wr.wr.write_all(hello.as_bytes()).await?;
-    wr.wr.flush().await?;
+    wr.flush().await?;
     loop {
         rd.line.clear();
         rd.rd.read_line(&mut rd.line).await?;
@@ -238,7 +262,7 @@ async fn request(
     let reply = format!("{inbox}.api");
     wr.pub_msg(subject, &reply, body.to_string().as_bytes())
         .await?;
-    wr.wr.flush().await?;
+    wr.flush().await?;
     loop {
         match rd.next().await? {
             In::Msg {
@@ -253,7 +277,7 @@ async fn request(
                 return Ok(serde_json::from_slice(&payload)?);
             }
             In::Err(e) => bail!("{e}"),
-            _ => {}
+            _ => wr.flush().await?,
         }
     }
 }
@@ -349,7 +373,7 @@ async fn publisher(
         let permit = match window.try_acquire() {
             Ok(p) => p,
             Err(_) => {
-                wr.wr.flush().await?;
+                wr.flush().await?;
                 match tokio::time::timeout_at(deadline, window.acquire()).await {
                     Ok(p) => p?,
                     Err(_) => break,
@@ -361,7 +385,7 @@ async fn publisher(
             .await?;
         n += 1;
     }
-    wr.wr.flush().await?;
+    wr.flush().await?;
     // Wait for what is in flight.
     let _ = tokio::time::timeout(
         Duration::from_secs(10),
@@ -381,7 +405,7 @@ async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Res
     let ask = json!({"batch": a.batch, "expires": 1_000_000_000u64}).to_string();
     let reply = format!("{inbox}.pull");
     wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
-    wr.wr.flush().await?;
+    wr.flush().await?;
     let mut outstanding = a.batch;
     loop {
         match rd.next().await? {
@@ -395,7 +419,7 @@ async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Res
                 wr.pub_msg(&ack, "", b"").await?;
                 outstanding = outstanding.saturating_sub(1);
                 if !more {
-                    wr.wr.flush().await?;
+                    wr.flush().await?;
                     return Ok(());
                 }
                 if outstanding <= a.batch / 2 {
@@ -403,7 +427,7 @@ async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Res
                     outstanding += a.batch;
                 }
                 if rd.rd.buffer().is_empty() {
-                    wr.wr.flush().await?;
+                    wr.flush().await?;
                 }
             }
             // 404 no messages, 408 the request expired: ask again.
@@ -413,10 +437,10 @@ async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Res
                 outstanding = 0;
                 wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
                 outstanding += a.batch;
-                wr.wr.flush().await?;
+                wr.flush().await?;
             }
             In::Err(e) => bail!("{e}"),
-            _ => {}
+            _ => wr.flush().await?,
         }
     }
 }
@@ -506,7 +530,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
                 .await?;
             sent += 1;
         }
-        wr.wr.flush().await?;
+        wr.flush().await?;
     }
     let (r, mut lat) = consumer.await?;
     acks.abort();

@@ -30,6 +30,26 @@ let failed = 0;
 
 function log(...a) { console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s]`, ...a); }
 
+/*
+ * The pages that list every topic draw a header table and the rows in
+ * tables of their own (main.js, rowsTable): each row matching `rowSel`
+ * whose cells are one per column must have its cells' edges where the
+ * header's are. True, or the first misfit.
+ */
+async function columnsAligned(page, box, rowSel) {
+  return page.$eval(box, (el, sel) => {
+    const edges = (cells) => Array.from(cells).map((c) => { const r = c.getBoundingClientRect(); return [Math.round(r.left), Math.round(r.right)]; });
+    const head = edges(el.querySelectorAll("thead th"));
+    const rows = Array.from(el.querySelectorAll(sel)).filter((tr) => tr.children.length === head.length);
+    if (!rows.length) { return `no ${sel} with ${head.length} cells`; }
+    for (const tr of rows) {
+      const e = edges(tr.children);
+      if (JSON.stringify(e) !== JSON.stringify(head)) { return { row: tr.textContent.slice(0, 40), head, cells: e }; }
+    }
+    return true;
+  }, rowSel);
+}
+
 function check(cond, what, detail) {
   if (cond) { passed++; log("ok  ", what); return; }
   failed++;
@@ -228,6 +248,8 @@ async function main() {
     check(Array.isArray(got), `index: ${t} depth ${wantDepth} and messages ${wantMsgs} as in nsqd /stats`, got);
   }
   check((await page.$$("#topics-table svg.spark")).length >= 2, "index: sparklines drawn");
+  const aligned = await columnsAligned(page, "#topics-table", "tr[data-topic]");
+  check(aligned === true, "index: every row's columns line up with the header's", aligned);
   await shot("index");
   // the filter redraws the table in place: one match, no match, then all again
   const topicRows = async () => page.$$eval("#topics-table tbody tr", (trs) => trs.map((tr) => tr.getAttribute("data-topic") || tr.textContent));
@@ -376,6 +398,8 @@ async function main() {
     const cells = await cellNums(page, `#node-topics tr.topic-row[data-topic="${t.topic_name}"]`);
     check(toNum(cells[1]) === t.depth && toNum(cells[4]) === t.message_count && toNum(cells[5]) === t.channels.length, `node page: topic ${t.topic_name} matches nsqd`, cells);
   }
+  const nodeAligned = await columnsAligned(page, "#node-topics", "tr.channel-row");
+  check(nodeAligned === true, "node page: every channel row's columns line up with the header's", nodeAligned);
   // the summary adds up the topic rows shown (which include the live "events" topic)
   const cardText = (await page.textContent("#cards")).replace(/,/g, "");
   const rowMsgs = await page.$$eval("#node-topics tr.topic-row", (trs) => trs.reduce((a, tr) => a + Number(tr.children[4].textContent.replace(/,/g, "")), 0));

@@ -165,44 +165,68 @@
   }
 
   /*
-   * Fills `table` with `items` (each the HTML of one topic's rows), packed
-   * ITEMS_PER_BODY to a <tbody>, a slice at a time: the first screenful at
-   * once, the rest after that frame in slices of 1,000 topics, so the first
-   * screen of a page of 1,000 topics is drawn at once and the rest in one
-   * more frame. Every frame between slices redoes table-wide work for every
-   * row drawn so far (column widths, pre-paint), so at 1,000 topics one
-   * more slice cost more than it spread. A refresh replaces the <tbody>s in
-   * place (same position, about the same height), so the page does not
-   * jump under a reader who scrolled; a newer fill of the same page cancels
-   * the slices of an older one.
+   * The tables with a row (or a few) per topic: thousands of rows at 1,000
+   * topics. One <table> of them made the browser style and measure every
+   * cell before it could draw any (1.2-1.3 s for a node page of 1,000
+   * topics, two thirds of it layout and style). So such a table is a box
+   * (`rowsTable`) holding a header table and then a table per
+   * ITEMS_PER_BODY items, each in a block the browser lays out only when
+   * it nears the screen (content-visibility: auto; the rows are in the
+   * page, so find-in-page and the scrollbar work as with one table). The
+   * tables share one <colgroup> under table-layout: fixed, so the columns
+   * line up without measuring any cell. `cols`: the width of each column
+   * ("" for the ones that take what is left).
    */
-  var ITEMS_PER_BODY = 20, FIRST_BODIES = 2, SLICE_BODIES = 50;
-  function fillRows(p, table, items) {
+  var ITEMS_PER_BODY = 20, FIRST_BODIES = 2, ROW_PX = 34;
+  function colgroup(cols) {
+    return "<colgroup>" + cols.map(function (w) { return w ? '<col style="width:' + w + '">' : "<col>"; }).join("") + "</colgroup>";
+  }
+  function rowsTable(id, cls, cols, headRow) {
+    return '<div class="table-wrap"><div class="rows-table' + (cls ? " " + cls : "") + '" id="' + id + '"><table class="grid wide">' +
+      colgroup(cols) + "<thead>" + headRow + "</thead></table></div></div>";
+  }
+  /*
+   * Fills the box made by `rowsTable` with `items` (each the HTML of one
+   * topic's rows): the first screenful at once, always drawn (class
+   * "first"), the rest after that frame, drawn when scrolled near. Parsing
+   * them all first delayed the first screen by their parse (200 ms at
+   * 1,000 topics); and had the first blocks waited for the browser to find
+   * them on screen, they would have waited for the rest's parse too. A
+   * refresh replaces each block's rows in place, and a newer fill of the
+   * same page cancels the rest of an older one.
+   */
+  function fillRows(p, box, cols, items) {
     var gen = (p.fillGen = (p.fillGen || 0) + 1);
-    var bodies = [];
+    var group = colgroup(cols), blocks = [];
     for (var i = 0; i < items.length; i += ITEMS_PER_BODY) {
-      bodies.push("<tbody>" + items.slice(i, i + ITEMS_PER_BODY).join("") + "</tbody>");
+      var rows = items.slice(i, i + ITEMS_PER_BODY).join("");
+      // Until it is first drawn, a block is as tall as its rows would be.
+      var height = (rows.match(/<tr/g) || []).length * ROW_PX;
+      blocks.push('<div class="rows' + (blocks.length < FIRST_BODIES ? " first" : "") + '" style="contain-intrinsic-size:auto ' +
+        height + 'px"><table class="grid wide">' + group + "<tbody>" + rows + "</tbody></table></div>");
     }
     var tpl = document.createElement("template");
-    function slice(from, to) {
-      if (p.dead || p.fillGen !== gen || !table.isConnected) { return; }
-      tpl.innerHTML = "<table>" + bodies.slice(from, to).join("") + "</table>";
-      var fresh = Array.prototype.slice.call(tpl.content.firstChild.tBodies);
-      fresh.forEach(function (tb, k) {
-        var old = table.tBodies[from + k];
-        if (old) { table.replaceChild(tb, old); } else { table.appendChild(tb); }
+    function fill(from, to) {
+      if (p.dead || p.fillGen !== gen || !box.isConnected) { return; }
+      tpl.innerHTML = blocks.slice(from, to).join("");
+      Array.prototype.slice.call(tpl.content.children).forEach(function (b, k) {
+        // children[0] is the header table. A block already there keeps
+        // its element, and with it the height the browser last drew it
+        // at: the blocks above a reader who scrolled keep their place.
+        var old = box.children[1 + from + k];
+        if (!old) { box.appendChild(b); return; }
+        old.setAttribute("style", b.getAttribute("style"));
+        old.replaceChild(b.firstChild, old.firstChild);
       });
-      if (to < bodies.length) {
-        // After the next frame, so the rows so far are drawn before more
-        // are parsed (a chain of timers alone can starve the frames).
-        requestAnimationFrame(function () {
-          setTimeout(function () { slice(to, Math.min(to + SLICE_BODIES, bodies.length)); }, 0);
-        });
+      if (to < blocks.length) {
+        // After the next frame, so the first screen is drawn before the
+        // rest is parsed (a timer alone can run before the frame).
+        requestAnimationFrame(function () { setTimeout(function () { fill(to, blocks.length); }, 0); });
       } else {
-        while (table.tBodies.length > bodies.length) { table.removeChild(table.tBodies[bodies.length]); }
+        while (box.children.length > blocks.length + 1) { box.removeChild(box.lastChild); }
       }
     }
-    slice(0, Math.min(FIRST_BODIES, bodies.length));
+    fill(0, Math.min(FIRST_BODIES, blocks.length));
   }
 
   function memDisk(o) {
@@ -651,6 +675,8 @@
   // Topics (/ and /topics)
   // ------------------------------------------------------------------
 
+  // Topic (what is left), five numbers, the rate, two sparklines (100px).
+  var TOPIC_COLS = ["", "9%", "9%", "9%", "10%", "10%", "9%", "124px", "124px"];
   function topicsPage(p) {
     p.title = "Topics";
     p.filter = localStorage.getItem("nsqadmin.filter") || "";
@@ -698,7 +724,7 @@
         // base.css makes the text cells of a row with a sparkline as tall
         // as it, so that they are laid out once.
         var tall = depthSpark !== NO_SPARK || rateSpark !== NO_SPARK;
-        return '<tr data-topic="' + esc(t) + '"' + (tall ? ' class="spark-row"' : "") + "><td>" + topicLink(t) + "</td>" +
+        return '<tr data-topic="' + esc(t) + '"' + (tall ? ' class="spark-row"' : "") + '><td title="' + esc(t) + '">' + topicLink(t) + "</td>" +
           (s ? td(depth, depth > 0 ? "hot" : "") + td(last(s.in_flight)) + td(last(s.deferred)) + td(last(s.messages)) +
             tdText(rateText(lastRate(s))) + td(last(s.clients)) :
             '<td class="num muted" colspan="6" title="nsqadmin samples every nsqd every ' + Math.round(HISTORY_MS / 1000) + 's; a topic no nsqd has (only registered on nsqlookupd) has no numbers">no stats (yet)</td>') +
@@ -707,18 +733,17 @@
       if (!groups.length) { groups = ['<tr><td colspan="9" class="muted">no topic matches the filter</td></tr>']; }
       var note = '<p class="muted small" id="topics-note">Queued, in-flight and rates are sampled every ' + Math.round(HISTORY_MS / 1000) + "s by nsqadmin" +
         (hist.updated_ms ? " (last sample " + clock(hist.updated_ms) + ")" : "") + "; open a topic for exact per-node numbers.</p>";
-      var table = document.getElementById("topics-table");
-      if (!table) {
-        content.innerHTML = '<div class="table-wrap"><table class="grid wide" id="topics-table"><thead><tr>' +
+      var box = document.getElementById("topics-table");
+      if (!box) {
+        content.innerHTML = rowsTable("topics-table", "", TOPIC_COLS, "<tr>" +
           "<th>Topic</th>" + th("Queued", WORDS.queued) + th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) +
           th("Published", WORDS.published) + th("Publish rate (msg/s)", WORDS.publishRate) + th("Consumers", WORDS.consumers) +
-          "<th>Queued, 30 min</th><th>Publish rate, 30 min</th>" +
-          "</tr></thead></table></div>" + note;
-        table = document.getElementById("topics-table");
+          "<th>Queued, 30 min</th><th>Publish rate, 30 min</th></tr>") + note;
+        box = document.getElementById("topics-table");
       } else {
         document.getElementById("topics-note").outerHTML = note;
       }
-      fillRows(p, table, groups);
+      fillRows(p, box, TOPIC_COLS, groups);
     }
   }
 
@@ -1114,6 +1139,9 @@
       r.map(function (a) { return '<li class="mono">' + esc(a) + "</li>"; }).join("") + "</ul></details>";
   }
 
+  // Topic / channel / client host (what is left), Depth, Memory + Disk,
+  // four counts, Published / Received, Channels / Connections; Action.
+  var NODE_COLS = ["", "8%", "11%", "7%", "7%", "7%", "7%", "9%", "9%"];
   function nodePage(p, params) {
     var node = params[0];
     p.title = node;
@@ -1143,18 +1171,19 @@
         var actCell = ADMIN ? "<td></td>" : "";
         // With actions, base.css makes the text cells of a topic row as
         // tall as its Tombstone button, so that they are laid out once.
-        var head = '<div class="table-wrap"><table class="grid wide' + (ADMIN ? " with-actions" : "") + '" id="node-topics"><thead><tr>' +
+        var cols = NODE_COLS.concat(ADMIN ? ["90px"] : []);
+        var head = rowsTable("node-topics", ADMIN ? "with-actions" : "", cols, "<tr>" +
           "<th>Topic / Channel</th>" + th("Depth", WORDS.topicDepth + "; channel rows: " + WORDS.channelDepth) + th("Memory + Disk", WORDS.memDisk) +
           th("In-Flight", WORDS.inFlight) + th("Deferred", WORDS.deferred) + th("Requeued", WORDS.requeued) + th("Timed Out", WORDS.timedOut) +
           th("Published / Received", "topic rows: " + WORDS.published + "; channel rows: " + WORDS.received) +
           th("Channels / Connections", "topic rows: channels of the topic; channel rows: " + WORDS.connections) +
-          (ADMIN ? "<th>Action</th>" : "") + "</tr></thead></table></div>";
+          (ADMIN ? "<th>Action</th>" : "") + "</tr>");
         var groups = topics.map(function (t) {
-          var html = '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td>' + topicLink(t.topic_name) + pausedLabel(t) + "</td>" +
+          var html = '<tr class="topic-row" data-topic="' + esc(t.topic_name) + '"><td title="' + esc(t.topic_name) + '">' + topicLink(t.topic_name) + pausedLabel(t) + "</td>" +
             td(t.depth) + memDisk(t) + '<td colspan="4"></td>' + td(t.message_count) + td((t.channels || []).length) +
             (ADMIN ? "<td>" + tombstoneButton(t.topic_name, node) + "</td>" : "") + "</tr>";
           (t.channels || []).forEach(function (c) {
-            html += '<tr class="channel-row" data-channel="' + esc(t.topic_name + "/" + c.channel_name) + '"><td class="indent1">' +
+            html += '<tr class="channel-row" data-channel="' + esc(t.topic_name + "/" + c.channel_name) + '"><td class="indent1" title="' + esc(c.channel_name) + '">' +
               link("/topics/" + enc(t.topic_name) + "/" + enc(c.channel_name), esc(c.channel_name)) + pausedLabel(c) + "</td>" +
               td(c.depth) + memDisk(c) + td(c.in_flight_count) + td(c.deferred_count) + td(c.requeue_count) + td(c.timeout_count) +
               td(c.message_count) + td(c.client_count) + actCell + "</tr>";
@@ -1168,12 +1197,12 @@
           });
           return html;
         });
-        var table = document.getElementById("node-topics");
-        if (!table) {
+        var box = document.getElementById("node-topics");
+        if (!box) {
           document.getElementById("content").innerHTML = head;
-          table = document.getElementById("node-topics");
+          box = document.getElementById("node-topics");
         }
-        fillRows(p, table, groups);
+        fillRows(p, box, cols, groups);
       });
     };
   }

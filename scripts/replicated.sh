@@ -16,6 +16,12 @@
 # stream with a pull consumer, at the same load shape with js_bench (each
 # publish acknowledged by the stream; 800 unacknowledged per writer, as
 # 4 MPUBs of 200; every message acked by the consumer).
+# With RABBITMQ=1 (or rabbitmq-server installed), also a RabbitMQ cluster
+# of three nodes on 127.0.0.1 (Debian's rabbitmq-server, installed with
+# apt-get when RABBITMQ=1 and it is missing; their own epmd on a free port,
+# every listener on 127.0.0.1), a quorum queue of 3 members, at the same
+# load shape with amqp_bench (publisher confirms, 800 unconfirmed per
+# writer; a prefetch of 2500 and every message acked by the consumer).
 #
 #   bash scripts/replicated.sh [ROUNDS]
 set -euo pipefail
@@ -36,6 +42,18 @@ if command -v nats-server >/dev/null; then
     (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsq-benches --bin js_bench >&2)
     JS_BENCH="$TARGET_DIR/$PROFILE/js_bench"
     JS=1
+fi
+
+if [ "${RABBITMQ:-}" = 1 ] && [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
+    echo "==> installing Debian's rabbitmq-server" >&2
+    apt-get install -y -qq rabbitmq-server >/dev/null 2>&1 ||
+        { apt-get update -qq && apt-get install -y -qq rabbitmq-server >/dev/null; }
+fi
+MQ=""
+if [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
+    (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsq-benches --bin amqp_bench >&2)
+    AMQP_BENCH="$TARGET_DIR/$PROFILE/amqp_bench"
+    MQ=1
 fi
 
 read -r -a PORTS < <(python3 -c 'import socket
@@ -99,12 +117,73 @@ CONF
     echo "nats-server $(nats-server --version 2>&1 | head -1)" >&2
 fi
 
+if [ -n "$MQ" ]; then
+    read -r -a RP < <(python3 -c 'import socket
+ss=[socket.socket() for _ in range(7)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+    # The nodes' own epmd (Erlang's name server) on a free port, on
+    # 127.0.0.1, with its own cookie in their HOME; stopped at the end.
+    export HOME="$WORK/rabbit" ERL_EPMD_PORT="${RP[6]}" ERL_EPMD_ADDRESS=127.0.0.1
+    mkdir -p "$HOME"
+    head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$HOME/.erlang.cookie"
+    chmod 400 "$HOME/.erlang.cookie"
+    epmd -address 127.0.0.1 -port "$ERL_EPMD_PORT" -daemon
+    trap 'bench_cleanup; epmd -port "$ERL_EPMD_PORT" -kill >/dev/null 2>&1 || true' EXIT
+    for i in 1 2 3; do
+        d="$WORK/rabbit/r$i"
+        mkdir -p "$d"
+        : >"$d/plugins"
+        printf 'listeners.tcp.1 = 127.0.0.1:%s\nloopback_users = none\n' "${RP[$((i * 2 - 2))]}" >"$d/rabbitmq.conf"
+        RABBITMQ_NODENAME="r$i@localhost" RABBITMQ_DIST_PORT="${RP[$((i * 2 - 1))]}" \
+            RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" \
+            RABBITMQ_ENABLED_PLUGINS_FILE="$d/plugins" RABBITMQ_CONFIG_FILE="$d/rabbitmq" \
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+            /usr/lib/rabbitmq/bin/rabbitmq-server >"$WORK/rabbit$i.log" 2>&1 &
+        PIDS+=($!)
+    done
+    CTL=/usr/lib/rabbitmq/bin/rabbitmqctl
+    # A node answers once it is registered with epmd and booted.
+    for i in 1 2 3; do
+        for _ in $(seq 120); do
+            "$CTL" -n "r$i@localhost" await_startup --timeout 5 >/dev/null 2>&1 && break
+            sleep 1
+        done
+        "$CTL" -n "r$i@localhost" await_startup --timeout 5 >/dev/null ||
+            { tail -20 "$WORK/rabbit$i.log" >&2; exit 1; }
+    done
+    for i in 2 3; do
+        "$CTL" -n "r$i@localhost" stop_app >/dev/null
+        "$CTL" -n "r$i@localhost" join_cluster r1@localhost >/dev/null
+        "$CTL" -n "r$i@localhost" start_app >/dev/null
+    done
+    AMQP="127.0.0.1:${RP[0]}"
+    "$AMQP_BENCH" setup --server "$AMQP" --queue bench --replicas 3 | sed -n 's/^RESULT /rabbitmq: /p' >&2
+    echo "rabbitmq-server $("$CTL" -n r1@localhost version 2>/dev/null), cluster of $("$CTL" -n r1@localhost eval 'length(rabbit_nodes:all_running()).' 2>/dev/null) nodes" >&2
+fi
+
 rate() { sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p'; }
 depth() {
     curl -sf "http://$HTTP/stats?format=json&topic=$1&channel=ch" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 print(d["topics"][0]["channels"][0]["depth"])'
+}
+# other_round LABEL BENCH --stream|--queue SERVER: a round's three
+# measurements on another broker, with js_bench or amqp_bench.
+other_round() {
+    local label="$1" bench="$2" target="$3" server="$4" out p n s l secs="${RUNFOR%s}"
+    field() { sed -n 's/^RESULT //p' | python3 -c "import json, sys; print(json.load(sys.stdin)[\"$1\"])"; }
+    out="$("$bench" pub --server "$server" "$target" bench --writers 2 --window 800 --size 200 --runfor "$secs")"
+    p="$(echo "$out" | field msgs_per_sec)"
+    n="$(echo "$out" | field msgs)"
+    s="$("$bench" sub --server "$server" "$target" bench --count "$n" --batch 2500 | field msgs_per_sec)"
+    l="$("$bench" latency --server "$server" "$target" bench --rate "$RATE" --runfor "$secs" --size 200 |
+        sed -n 's/^RESULT //p' | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+print("p50_ms=%.2f p99_ms=%.2f missing=%d" % (v["p50_ms"], v["p99_ms"], v["sent"] - v["received"]))')"
+    echo "$label#$round pub_msgs_per_sec=${p%.*} sub_msgs_per_sec=${s%.*} latency_at_${RATE}: $l"
 }
 for round in $(seq "$ROUNDS"); do
     for t in p r; do
@@ -122,18 +201,6 @@ l = v["latency"]
 print("p50_ms=%.2f p99_ms=%.2f missing=%d" % (l["p50_us"] / 1e3, l["p99_us"] / 1e3, v["missing"]))')"
         echo "$label#$round pub_msgs_per_sec=${p%.*} sub_msgs_per_sec=${s%.*} latency_at_${RATE}: $l"
     done
-    if [ -n "$JS" ]; then
-        field() { sed -n 's/^RESULT //p' | python3 -c "import json, sys; print(json.load(sys.stdin)[\"$1\"])"; }
-        secs="${RUNFOR%s}"
-        out="$("$JS_BENCH" pub --server "$NATS" --stream bench --writers 2 --window 800 --size 200 --runfor "$secs")"
-        p="$(echo "$out" | field msgs_per_sec)"
-        n="$(echo "$out" | field msgs)"
-        s="$("$JS_BENCH" sub --server "$NATS" --stream bench --count "$n" --batch 2500 | field msgs_per_sec)"
-        l="$("$JS_BENCH" latency --server "$NATS" --stream bench --rate "$RATE" --runfor "$secs" --size 200 |
-            sed -n 's/^RESULT //p' | python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-print("p50_ms=%.2f p99_ms=%.2f missing=%d" % (v["p50_ms"], v["p99_ms"], v["sent"] - v["received"]))')"
-        echo "jetstream_r3#$round pub_msgs_per_sec=${p%.*} sub_msgs_per_sec=${s%.*} latency_at_${RATE}: $l"
-    fi
+    [ -z "$JS" ] || other_round jetstream_r3 "$JS_BENCH" --stream "$NATS"
+    [ -z "$MQ" ] || other_round rabbitmq_quorum3 "$AMQP_BENCH" --queue "$AMQP"
 done

@@ -1,10 +1,13 @@
-//! Fixtures shared by the micro-benchmarks in `benches/benches/`.
+//! Fixtures shared by the micro-benchmarks in `benches/benches/`, and
+//! (`broker`) what the load generators for other brokers share.
 //!
 //! Run them with `cargo bench -p nsq-benches` (see docs/performance.md,
 //! "Micro-benchmarks"). `cargo test --workspace` only builds the bench
 //! targets; it never runs them.
 
 #![forbid(unsafe_code)]
+
+pub mod broker;
 
 use std::time::Duration;
 

@@ -24,73 +24,16 @@
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use nsq_benches::broker::{self, now_ns, Args};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-
-struct Args {
-    mode: String,
-    server: String,
-    stream: String,
-    replicas: u32,
-    writers: usize,
-    window: usize,
-    size: usize,
-    runfor: Duration,
-    count: u64,
-    batch: u64,
-    rate: u64,
-}
-
-fn parse() -> Result<Args> {
-    let mut a = Args {
-        mode: String::new(),
-        server: "127.0.0.1:4222".into(),
-        stream: "bench".into(),
-        replicas: 3,
-        writers: 2,
-        window: 800,
-        size: 200,
-        runfor: Duration::from_secs(3),
-        count: 0,
-        batch: 2500,
-        rate: 20_000,
-    };
-    let mut it = std::env::args().skip(1);
-    a.mode = it
-        .next()
-        .ok_or_else(|| anyhow!("usage: js_bench setup|pub|sub|latency [--flag value]..."))?;
-    while let Some(flag) = it.next() {
-        let v = it.next().ok_or_else(|| anyhow!("{flag} needs a value"))?;
-        let n = || v.parse::<u64>().with_context(|| format!("{flag} {v}"));
-        match flag.trim_start_matches('-') {
-            "server" => a.server = v.clone(),
-            "stream" => a.stream = v.clone(),
-            "replicas" => a.replicas = n()? as u32,
-            "writers" => a.writers = n()? as usize,
-            "window" => a.window = n()?.max(1) as usize,
-            "size" => a.size = n()?.max(16) as usize,
-            "runfor" => {
-                a.runfor = Duration::from_secs_f64(
-                    v.trim_end_matches('s')
-                        .parse::<f64>()
-                        .with_context(|| format!("--runfor {v} (seconds, e.g. 3s)"))?,
-                )
-            }
-            "count" => a.count = n()?,
-            "batch" => a.batch = n()?.max(1),
-            "rate" => a.rate = n()?.max(1),
-            _ => bail!("unknown flag {flag}"),
-        }
-    }
-    Ok(a)
-}
 
 /// What arrives on a connection.
 enum In {
@@ -293,21 +236,28 @@ async fn setup(a: &Args) -> Result<Value> {
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
-    let s = &a.stream;
+    let s = &a.target;
     let created = loop {
-        let r = request(
-            &mut rd,
-            &mut wr,
-            &inbox,
-            &format!("$JS.API.STREAM.CREATE.{s}"),
-            json!({"name": s, "subjects": [s], "retention": "limits", "storage": "file",
-                   "num_replicas": a.replicas, "discard": "old"}),
+        // A request made while the cluster forms can go unanswered: each
+        // try waits 5 s, then asks again on a new connection.
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            request(
+                &mut rd,
+                &mut wr,
+                &inbox,
+                &format!("$JS.API.STREAM.CREATE.{s}"),
+                json!({"name": s, "subjects": [s], "retention": "limits", "storage": "file",
+                       "num_replicas": a.replicas, "discard": "old"}),
+            ),
         )
         .await;
         match r {
-            Ok(v) if v.get("error").is_none() => break v,
-            Ok(v) if Instant::now() >= deadline => bail!("stream create: {v}"),
-            Err(e) if Instant::now() >= deadline => return Err(e),
+            Ok(Ok(v)) if v.get("error").is_none() => break v,
+            Ok(Ok(v)) if Instant::now() >= deadline => bail!("stream create: {v}"),
+            Ok(Err(e)) if Instant::now() >= deadline => return Err(e),
+            Err(_) if Instant::now() >= deadline => bail!("stream create: no answer"),
+            Err(_) => (rd, wr, _) = connect(&a.server, "setup").await?,
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     };
@@ -329,21 +279,17 @@ async fn setup(a: &Args) -> Result<Value> {
     )
 }
 
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// Publishes with up to `window` unacknowledged per connection, until
 /// `deadline`; acknowledged messages (and refusals) counted.
 async fn publisher(
     a: Arc<Args>,
-    id: usize,
     deadline: Instant,
     acked: Arc<AtomicU64>,
     refused: Arc<AtomicU64>,
 ) -> Result<()> {
+    // Each publisher's own inbox for the acknowledgements.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
     let (mut rd, mut wr, inbox) = connect(&a.server, &format!("pub{id}")).await?;
     let window = Arc::new(Semaphore::new(a.window));
     let w2 = window.clone();
@@ -381,7 +327,7 @@ async fn publisher(
             }
         };
         permit.forget();
-        wr.pub_msg(&a.stream, &format!("{inbox}.{n}"), &body)
+        wr.pub_msg(&a.target, &format!("{inbox}.{n}"), &body)
             .await?;
         n += 1;
     }
@@ -401,7 +347,7 @@ async fn publisher(
 /// it arrived, until it returns false.
 async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Result<()> {
     let (mut rd, mut wr, inbox) = connect(&a.server, id).await?;
-    let next = format!("$JS.API.CONSUMER.MSG.NEXT.{}.ch", a.stream);
+    let next = format!("$JS.API.CONSUMER.MSG.NEXT.{}.ch", a.target);
     let ask = json!({"batch": a.batch, "expires": 1_000_000_000u64}).to_string();
     let reply = format!("{inbox}.pull");
     wr.pub_msg(&next, &reply, ask.as_bytes()).await?;
@@ -445,33 +391,6 @@ async fn pull(a: &Args, id: &str, mut on: impl FnMut(&[u8], u64) -> bool) -> Res
     }
 }
 
-async fn run_pub(a: Arc<Args>) -> Result<Value> {
-    let acked = Arc::new(AtomicU64::new(0));
-    let refused = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let deadline = start + a.runfor;
-    let tasks: Vec<_> = (0..a.writers)
-        .map(|i| {
-            tokio::spawn(publisher(
-                a.clone(),
-                i,
-                deadline,
-                acked.clone(),
-                refused.clone(),
-            ))
-        })
-        .collect();
-    for t in tasks {
-        t.await??;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let n = acked.load(Ordering::Relaxed);
-    Ok(
-        json!({"mode": "pub", "msgs": n, "refused": refused.load(Ordering::Relaxed), "secs": secs,
-              "msgs_per_sec": n as f64 / secs}),
-    )
-}
-
 async fn run_sub(a: Arc<Args>) -> Result<Value> {
     let start = Instant::now();
     let mut n = 0u64;
@@ -483,8 +402,12 @@ async fn run_sub(a: Arc<Args>) -> Result<Value> {
         })
         .await?;
     }
-    let secs = start.elapsed().as_secs_f64();
-    Ok(json!({"mode": "sub", "msgs": n, "secs": secs, "msgs_per_sec": n as f64 / secs}))
+    Ok(broker::rate_result(
+        "sub",
+        n,
+        start.elapsed().as_secs_f64(),
+        json!({}),
+    ))
 }
 
 async fn run_latency(a: Arc<Args>) -> Result<Value> {
@@ -496,10 +419,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
             let r = tokio::time::timeout(
                 a.runfor + Duration::from_secs(10),
                 pull(&a, "lat", |body, at| {
-                    if body.len() >= 8 {
-                        let sent = u64::from_be_bytes(body[..8].try_into().unwrap_or([0; 8]));
-                        lat.push(at.saturating_sub(sent));
-                    }
+                    lat.extend(broker::since_sent(body, at));
                     (lat.len() as u64) < total
                 }),
             )
@@ -525,14 +445,14 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
         tick.tick().await;
         let due = ((start.elapsed().as_secs_f64() * a.rate as f64) as u64).min(total);
         while sent < due {
-            body[..8].copy_from_slice(&now_ns().to_be_bytes());
-            wr.pub_msg(&a.stream, &format!("{inbox}.{sent}"), &body)
+            broker::stamp(&mut body);
+            wr.pub_msg(&a.target, &format!("{inbox}.{sent}"), &body)
                 .await?;
             sent += 1;
         }
         wr.flush().await?;
     }
-    let (r, mut lat) = consumer.await?;
+    let (r, lat) = consumer.await?;
     acks.abort();
     match r {
         Ok(r) => r?,
@@ -541,23 +461,12 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
             lat.len()
         ),
     }
-    lat.sort_unstable();
-    let pct = |q: f64| -> f64 {
-        if lat.is_empty() {
-            return 0.0;
-        }
-        let i = ((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[i] as f64 / 1e6
-    };
-    Ok(
-        json!({"mode": "latency", "rate": a.rate, "sent": sent, "received": lat.len(),
-              "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": pct(1.0)}),
-    )
+    Ok(broker::latency_result(a.rate, sent, lat))
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let a = match parse() {
+    let a = match broker::parse("js_bench", "127.0.0.1:4222", "stream") {
         Ok(a) => Arc::new(a),
         Err(e) => {
             eprintln!("js_bench: {e}");
@@ -566,19 +475,10 @@ async fn main() -> ExitCode {
     };
     let r = match a.mode.as_str() {
         "setup" => setup(&a).await,
-        "pub" => run_pub(a.clone()).await,
+        "pub" => broker::run_pub(a.clone(), publisher).await,
         "sub" => run_sub(a.clone()).await,
         "latency" => run_latency(a.clone()).await,
         m => Err(anyhow!("unknown mode {m}: setup, pub, sub or latency")),
     };
-    match r {
-        Ok(v) => {
-            println!("RESULT {v}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("js_bench: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    broker::finish("js_bench", r)
 }

@@ -193,6 +193,9 @@ for round in $(seq "$ROUNDS"); do
         n="$(depth "$t")"
         s="$("$NSQ_BENCH" sub --nsqd-tcp-address="$TCP" --topic "$t" --channel ch --count "$n" \
             --readers 1 --rdy 2500 --size 200 | rate)"
+        # A fresh channel: the one of the round before would hold this
+        # round's pub phase, and the latency run would wait out its drain.
+        curl -sf -X POST "http://$HTTP/channel/delete?topic=$t&channel=lat" >/dev/null 2>&1 || true
         l="$("$NSQ_BENCH" latency --nsqd-tcp-address="$TCP" --topic "$t" --channel lat \
             --rate "$RATE" --runfor "$RUNFOR" --size 200 | sed -n 's/^RESULT //p' | python3 -c '
 import json, sys

@@ -7,7 +7,8 @@
 //! new one registers the channels with nsqlookupd and the paused one is
 //! still paused; a restarted member has them again; a delete through any
 //! member removes the channel everywhere; without a majority a change is a
-//! 503 naming why.
+//! 503 naming why, and a channel a SUB made meanwhile is committed once
+//! the majority is back.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -232,4 +233,64 @@ fn channels_of_a_replicated_topic_follow_its_group() {
     );
     assert!(began.elapsed() < Duration::from_secs(8));
     assert_eq!(paused(alone, t, "s"), Some(false), "nothing changed");
+}
+
+/// A SUB on the leader while its group has no majority makes the channel
+/// there at once; its proposal times out (logged) but stays in the
+/// leader's log, so the group commits it once the majority is back, with
+/// no second SUB: the followers have it and a failover keeps it.
+#[test]
+fn a_channel_made_by_a_sub_without_a_majority_is_committed_once_it_returns() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let all: Vec<&Member> = members.iter().collect();
+    let t = "replicated_sub_retry";
+    assert_eq!(create(&all[0].nsqd, t, 3), (200, String::new()));
+    wait_replicas(&members, t, 3);
+    let lid = leader_of(&all, t, None);
+
+    // Both followers stopped: the leader keeps the group (nothing can
+    // depose it) but can commit nothing.
+    let followers: Vec<u64> = members
+        .iter()
+        .map(|m| m.id)
+        .filter(|&id| id != lid)
+        .collect();
+    let stopped: Vec<Member> = followers
+        .iter()
+        .map(|&id| stop_member(&mut members, id))
+        .collect();
+    let leader = by_id(&members, lid);
+    let mut consumer = leader.nsqd.connect();
+    consumer.sub(t, "late");
+    assert!(leader.nsqd.channel_stats(t, "late").is_some());
+    // Its proposal times out (the 5 s a commit may take).
+    wait_for(WAIT, "the timed-out proposal logged", || {
+        leader
+            .nsqd
+            .stderr()
+            .contains("channel made by a SUB not committed to its group")
+            .then_some(())
+    });
+
+    // The followers back: they get the channel with no other SUB.
+    for mut m in stopped {
+        m.nsqd = start(dirs[at_dir(m.id)].path(), &m.args);
+        members.push(m);
+    }
+    let all: Vec<&Member> = members.iter().collect();
+    wait_paused(&all, t, "late", false);
+
+    // The leader lost: the new one has the channel, and takes its consumer.
+    drop(consumer);
+    stop_member(&mut members, lid);
+    let left: Vec<&Member> = members.iter().collect();
+    let next = by_id(&members, leader_of(&left, t, Some(lid)));
+    assert_eq!(paused(&next.nsqd, t, "late"), Some(false));
+    next.nsqd.connect().publish(t, b"after the failover");
+    let mut c = next.nsqd.connect();
+    c.sub(t, "late");
+    c.rdy(1);
+    let m = c.expect_msg_within(Duration::from_secs(10));
+    assert_eq!(m.body, b"after the failover");
 }

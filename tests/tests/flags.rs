@@ -73,6 +73,7 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "replication-peer", "value", ""),
     ("nsqd", "replication-groups", "int", "16"),
     ("nsqd", "replication-election-timeout", "duration", "1s"),
+    ("nsqd", "replication-snapshot-entries", "int", "10000"),
     ("nsqadmin", "http-secret", "string", ""),
     ("nsq_tail", "http-secret", "string", ""),
     ("nsq_to_nsq", "http-secret", "string", ""),

@@ -147,6 +147,8 @@ nsq_cli::flags! {
         replication_groups: i64 = 16;
         /// nsq-rs: how long a follower waits without hearing from its group's leader before it stands for election (heartbeats go every fifth of it)
         replication_election_timeout: Duration = "1s";
+        /// nsq-rs: a group takes a snapshot (its topics, channels and progress) once this many entries below its slowest channel are not in one, and its log is then purged up to this many entries below the snapshot
+        replication_snapshot_entries: i64 = 10000;
     }
 }
 
@@ -337,6 +339,9 @@ impl Options {
         }
         if !(1..=1024).contains(&self.replication_groups) {
             return Err("--replication-groups must be [1,1024]".into());
+        }
+        if self.replication_snapshot_entries < 1 {
+            return Err("--replication-snapshot-entries must be at least 1".into());
         }
         if self.replication_election_timeout < Duration::from_millis(50) {
             return Err("--replication-election-timeout must be at least 50ms".into());

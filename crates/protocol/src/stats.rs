@@ -54,6 +54,13 @@ pub struct ReplicationGroup {
     pub state: String,
     pub last_log_index: Option<u64>,
     pub last_applied: Option<u64>,
+    /// The last index the group's snapshot here holds (null: none yet).
+    #[serde(default)]
+    pub snapshot: Option<u64>,
+    /// The log here keeps only the entries above this index (null: none
+    /// purged).
+    #[serde(default)]
+    pub purged: Option<u64>,
     /// This member leads the group and has stopped its heartbeats: the
     /// group is idle and every member heard from has all of it.
     #[serde(default)]

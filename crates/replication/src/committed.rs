@@ -15,11 +15,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use openraft::EntryPayload;
+use openraft::{EntryPayload, LogId};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::log::{LogError, SegmentLog};
+use crate::NodeId;
 
 /// Reads a group's committed entries; cheap to clone, one per reader.
 #[derive(Clone)]
@@ -69,6 +70,29 @@ impl CommittedLog {
     /// above it.
     pub fn purged(&self) -> Option<u64> {
         self.log.lock().purged().map(|p| p.index)
+    }
+
+    /// The log id (term and leader with the index) of the committed entry
+    /// at `index`; None when it is not committed yet.
+    pub async fn log_id(&self, index: u64) -> Result<Option<LogId<NodeId>>, ReadError> {
+        if self.committed().is_none_or(|c| index > c) {
+            return Ok(None);
+        }
+        let span = {
+            let log = self.log.lock();
+            if let Some(p) = log.purged().filter(|p| index <= p.index) {
+                return Err(ReadError::Purged {
+                    start: index,
+                    purged: p.index,
+                });
+            }
+            log.span(index, index + 1, 0)?
+        };
+        let Some(span) = span else { return Ok(None) };
+        let read = tokio::task::spawn_blocking(move || span.read())
+            .await
+            .map_err(|e| ReadError::Task(e.to_string()))??;
+        Ok(read.first().map(|e| e.log_id))
     }
 
     /// The committed entries of `start..end`, from `start`, in one chunk of

@@ -32,6 +32,7 @@ use crate::propose::Proposer;
 use crate::pulse;
 use crate::quiet::{QuietFlags, Timing};
 use crate::roll_call;
+use crate::snapshot::Snapshots;
 use crate::standing::Standing;
 use crate::store::LogStore;
 use crate::{GroupId, Member, NodeId, Raft};
@@ -50,8 +51,8 @@ pub struct MemberOptions {
     pub groups: u32,
     /// openraft's settings (timeouts, batch sizes). Its `snapshot_policy`
     /// is replaced by `Never`: the log is the store, and openraft purges
-    /// after each snapshot it builds, so only nsqd may decide when (below
-    /// the slowest channel, through a snapshot and `trigger().purge_log`).
+    /// after each snapshot it builds, so only the subscriber may decide
+    /// when (below the slowest channel: [`Group::snapshots`]).
     pub raft: openraft::Config,
     pub tls: Option<ClusterTls>,
     pub log: LogOptions,
@@ -99,6 +100,12 @@ pub struct Group {
     pub committed: watch::Receiver<Option<u64>>,
     /// The group's committed entries, read back from its log.
     pub log: CommittedLog,
+    /// The snapshot this member started from: the index it claims and the
+    /// image its subscriber handed over (entries from the next index on
+    /// are in the log; `replayed` counts from there).
+    pub image: Option<(u64, bytes::Bytes)>,
+    /// Snapshots of the group, asked for by its subscriber.
+    pub snapshots: Snapshots,
 }
 
 impl Group {
@@ -195,6 +202,10 @@ impl ClusterMember {
             let replayed = *committed.borrow();
             let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity, replayed)
                 .map_err(|err| MemberError::Machine { group: id, err })?;
+            let image = sm
+                .image()
+                .map_err(|err| MemberError::Machine { group: id, err })?;
+            let requests = sm.requests();
             let network = Network {
                 group: id,
                 peers: peers.clone(),
@@ -205,11 +216,13 @@ impl ClusterMember {
             registry.write().insert(id, raft.clone());
             groups.push(Group {
                 id,
+                snapshots: Snapshots::new(raft.clone(), log.clone(), requests),
                 raft,
                 applied: Some(applied),
                 replayed,
                 committed,
                 log,
+                image,
             });
         }
         let shutdown = CancellationToken::new();

@@ -19,6 +19,9 @@
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout.
+//! * [`snapshot`]: a snapshot asked for by the subscriber, holding its
+//!   image of what the entries made, so openraft may purge the log below
+//!   it.
 //! * [`committed`]: a group's committed entries read back in bounded
 //!   chunks (a new leader reads the batches its channels have not
 //!   finished).
@@ -40,6 +43,7 @@ pub mod propose;
 mod pulse;
 pub mod quiet;
 mod roll_call;
+pub mod snapshot;
 pub mod standing;
 pub mod store;
 

@@ -1,8 +1,19 @@
 //! A group's state machine: what is applied (the last applied log id and
 //! the membership) and a subscriber that receives every applied entry, in
 //! log order. Never: interpreting payloads (nsqd's core does), or holding
-//! the log's contents — the log is the store, so a snapshot holds only
-//! what this machine holds.
+//! the log's contents — the log is the store.
+//!
+//! **Snapshots** are asked for by the subscriber, never by a policy of
+//! openraft's: it hands over an opaque image of what its entries made
+//! (nsqd's topics, channels and progress, as of its own last applied
+//! entry) and the index the snapshot may claim, at most that entry and
+//! below every entry whose payload it still needs (a message batch not
+//! yet finished). The snapshot holds that image with this machine's
+//! membership; openraft then purges the log up to it, and sends it to a
+//! member behind the purge point, which hands the image to its subscriber
+//! (`Applied::Snapshot`). Entries after the claimed index are applied
+//! again over an image that already has some of them: the subscriber's
+//! changes are idempotent by log index.
 //!
 //! The machine itself is not written on every apply: after a restart it
 //! starts from its last snapshot (or from nothing) and openraft applies the
@@ -42,15 +53,37 @@ pub enum Applied {
         payload: bytes::Bytes,
     },
     /// A snapshot from the leader replaced everything up to `last` (this
-    /// member was behind a purged part of the log).
-    Snapshot { last: Option<LogId<NodeId>> },
+    /// member was behind a purged part of the log): `image` is what the
+    /// leader's subscriber handed over when it was taken.
+    Snapshot {
+        last: Option<LogId<NodeId>>,
+        image: bytes::Bytes,
+    },
 }
+
+/// A snapshot the subscriber asked for: the log id it claims and the image.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    pub last: LogId<NodeId>,
+    pub image: Vec<u8>,
+}
+
+/// The slot a group's next snapshot build takes its request from.
+pub(crate) type Requests = Arc<Mutex<Option<Request>>>;
 
 /// What the machine holds, and what a snapshot of it holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct State {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, Member>,
+}
+
+/// A snapshot's data: the machine as of the claimed log id, and the
+/// subscriber's image.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Data {
+    state: State,
+    image: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +106,7 @@ pub struct StateMachine {
     /// reads them from the log (`Group::replayed`).
     replay_to: Option<u64>,
     builds: u64,
+    requests: Requests,
 }
 
 /// Writes `stored` durably and makes it the current snapshot.
@@ -105,8 +139,7 @@ impl StateMachine {
         std::fs::create_dir_all(dir)?;
         let snapshot: Option<StoredSnapshot> = meta::read(dir, SNAPSHOT)?;
         let state = match &snapshot {
-            Some(s) => postcard::from_bytes(&s.data)
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?,
+            Some(s) => decode(&s.data)?.state,
             None => State::default(),
         };
         let (tx, rx) = mpsc::channel(capacity.max(1));
@@ -118,9 +151,27 @@ impl StateMachine {
                 subscriber: tx,
                 replay_to,
                 builds: 0,
+                requests: Requests::default(),
             },
             rx,
         ))
+    }
+
+    /// The image of the snapshot the machine started from, and the index
+    /// it claims.
+    pub fn image(&self) -> std::io::Result<Option<(u64, bytes::Bytes)>> {
+        let current = self.snapshot.lock();
+        let Some(s) = current.as_ref() else {
+            return Ok(None);
+        };
+        let Some(last) = s.meta.last_log_id else {
+            return Ok(None);
+        };
+        Ok(Some((last.index, decode(&s.data)?.image.into())))
+    }
+
+    pub(crate) fn requests(&self) -> Requests {
+        self.requests.clone()
     }
 
     async fn hand(&self, applied: Applied) {
@@ -171,6 +222,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         SnapshotBuilder {
             dir: self.dir.clone(),
             state: self.state.clone(),
+            request: self.requests.lock().take(),
             current: self.snapshot.clone(),
             builds: self.builds,
         }
@@ -186,8 +238,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let state: State = postcard::from_bytes(&data)
-            .map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
+        let Data { state, image } =
+            decode(&data).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
         save(
             &self.dir,
             &self.snapshot,
@@ -199,6 +251,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.state = state;
         self.hand(Applied::Snapshot {
             last: meta.last_log_id,
+            image: image.into(),
         })
         .await;
         Ok(())
@@ -212,19 +265,55 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 }
 
-/// Builds a snapshot of the machine as it was when asked, off the machine
-/// (openraft runs it in the background).
+fn decode(data: &[u8]) -> std::io::Result<Data> {
+    postcard::from_bytes(data).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Builds the snapshot the subscriber asked for, off the machine (openraft
+/// runs it in the background). Asked for nothing (a group whose subscriber
+/// never asks: openraft's storage suite), it holds the machine as it is,
+/// with an empty image: nsqd asks before every build it triggers, and
+/// openraft builds on its own only at start, when the log was purged but
+/// the snapshot is missing.
 pub struct SnapshotBuilder {
     dir: PathBuf,
     state: State,
+    request: Option<Request>,
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     builds: u64,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let data = postcard::to_stdvec(&self.state).map_err(sm_err)?;
-        let snapshot_id = match self.state.last_applied {
+        let membership = self.state.membership.clone();
+        let (last, image) = match self.request.take() {
+            // The membership must be one the claimed entries include (the
+            // subscriber checks it before asking; a change since is rare).
+            Some(r) if membership.log_id().is_none_or(|m| m <= r.last) => (Some(r.last), r.image),
+            // Not this time: the current snapshot again, or one that
+            // claims nothing (openraft keeps the newer of the two).
+            Some(_) => {
+                let current = self.current.lock();
+                let (meta, data) = match current.as_ref() {
+                    Some(s) => (s.meta.clone(), s.data.clone()),
+                    None => (
+                        SnapshotMeta::default(),
+                        postcard::to_stdvec(&Data::default()).map_err(sm_err)?,
+                    ),
+                };
+                return Ok(Snapshot {
+                    meta,
+                    snapshot: Box::new(Cursor::new(data)),
+                });
+            }
+            None => (self.state.last_applied, Vec::new()),
+        };
+        let state = State {
+            last_applied: last,
+            membership: membership.clone(),
+        };
+        let data = postcard::to_stdvec(&Data { state, image }).map_err(sm_err)?;
+        let snapshot_id = match last {
             Some(l) => format!(
                 "{}-{}-{}-{}",
                 l.leader_id.term, l.leader_id.node_id, l.index, self.builds
@@ -232,8 +321,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             None => format!("--{}", self.builds),
         };
         let meta = SnapshotMeta {
-            last_log_id: self.state.last_applied,
-            last_membership: self.state.membership.clone(),
+            last_log_id: last,
+            last_membership: membership,
             snapshot_id,
         };
         let stored = StoredSnapshot {

@@ -274,6 +274,39 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
             ));
         }
     }
+    // Every member took snapshots of the topic's group and purged its log
+    // below them while the faults ran (`SNAPSHOT_ENTRIES`).
+    for h in &left {
+        let get = |path: &str| http(&nsqd_http(h), "GET", path).ok();
+        let group = get(&format!("/stats?format=json&topic={TOPIC}"))
+            .and_then(|v| v["topics"][0]["replication"]["group"].as_u64());
+        let g = get("/replication").and_then(|r| {
+            r["groups"]
+                .as_array()?
+                .iter()
+                .find(|g| group.is_some() && g["group"].as_u64() == group)
+                .cloned()
+        });
+        let at = |k: &str| g.as_ref().and_then(|g| g[k].as_u64());
+        let (snapshot, purged) = (at("snapshot"), at("purged"));
+        log(&format!(
+            "{h}: snapshot of group {group:?} at {snapshot:?}, log purged up to {purged:?}"
+        ));
+        if purged.is_none_or(|p| p == 0) {
+            failures.push(format!(
+                "{h} never purged its log (snapshot at {snapshot:?})"
+            ));
+        }
+    }
+    // A host that replaced a lost one after a purge was sent a snapshot.
+    let installs: usize = MEMBERS
+        .iter()
+        .filter_map(|h| {
+            std::fs::read_to_string(dir.join("logs").join(format!("nsqd@{h}.log"))).ok()
+        })
+        .map(|l| l.matches("installed a snapshot from the leader").count())
+        .sum();
+    log(&format!("snapshots installed from a leader: {installs}"));
     for c in READERS {
         let st = cluster
             .proc(&format!("consumer@{c}"))

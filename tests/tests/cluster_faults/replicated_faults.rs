@@ -15,6 +15,11 @@ pub const READERS: [&str; 2] = ["c2", "c3"];
 /// Port of each member's replication listener.
 pub const RAFT_PORT: u16 = 4200;
 
+/// Entries between a group's snapshots: small, so every member snapshots
+/// and purges its log during the run (about every 5 s at the run's rate)
+/// and a host replacing a lost one is sent the leader's snapshot.
+pub const SNAPSHOT_ENTRIES: u32 = 500;
+
 /// A member's replication flags: the same on every member.
 pub fn member_flags(h: &str) -> Vec<String> {
     let peers = MEMBERS
@@ -26,6 +31,7 @@ pub fn member_flags(h: &str) -> Vec<String> {
         format!("--replication-address={}:{RAFT_PORT}", ip_of(h)),
         format!("--replication-peer={peers}"),
         "--replication-groups=4".to_string(),
+        format!("--replication-snapshot-entries={SNAPSHOT_ENTRIES}"),
     ]
 }
 

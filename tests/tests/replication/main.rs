@@ -22,6 +22,7 @@ mod leader;
 mod members;
 mod quiet;
 mod replaced;
+mod snapshots;
 mod stats;
 mod topics;
 
@@ -387,6 +388,15 @@ fn bad_replication_flags_are_startup_errors() {
                 "--replication-groups=0",
             ],
             "--replication-groups must be [1,1024]",
+        ),
+        (
+            &[
+                "--node-id=1",
+                &me,
+                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
+                "--replication-snapshot-entries=0",
+            ],
+            "--replication-snapshot-entries must be at least 1",
         ),
         (
             &[

@@ -9,6 +9,12 @@
 //! entry in log order and reads the bodies back; docs/replication.md,
 //! "Channels on a replicated topic").
 //!
+//! **The group's image.** It also keeps the rest of what the entries made
+//! (each topic's replicas, each channel's pause, where the group is
+//! served), so that it is all a snapshot needs: [`Progress::image`]
+//! encodes it, and the log below the trim point may then be purged
+//! (`progress_image.rs`).
+//!
 //! **Ids only, never bodies.** Per message not yet finished on every
 //! channel a member keeps its 16-byte id in its batch and again as the key
 //! of the topic's id index (with its batch index and place: about 50 bytes
@@ -56,6 +62,9 @@ pub struct Progress {
     topics: BTreeMap<String, TopicProgress>,
     /// The last log index applied (entries at or below it are skipped).
     applied: Option<u64>,
+    /// The last `Serving` entry: the member that wrote it and where it
+    /// serves consumers.
+    serving: Option<(u64, String)>,
 }
 
 /// A replicated topic's batches still needed and its channels.
@@ -68,6 +77,8 @@ pub struct TopicProgress {
     ids: HashMap<MessageId, (u64, u32)>,
     channels: BTreeMap<String, ChannelProgress>,
     paused: bool,
+    /// As its `TopicCreate` said.
+    replicas: u8,
     /// Some(h) while the topic holds what is published (no channel, or
     /// paused): every batch at or above `h` is the topic's, no channel's
     /// yet. None while it hands batches to its channels.
@@ -89,6 +100,8 @@ pub struct ChannelProgress {
     finished: BTreeMap<u64, Bits>,
     /// Messages the channel has and has not finished.
     unfinished: u64,
+    /// As its last `ChannelPause` said.
+    paused: bool,
 }
 
 /// Which messages of a batch are finished on a channel.
@@ -178,16 +191,22 @@ impl Progress {
     }
 
     fn apply_new(&mut self, index: u64, entry: &Entry) -> Outcome {
+        if let Entry::Serving { node, address } = entry {
+            // Not progress, but the group's image keeps it.
+            self.serving = Some((*node, address.clone()));
+            return Outcome::Skipped(Skip::NotProgress);
+        }
         let Some(name) = entry.topic() else {
             return Outcome::Skipped(Skip::NotProgress);
         };
-        if let Entry::TopicCreate { .. } = entry {
+        if let Entry::TopicCreate { replicas, .. } = entry {
             // A topic created again keeps what it has (the group's first
             // create stands); a new one holds from here.
             self.topics
                 .entry(name.to_string())
                 .or_insert_with(|| TopicProgress {
                     held_from: Some(index + 1),
+                    replicas: *replicas,
                     ..TopicProgress::default()
                 });
             return Outcome::Applied;
@@ -221,6 +240,11 @@ impl Progress {
                 // A pause names a channel its group has: made here if
                 // missing, as the applier makes it.
                 t.create_channel(index, channel);
+                if let (Entry::ChannelPause { paused, .. }, Some(c)) =
+                    (entry, t.channels.get_mut(channel.as_str()))
+                {
+                    c.paused = *paused;
+                }
                 Outcome::Applied
             }
             Entry::ChannelDelete { channel, .. } => {
@@ -250,6 +274,27 @@ impl Progress {
     /// The topic `name`'s progress.
     pub fn topic(&self, name: &str) -> Option<&TopicProgress> {
         self.topics.get(name)
+    }
+
+    /// The group's topics, by name.
+    pub fn topics(&self) -> impl Iterator<Item = (&str, &TopicProgress)> {
+        self.topics.iter().map(|(n, t)| (n.as_str(), t))
+    }
+
+    /// The last `Serving` entry applied: node and address.
+    pub fn serving(&self) -> Option<(u64, &str)> {
+        self.serving.as_ref().map(|(n, a)| (*n, a.as_str()))
+    }
+
+    /// The highest log index a snapshot of this progress may claim: its
+    /// last applied entry, or below the trim point if that is lower (the
+    /// batches from there on must stay in the log). None before any entry.
+    pub fn snapshot_index(&self) -> Option<u64> {
+        let applied = self.applied?;
+        Some(match self.trim_point() {
+            Some(t) => applied.min(t.saturating_sub(1)),
+            None => applied,
+        })
     }
 
     /// What a member that gains the group puts into channel `channel` of
@@ -314,6 +359,16 @@ impl TopicProgress {
 
     pub fn channel(&self, name: &str) -> Option<&ChannelProgress> {
         self.channels.get(name)
+    }
+
+    /// As its `TopicCreate` said.
+    pub fn replicas(&self) -> u8 {
+        self.replicas
+    }
+
+    /// Whether its last `TopicPause` paused it.
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Messages the topic holds for its channels to come (no channel has
@@ -509,6 +564,11 @@ impl ChannelProgress {
         self.unfinished
     }
 
+    /// Whether its last `ChannelPause` paused it.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
     /// Counts again what the channel has unfinished below `limit`.
     fn recount(&mut self, batches: &BTreeMap<u64, Vec<MessageId>>, limit: u64) {
         self.unfinished = within(batches, self.floor, limit)
@@ -553,3 +613,7 @@ fn replicated(channel: &str) -> bool {
 #[cfg(test)]
 #[path = "progress_tests.rs"]
 mod tests;
+
+#[path = "progress_image.rs"]
+mod image;
+pub use image::ImageError;

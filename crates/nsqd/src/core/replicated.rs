@@ -395,11 +395,15 @@ impl Entry {
     }
 }
 
-fn count(what: &'static str, len: usize) -> Result<u32, EncodeError> {
+pub(super) fn count(what: &'static str, len: usize) -> Result<u32, EncodeError> {
     u32::try_from(len).map_err(|_| EncodeError::TooLong { what, len })
 }
 
-fn put_name(out: &mut BytesMut, what: &'static str, name: &str) -> Result<(), EncodeError> {
+pub(super) fn put_name(
+    out: &mut BytesMut,
+    what: &'static str,
+    name: &str,
+) -> Result<(), EncodeError> {
     let len = u8::try_from(name.len()).map_err(|_| EncodeError::NameTooLong {
         what,
         len: name.len(),
@@ -414,7 +418,7 @@ fn put_names(out: &mut BytesMut, topic: &str, channel: &str) -> Result<(), Encod
     put_name(out, "channel", channel)
 }
 
-fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
+pub(super) fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
     if buf.remaining() < 1 {
         return Err(DecodeError::Truncated(what));
     }
@@ -422,7 +426,7 @@ fn take_u8(buf: &mut Bytes, what: &'static str) -> Result<u8, DecodeError> {
 }
 
 /// A paused flag: 0 or 1, nothing else.
-fn take_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
+pub(super) fn take_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
     match take_u8(buf, "paused flag")? {
         0 => Ok(false),
         1 => Ok(true),
@@ -430,21 +434,21 @@ fn take_flag(buf: &mut Bytes) -> Result<bool, DecodeError> {
     }
 }
 
-fn take_u32(buf: &mut Bytes, what: &'static str) -> Result<u32, DecodeError> {
+pub(super) fn take_u32(buf: &mut Bytes, what: &'static str) -> Result<u32, DecodeError> {
     if buf.remaining() < 4 {
         return Err(DecodeError::Truncated(what));
     }
     Ok(buf.get_u32())
 }
 
-fn take_u64(buf: &mut Bytes, what: &'static str) -> Result<u64, DecodeError> {
+pub(super) fn take_u64(buf: &mut Bytes, what: &'static str) -> Result<u64, DecodeError> {
     if buf.remaining() < 8 {
         return Err(DecodeError::Truncated(what));
     }
     Ok(buf.get_u64())
 }
 
-fn take_id(buf: &mut Bytes, what: &'static str) -> Result<MessageId, DecodeError> {
+pub(super) fn take_id(buf: &mut Bytes, what: &'static str) -> Result<MessageId, DecodeError> {
     if buf.remaining() < MESSAGE_ID_LEN {
         return Err(DecodeError::Truncated(what));
     }
@@ -453,7 +457,7 @@ fn take_id(buf: &mut Bytes, what: &'static str) -> Result<MessageId, DecodeError
     Ok(MessageId(id))
 }
 
-fn take_name(buf: &mut Bytes, what: &'static str) -> Result<String, DecodeError> {
+pub(super) fn take_name(buf: &mut Bytes, what: &'static str) -> Result<String, DecodeError> {
     let len = take_u8(buf, what)? as usize;
     if buf.remaining() < len {
         return Err(DecodeError::Truncated(what));

@@ -264,6 +264,16 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "gauge",
         "nsq-rs replication: the last log index this member applied in the group.",
     );
+    let mut r_snapshot = Family::new(
+        "nsqd_replication_group_snapshot",
+        "gauge",
+        "nsq-rs replication: the last log index the group's snapshot on this member holds (0: none).",
+    );
+    let mut r_purged = Family::new(
+        "nsqd_replication_group_purged",
+        "gauge",
+        "nsq-rs replication: the group's log on this member keeps only the entries above this index (0: none purged).",
+    );
     let mut rt_is_leader = Family::new(
         "nsqd_replication_topic_is_leader",
         "gauge",
@@ -302,7 +312,9 @@ pub fn render(s: &Stats, clients: usize) -> String {
             r_leader.add(l.clone(), g.leader.map_or(-1, |id| id as i64));
             r_term.add(l.clone(), g.term);
             r_is_leader.add(l.clone(), u8::from(g.leader == Some(r.node_id)));
-            r_applied.add(l, g.last_applied.unwrap_or(0));
+            r_applied.add(l.clone(), g.last_applied.unwrap_or(0));
+            r_snapshot.add(l.clone(), g.snapshot.unwrap_or(0));
+            r_purged.add(l, g.purged.unwrap_or(0));
         }
     }
 
@@ -338,6 +350,8 @@ pub fn render(s: &Stats, clients: usize) -> String {
         r_term,
         r_is_leader,
         r_applied,
+        r_snapshot,
+        r_purged,
         rt_is_leader,
         rt_lag,
         rt_unfinished,

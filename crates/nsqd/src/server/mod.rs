@@ -40,6 +40,7 @@ pub mod precreate;
 pub mod redeliver;
 pub mod replicated;
 pub mod replication;
+pub mod snapshots;
 pub mod spill;
 pub mod stats;
 pub mod statsd;

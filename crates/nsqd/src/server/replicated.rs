@@ -30,7 +30,9 @@ use tokio::sync::mpsc;
 
 use super::nsqd::NsqdInner;
 use super::redeliver::{self, Delivering};
+use super::snapshots;
 use crate::core::channel_entries::{on_channel_entry, ChannelChange, Here};
+use crate::core::progress::Progress;
 use crate::core::replicas::{on_topic_create, Existing, OnCreate};
 use crate::core::replicated::{Entry, Published};
 use crate::core::topic_entries::{self, on_topic_entry, TopicChange};
@@ -51,6 +53,9 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
     else {
         return;
     };
+    if let Some((index, image)) = r.take_image(group) {
+        from_image(&nsqd, group, index, image);
+    }
     if let Err(e) = replay(&nsqd, r, group).await {
         tracing::error!(group, error = %e, "REPLICATION: could not read the log back at start");
     }
@@ -89,20 +94,47 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
                     delivering == Some(true),
                 );
                 r.mark_applied(group, log_id.index);
+                snapshots::consider(&nsqd, group);
             }
-            Applied::Snapshot { last } => {
-                // Members never purge their logs yet, so no snapshot is
-                // ever sent; once they do, the topics come with it.
-                tracing::warn!(
+            Applied::Snapshot { last, image } => {
+                // This member was behind the leader's purge point: the
+                // image replaces what it had of the group.
+                let index = last.map_or(0, |l| l.index);
+                tracing::info!(
                     group,
-                    ?last,
-                    "REPLICATION: installed a snapshot; entries below it were not applied here"
+                    index,
+                    "REPLICATION: installed a snapshot from the leader"
                 );
-                if let (Some(r), Some(l)) = (nsqd.replication(), last) {
-                    r.mark_applied(group, l.index);
-                }
+                from_image(&nsqd, group, index, image);
+                r.mark_applied(group, index);
             }
         }
+    }
+}
+
+/// The group's progress, topics and channels from a snapshot's image (the
+/// snapshot claims the entries up to `index`).
+fn from_image(nsqd: &NsqdInner, group: GroupId, index: u64, image: bytes::Bytes) {
+    let Some(r) = nsqd.replication() else { return };
+    if image.is_empty() {
+        return;
+    }
+    match Progress::from_image(image) {
+        Ok(p) => {
+            snapshots::install(nsqd, group, &p);
+            if let Some(progress) = r.progress(group) {
+                *progress.lock() = p;
+            }
+        }
+        // The entries below `index` are gone from the log: what they made
+        // cannot be known here. Loud, since a failover to this member
+        // would not redeliver what they hold.
+        Err(e) => tracing::error!(
+            group,
+            index,
+            error = %e,
+            "REPLICATION: snapshot image not understood; the group's state here is incomplete"
+        ),
     }
 }
 
@@ -118,7 +150,8 @@ async fn replay(
     let (Some(last), Some(log)) = (r.replayed(group), r.committed_log(group)) else {
         return Ok(());
     };
-    let mut at = 0;
+    // A purged log starts above its snapshot's claim.
+    let mut at = log.purged().map_or(0, |p| p + 1);
     while at <= last {
         let chunk = log.read(at, last + 1, REPLAY_BYTES).await?;
         if chunk.next == at {
@@ -195,7 +228,7 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry, delivering:
 
 /// A committed `TopicCreate`: the topic exists here, replicated, and
 /// `nsqd.dat` says so.
-fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
+pub(super) fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
     // The proposer checked both; an entry that breaks them came from
     // elsewhere, and no topic is better than an invalid one.
     if !is_valid_topic_name(name) || is_ephemeral(name) || replicas == 0 {
@@ -235,7 +268,7 @@ fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
 /// A committed `TopicDelete`: the replicated topic is gone here, with its
 /// channels and queues, and `nsqd.dat` says so. An unreplicated topic of
 /// the same name is not the group's to delete.
-fn topic_delete(nsqd: &NsqdInner, name: &str) {
+pub(super) fn topic_delete(nsqd: &NsqdInner, name: &str) {
     match nsqd.get_topic(name).map(|t| t.replicas().is_some()) {
         None => return,
         Some(false) => {

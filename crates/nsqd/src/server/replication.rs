@@ -26,6 +26,7 @@ use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
 use nsq_replication::propose::{ProposeError, Proposer};
 use nsq_replication::quiet::QuietFlags;
+use nsq_replication::snapshot::Snapshots;
 use nsq_replication::standing::{applied_in_current_term, Standing};
 use nsq_replication::{GroupId, NodeId, Raft};
 use parking_lot::Mutex;
@@ -140,6 +141,15 @@ pub struct Replication {
     /// applier reads the entries up to it from the log
     /// (`nsq_replication::group::Group::replayed`).
     replayed: Vec<Option<u64>>,
+    /// Per group (by id), its snapshots (`snapshots.rs` asks for them).
+    snapshots: Vec<Snapshots>,
+    /// Per group (by id), the snapshot it started from (index claimed and
+    /// image), until its applier takes it.
+    images: Mutex<Vec<Option<(u64, bytes::Bytes)>>>,
+    /// Per group (by id), whether a snapshot is being taken.
+    snapshotting: Vec<AtomicBool>,
+    /// `--replication-snapshot-entries`.
+    snapshot_entries: u64,
     /// Whether this member votes (`nsq_replication::standing`).
     standing: watch::Receiver<Standing>,
     /// Which groups this member leads quietly (`nsq_replication::quiet`).
@@ -167,6 +177,9 @@ impl Replication {
             heartbeat_interval: (election / 5).max(10),
             election_timeout_min: election,
             election_timeout_max: election * 2,
+            // Followers a little behind a purge catch up from the log, not
+            // from a snapshot.
+            max_in_snapshot_log_to_keep: opts.replication_snapshot_entries.max(1) as u64,
             ..Default::default()
         };
         let mut member = ClusterMember::start(MemberOptions {
@@ -230,6 +243,14 @@ impl Replication {
             progress: member.groups.iter().map(|_| Arc::default()).collect(),
             logs: member.groups.iter().map(|g| g.log.clone()).collect(),
             replayed: member.groups.iter().map(|g| g.replayed).collect(),
+            snapshots: member.groups.iter().map(|g| g.snapshots.clone()).collect(),
+            images: Mutex::new(member.groups.iter_mut().map(|g| g.image.take()).collect()),
+            snapshotting: member
+                .groups
+                .iter()
+                .map(|_| AtomicBool::new(false))
+                .collect(),
+            snapshot_entries: opts.replication_snapshot_entries.max(1) as u64,
             standing: member.standing(),
             quiet: member.quiet(),
             caught_up: AtomicBool::new(false),
@@ -282,6 +303,36 @@ impl Replication {
     /// its applier (which reads them from the log).
     pub fn replayed(&self, group: GroupId) -> Option<u64> {
         self.replayed.get(group as usize).copied().flatten()
+    }
+
+    /// The snapshot `group` started from (index claimed and image), once.
+    pub fn take_image(&self, group: GroupId) -> Option<(u64, bytes::Bytes)> {
+        self.images.lock().get_mut(group as usize)?.take()
+    }
+
+    /// `group`'s snapshots.
+    pub fn snapshots(&self, group: GroupId) -> Option<&Snapshots> {
+        self.snapshots.get(group as usize)
+    }
+
+    /// `--replication-snapshot-entries`.
+    pub fn snapshot_entries(&self) -> u64 {
+        self.snapshot_entries
+    }
+
+    /// Marks a snapshot of `group` as being taken; false when one already
+    /// is.
+    pub fn begin_snapshot(&self, group: GroupId) -> bool {
+        self.snapshotting
+            .get(group as usize)
+            .is_some_and(|f| !f.swap(true, Ordering::AcqRel))
+    }
+
+    /// The snapshot of `group` begun is done (taken or not).
+    pub fn end_snapshot(&self, group: GroupId) {
+        if let Some(f) = self.snapshotting.get(group as usize) {
+            f.store(false, Ordering::Release);
+        }
     }
 
     /// How far this member has applied `group` (0 before the first entry).
@@ -448,6 +499,8 @@ impl Replication {
                         state: format!("{:?}", m.state).to_lowercase(),
                         last_log_index: m.last_log_index,
                         last_applied: m.last_applied.map(|l| l.index),
+                        snapshot: m.snapshot.map(|l| l.index),
+                        purged: m.purged.map(|l| l.index),
                         quiet: self
                             .quiet
                             .get(*id as usize)

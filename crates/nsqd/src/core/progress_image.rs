@@ -1,0 +1,377 @@
+//! A group's [`Progress`] as bytes: the image its snapshot holds, so the
+//! log below the trim point may be purged and a member behind the purge
+//! point (or restarted after it) starts from it. Owns the image's layout
+//! (docs/replication.md, "Snapshots and the purge"). Never: when a
+//! snapshot is taken or what installing one changes in nsqd's topics
+//! (`crate::server::snapshots`).
+//!
+//! Written by hand with `bytes`, as the entries are (`core::replicated`,
+//! whose name and integer helpers it shares): fixed by this file, not by a
+//! serde format's version. A corrupt image is an error, never a panic, and
+//! no count in it makes a larger allocation than the bytes that follow
+//! could fill.
+//!
+//! ```text
+//! u8 version (1)
+//! u8 has applied | u64 applied
+//! u8 has serving | u64 node | name address
+//! u32 topics, each:
+//!   name topic | u8 replicas | u8 paused | u8 holds | u64 held_from | u64 held
+//!   u32 batches, each: u64 index | u32 n | n × 16-byte id
+//!   u32 channels, each:
+//!     name channel | u8 paused | u64 from | u64 floor | u64 unfinished
+//!     u32 finished batches, each: u64 index | u32 count | u32 words | words × u64
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use nsq_protocol::message::MESSAGE_ID_LEN;
+
+use super::super::replicated::{
+    count, put_name, take_flag, take_id, take_name, take_u32, take_u64, take_u8, DecodeError,
+    EncodeError,
+};
+use super::{Bits, ChannelProgress, Progress, TopicProgress};
+
+const VERSION: u8 = 1;
+
+/// Why bytes are not a group's image.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error("image: {0}")]
+    Decode(#[from] DecodeError),
+    #[error("image: {0}")]
+    Encode(#[from] EncodeError),
+    #[error("image: unknown version {0}")]
+    Version(u8),
+    #[error("image: {0} says more than the image holds")]
+    Count(&'static str),
+}
+
+impl Progress {
+    /// The image of everything the group's entries made, as of the last
+    /// entry applied.
+    pub fn image(&self) -> Result<Bytes, ImageError> {
+        let mut out = BytesMut::with_capacity(64 + self.remembered_hint());
+        out.put_u8(VERSION);
+        put_opt_u64(&mut out, self.applied);
+        match &self.serving {
+            Some((node, address)) => {
+                out.put_u8(1);
+                out.put_u64(*node);
+                put_name(&mut out, "serving address", address)?;
+            }
+            None => out.put_u8(0),
+        }
+        out.put_u32(count("topics", self.topics.len())?);
+        for (name, t) in &self.topics {
+            put_name(&mut out, "topic", name)?;
+            out.put_u8(t.replicas);
+            out.put_u8(t.paused.into());
+            put_opt_u64(&mut out, t.held_from);
+            out.put_u64(t.held);
+            out.put_u32(count("batches", t.batches.len())?);
+            for (index, ids) in &t.batches {
+                out.put_u64(*index);
+                out.put_u32(count("batch ids", ids.len())?);
+                for id in ids {
+                    out.put_slice(&id.0);
+                }
+            }
+            out.put_u32(count("channels", t.channels.len())?);
+            for (name, c) in &t.channels {
+                put_name(&mut out, "channel", name)?;
+                out.put_u8(c.paused.into());
+                out.put_u64(c.from);
+                out.put_u64(c.floor);
+                out.put_u64(c.unfinished);
+                out.put_u32(count("finished batches", c.finished.len())?);
+                for (index, bits) in &c.finished {
+                    out.put_u64(*index);
+                    out.put_u32(bits.count);
+                    out.put_u32(count("finished words", bits.words.len())?);
+                    for w in &bits.words {
+                        out.put_u64(*w);
+                    }
+                }
+            }
+        }
+        Ok(out.freeze())
+    }
+
+    /// The progress an image holds.
+    pub fn from_image(mut buf: Bytes) -> Result<Progress, ImageError> {
+        let version = take_u8(&mut buf, "version")?;
+        if version != VERSION {
+            return Err(ImageError::Version(version));
+        }
+        let applied = take_opt_u64(&mut buf, "applied")?;
+        let serving = if take_flag(&mut buf)? {
+            let node = take_u64(&mut buf, "serving node")?;
+            Some((node, take_name(&mut buf, "serving address")?))
+        } else {
+            None
+        };
+        let mut topics = BTreeMap::new();
+        // Each at least its name's length byte and fixed fields.
+        for _ in 0..take_count(&mut buf, "topics", 1 + 2 + 9 + 8 + 8)? {
+            let name = take_name(&mut buf, "topic")?;
+            let replicas = take_u8(&mut buf, "replicas")?;
+            let paused = take_flag(&mut buf)?;
+            let held_from = take_opt_u64(&mut buf, "held from")?;
+            let held = take_u64(&mut buf, "held")?;
+            let mut batches = BTreeMap::new();
+            let mut ids = HashMap::new();
+            for _ in 0..take_count(&mut buf, "batches", 12)? {
+                let index = take_u64(&mut buf, "batch index")?;
+                let n = take_count(&mut buf, "batch ids", MESSAGE_ID_LEN)?;
+                let mut batch = Vec::with_capacity(n as usize);
+                for k in 0..n {
+                    let id = take_id(&mut buf, "message id")?;
+                    ids.insert(id, (index, k));
+                    batch.push(id);
+                }
+                batches.insert(index, batch);
+            }
+            let mut channels = BTreeMap::new();
+            for _ in 0..take_count(&mut buf, "channels", 1 + 1 + 24 + 4)? {
+                let name = take_name(&mut buf, "channel")?;
+                let paused = take_flag(&mut buf)?;
+                let from = take_u64(&mut buf, "channel from")?;
+                let floor = take_u64(&mut buf, "channel floor")?;
+                let unfinished = take_u64(&mut buf, "channel unfinished")?;
+                let mut finished = BTreeMap::new();
+                for _ in 0..take_count(&mut buf, "finished batches", 16)? {
+                    let index = take_u64(&mut buf, "finished index")?;
+                    let count = take_u32(&mut buf, "finished count")?;
+                    let n = take_count(&mut buf, "finished words", 8)?;
+                    let words = (0..n)
+                        .map(|_| take_u64(&mut buf, "finished word"))
+                        .collect::<Result<Vec<u64>, _>>()?;
+                    finished.insert(index, Bits { words, count });
+                }
+                channels.insert(
+                    name,
+                    ChannelProgress {
+                        from,
+                        floor,
+                        finished,
+                        unfinished,
+                        paused,
+                    },
+                );
+            }
+            topics.insert(
+                name,
+                TopicProgress {
+                    batches,
+                    ids,
+                    channels,
+                    paused,
+                    replicas,
+                    held_from,
+                    held,
+                },
+            );
+        }
+        if buf.has_remaining() {
+            return Err(DecodeError::Trailing(buf.remaining()).into());
+        }
+        Ok(Progress {
+            topics,
+            applied,
+            serving,
+        })
+    }
+
+    /// About how many bytes the image takes, to allocate it once.
+    fn remembered_hint(&self) -> usize {
+        self.topics
+            .values()
+            .map(|t| 64 + t.ids.len() * MESSAGE_ID_LEN + t.batches.len() * 12)
+            .sum()
+    }
+}
+
+fn put_opt_u64(out: &mut BytesMut, v: Option<u64>) {
+    match v {
+        Some(v) => {
+            out.put_u8(1);
+            out.put_u64(v);
+        }
+        None => {
+            out.put_u8(0);
+            out.put_u64(0);
+        }
+    }
+}
+
+fn take_opt_u64(buf: &mut Bytes, what: &'static str) -> Result<Option<u64>, ImageError> {
+    let has = take_flag(buf)?;
+    let v = take_u64(buf, what)?;
+    Ok(has.then_some(v))
+}
+
+/// A count of items each at least `min_bytes` long: no more than the rest
+/// of the image could hold.
+fn take_count(buf: &mut Bytes, what: &'static str, min_bytes: usize) -> Result<u32, ImageError> {
+    let n = take_u32(buf, what)?;
+    if (n as usize).saturating_mul(min_bytes) > buf.remaining() {
+        return Err(ImageError::Count(what));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::replicated::{Entry, Published};
+    use nsq_protocol::MessageId;
+
+    fn id(n: u8) -> MessageId {
+        MessageId([n; MESSAGE_ID_LEN])
+    }
+
+    fn publish(topic: &str, ids: std::ops::Range<u8>) -> Entry {
+        Entry::Publish {
+            topic: topic.into(),
+            messages: ids
+                .map(|n| Published {
+                    id: id(n),
+                    timestamp: 1,
+                    defer_ms: 0,
+                    body: Bytes::from_static(b"x"),
+                })
+                .collect(),
+        }
+    }
+
+    /// A group with two topics: one with a paused channel, a finished
+    /// message out of order and a served leader; one held (no channel).
+    fn sample() -> Progress {
+        let mut p = Progress::new();
+        let entries = vec![
+            Entry::TopicCreate {
+                topic: "t".into(),
+                replicas: 3,
+            },
+            Entry::ChannelCreate {
+                topic: "t".into(),
+                channel: "a".into(),
+            },
+            Entry::ChannelCreate {
+                topic: "t".into(),
+                channel: "b".into(),
+            },
+            publish("t", 0..70),
+            publish("t", 70..80),
+            Entry::Finished {
+                topic: "t".into(),
+                channel: "a".into(),
+                cursor: crate::core::replicated::Cursor {
+                    index: 0,
+                    offset: 0,
+                },
+                ids: vec![id(3), id(66)],
+            },
+            Entry::ChannelPause {
+                topic: "t".into(),
+                channel: "b".into(),
+                paused: true,
+            },
+            Entry::TopicCreate {
+                topic: "held".into(),
+                replicas: 2,
+            },
+            publish("held", 100..105),
+            Entry::TopicPause {
+                topic: "held".into(),
+                paused: true,
+            },
+            Entry::Serving {
+                node: 2,
+                address: "10.0.0.2:4150".into(),
+            },
+        ];
+        for (i, e) in entries.iter().enumerate() {
+            p.apply(i as u64 + 1, e);
+        }
+        p
+    }
+
+    #[test]
+    fn an_image_gives_back_the_progress_it_was_taken_of() {
+        let p = sample();
+        let back = Progress::from_image(p.image().unwrap()).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.serving(), Some((2, "10.0.0.2:4150")));
+        let t = back.topic("t").unwrap();
+        assert_eq!(t.replicas(), 3);
+        assert!(back.topic("held").unwrap().is_paused());
+        assert!(t.channel("b").unwrap().is_paused());
+        assert!(!t.channel("a").unwrap().is_paused());
+        assert_eq!(t.channel("a").unwrap().unfinished(), 78);
+        // It goes on as the original does.
+        let fin = Entry::Finished {
+            topic: "t".into(),
+            channel: "b".into(),
+            cursor: crate::core::replicated::Cursor {
+                index: 0,
+                offset: 0,
+            },
+            ids: (0..80).map(id).collect(),
+        };
+        let (mut a, mut b) = (p, back);
+        a.apply(20, &fin);
+        b.apply(20, &fin);
+        assert_eq!(a, b);
+        assert_eq!(a.unfinished("t", "b"), Some(Vec::new()));
+    }
+
+    #[test]
+    fn an_empty_group_has_an_image_too() {
+        let p = Progress::new();
+        assert_eq!(Progress::from_image(p.image().unwrap()).unwrap(), p);
+    }
+
+    #[test]
+    fn every_cut_or_damaged_image_is_an_error_not_a_panic() {
+        let image = sample().image().unwrap();
+        for cut in 0..image.len() {
+            assert!(
+                Progress::from_image(image.slice(..cut)).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut longer = image.to_vec();
+        longer.push(0);
+        assert_eq!(
+            Progress::from_image(longer.into()),
+            Err(ImageError::Decode(DecodeError::Trailing(1)))
+        );
+        // Every byte flipped: an error or some progress, never a panic.
+        for k in 0..image.len() {
+            let mut bad = image.to_vec();
+            bad[k] ^= 0xff;
+            let _ = Progress::from_image(bad.into());
+        }
+        assert_eq!(
+            Progress::from_image(Bytes::from_static(&[9])),
+            Err(ImageError::Version(9))
+        );
+    }
+
+    #[test]
+    fn a_count_larger_than_the_image_is_refused_before_allocating() {
+        let mut image = BytesMut::new();
+        image.put_u8(VERSION);
+        put_opt_u64(&mut image, None);
+        image.put_u8(0);
+        image.put_u32(u32::MAX);
+        assert_eq!(
+            Progress::from_image(image.freeze()),
+            Err(ImageError::Count("topics"))
+        );
+    }
+}

@@ -147,7 +147,7 @@ nsq_cli::flags! {
         replication_groups: i64 = 16;
         /// nsq-rs: how long a follower waits without hearing from its group's leader before it stands for election (heartbeats go every fifth of it)
         replication_election_timeout: Duration = "1s";
-        /// nsq-rs: a group takes a snapshot (its topics, channels and progress) once this many entries below its slowest channel are not in one, and its log is then purged up to this many entries below the snapshot
+        /// nsq-rs: a group takes a snapshot (its topics, channels and progress) once this many entries below its slowest channel are not in one; its log is then purged up to this many entries (at most 1000) below the snapshot
         replication_snapshot_entries: i64 = 10000;
     }
 }

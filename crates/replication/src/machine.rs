@@ -68,8 +68,16 @@ pub(crate) struct Request {
     pub image: Vec<u8>,
 }
 
-/// The slot a group's next snapshot build takes its request from.
-pub(crate) type Requests = Arc<Mutex<Option<Request>>>;
+/// Where a group's next snapshot build takes its request from.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub next: Option<Request>,
+    /// The subscriber has asked for a snapshot since the machine opened:
+    /// from then on a build it did not ask for claims nothing new.
+    pub asked: bool,
+}
+
+pub(crate) type Requests = Arc<Mutex<Slot>>;
 
 /// What the machine holds, and what a snapshot of it holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,15 +118,25 @@ pub struct StateMachine {
 }
 
 /// Writes `stored` durably and makes it the current snapshot.
+/// Whether it was saved: never over a newer snapshot (a build that ends
+/// after a newer snapshot was installed from the leader, which purged the
+/// log up to it, must not take its place).
 fn save(
     dir: &Path,
     current: &Mutex<Option<StoredSnapshot>>,
     stored: StoredSnapshot,
-) -> Result<(), StorageError> {
+) -> Result<bool, StorageError> {
+    let mut current = current.lock();
+    if current
+        .as_ref()
+        .is_some_and(|c| c.meta.last_log_id >= stored.meta.last_log_id)
+    {
+        return Ok(false);
+    }
     meta::write(dir, SNAPSHOT, &stored)
         .map_err(|e| StorageIOError::write_snapshot(Some(stored.meta.signature()), &e))?;
-    *current.lock() = Some(stored);
-    Ok(())
+    *current = Some(stored);
+    Ok(true)
 }
 
 fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -219,10 +237,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
         self.builds += 1;
+        let (request, asked) = {
+            let mut slot = self.requests.lock();
+            (slot.next.take(), slot.asked)
+        };
         SnapshotBuilder {
             dir: self.dir.clone(),
             state: self.state.clone(),
-            request: self.requests.lock().take(),
+            request,
+            asked,
             current: self.snapshot.clone(),
             builds: self.builds,
         }
@@ -240,7 +263,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let Data { state, image } =
             decode(&data).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        save(
+        let saved = save(
             &self.dir,
             &self.snapshot,
             StoredSnapshot {
@@ -248,6 +271,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 data,
             },
         )?;
+        if !saved {
+            tracing::warn!(
+                snapshot = %meta.signature().snapshot_id,
+                "REPLICATION: snapshot from the leader not newer than this member's; kept this one"
+            );
+            return Ok(());
+        }
         self.state = state;
         self.hand(Applied::Snapshot {
             last: meta.last_log_id,
@@ -270,43 +300,57 @@ fn decode(data: &[u8]) -> std::io::Result<Data> {
 }
 
 /// Builds the snapshot the subscriber asked for, off the machine (openraft
-/// runs it in the background). Asked for nothing (a group whose subscriber
-/// never asks: openraft's storage suite), it holds the machine as it is,
-/// with an empty image: nsqd asks before every build it triggers, and
-/// openraft builds on its own only at start, when the log was purged but
-/// the snapshot is missing.
+/// runs it in the background). A build nobody asked for, once the
+/// subscriber has asked for one (a trigger whose request an earlier build
+/// took), answers the current snapshot. On a machine whose subscriber has
+/// not asked (openraft's storage suite; a start that finds the log purged
+/// and the snapshot missing) it holds the machine as it is, with an empty
+/// image. A request that claims no more than the current snapshot answers
+/// the current one.
 pub struct SnapshotBuilder {
     dir: PathBuf,
     state: State,
     request: Option<Request>,
+    asked: bool,
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     builds: u64,
+}
+
+impl SnapshotBuilder {
+    fn current_or_nothing(&self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let current = self.current.lock();
+        let (meta, data) = match current.as_ref() {
+            Some(s) => (s.meta.clone(), s.data.clone()),
+            None => (
+                SnapshotMeta::default(),
+                postcard::to_stdvec(&Data::default()).map_err(sm_err)?,
+            ),
+        };
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
         let membership = self.state.membership.clone();
+        let current_last = self.current.lock().as_ref().map(|c| c.meta.last_log_id);
         let (last, image) = match self.request.take() {
             // The membership must be one the claimed entries include (the
-            // subscriber checks it before asking; a change since is rare).
-            Some(r) if membership.log_id().is_none_or(|m| m <= r.last) => (Some(r.last), r.image),
+            // subscriber checks it before asking; a change since is rare),
+            // and the claim newer than the current snapshot's.
+            Some(r)
+                if membership.log_id().is_none_or(|m| m <= r.last)
+                    && current_last.is_none_or(|c| c < Some(r.last)) =>
+            {
+                (Some(r.last), r.image)
+            }
+            None if !self.asked => (self.state.last_applied, Vec::new()),
             // Not this time: the current snapshot again, or one that
             // claims nothing (openraft keeps the newer of the two).
-            Some(_) => {
-                let current = self.current.lock();
-                let (meta, data) = match current.as_ref() {
-                    Some(s) => (s.meta.clone(), s.data.clone()),
-                    None => (
-                        SnapshotMeta::default(),
-                        postcard::to_stdvec(&Data::default()).map_err(sm_err)?,
-                    ),
-                };
-                return Ok(Snapshot {
-                    meta,
-                    snapshot: Box::new(Cursor::new(data)),
-                });
-            }
-            None => (self.state.last_applied, Vec::new()),
+            _ => return self.current_or_nothing(),
         };
         let state = State {
             last_applied: last,
@@ -329,7 +373,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: meta.clone(),
             data: data.clone(),
         };
-        save(&self.dir, &self.current, stored)?;
+        if !save(&self.dir, &self.current, stored)? {
+            // A newer one was installed meanwhile.
+            return self.current_or_nothing();
+        }
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),

@@ -74,10 +74,14 @@ impl Snapshots {
             Ok(None) | Err(ReadError::Purged { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        *self.requests.lock() = Some(Request {
-            last,
-            image: image.to_vec(),
-        });
+        {
+            let mut slot = self.requests.lock();
+            slot.asked = true;
+            slot.next = Some(Request {
+                last,
+                image: image.to_vec(),
+            });
+        }
         self.raft
             .trigger()
             .snapshot()

@@ -574,7 +574,7 @@ impl ChannelProgress {
         self.unfinished = within(batches, self.floor, limit)
             .map(|(i, ids)| {
                 let done = self.finished.get(i).map_or(0, |b| b.count);
-                ids.len() as u64 - u64::from(done)
+                (ids.len() as u64).saturating_sub(u64::from(done))
             })
             .sum();
     }

@@ -47,6 +47,8 @@ pub enum ImageError {
     Version(u8),
     #[error("image: {0} says more than the image holds")]
     Count(&'static str),
+    #[error("image: batch {index} counts {count} finished, its bits say {set}")]
+    Bits { index: u64, count: u32, set: u32 },
 }
 
 impl Progress {
@@ -149,6 +151,10 @@ impl Progress {
                     let words = (0..n)
                         .map(|_| take_u64(&mut buf, "finished word"))
                         .collect::<Result<Vec<u64>, _>>()?;
+                    let set: u32 = words.iter().map(|w| w.count_ones()).sum();
+                    if set != count {
+                        return Err(ImageError::Bits { index, count, set });
+                    }
                     finished.insert(index, Bits { words, count });
                 }
                 channels.insert(
@@ -177,6 +183,20 @@ impl Progress {
         }
         if buf.has_remaining() {
             return Err(DecodeError::Trailing(buf.remaining()).into());
+        }
+        for t in topics.values() {
+            for c in t.channels.values() {
+                for (index, bits) in &c.finished {
+                    let len = t.batches.get(index).map_or(0, Vec::len) as u32;
+                    if bits.count > len {
+                        return Err(ImageError::Bits {
+                            index: *index,
+                            count: bits.count,
+                            set: len,
+                        });
+                    }
+                }
+            }
         }
         Ok(Progress {
             topics,
@@ -350,11 +370,25 @@ mod tests {
             Progress::from_image(longer.into()),
             Err(ImageError::Decode(DecodeError::Trailing(1)))
         );
-        // Every byte flipped: an error or some progress, never a panic.
+        // Every byte flipped: an error or some progress that goes on
+        // applying entries, never a panic.
+        let fin = Entry::Finished {
+            topic: "t".into(),
+            channel: "a".into(),
+            cursor: crate::core::replicated::Cursor {
+                index: 0,
+                offset: 0,
+            },
+            ids: (0..80).map(id).collect(),
+        };
         for k in 0..image.len() {
             let mut bad = image.to_vec();
             bad[k] ^= 0xff;
-            let _ = Progress::from_image(bad.into());
+            if let Ok(mut p) = Progress::from_image(bad.into()) {
+                p.apply(1_000, &publish("t", 200..210));
+                p.apply(1_001, &fin);
+                let _ = (p.trim_point(), p.unfinished("t", "a"), p.image());
+            }
         }
         assert_eq!(
             Progress::from_image(Bytes::from_static(&[9])),

@@ -56,8 +56,19 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
     if let Some((index, image)) = r.take_image(group) {
         from_image(&nsqd, group, index, image);
     }
-    if let Err(e) = replay(&nsqd, r, group).await {
-        tracing::error!(group, error = %e, "REPLICATION: could not read the log back at start");
+    match replay(&nsqd, r, group).await {
+        Ok(()) => {}
+        // The leader sent a snapshot meanwhile, which purged this log: the
+        // snapshot, waiting in the subscription, replaces what was read.
+        Err(nsq_replication::committed::ReadError::Purged { start, purged }) => tracing::info!(
+            group,
+            start,
+            purged,
+            "REPLICATION: log purged under the replay at start by a snapshot from the leader"
+        ),
+        Err(e) => {
+            tracing::error!(group, error = %e, "REPLICATION: could not read the log back at start")
+        }
     }
     let mut delivering: Delivering = None;
     loop {
@@ -117,6 +128,14 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
 fn from_image(nsqd: &NsqdInner, group: GroupId, index: u64, image: bytes::Bytes) {
     let Some(r) = nsqd.replication() else { return };
     if image.is_empty() {
+        // A snapshot openraft built without nsqd asking (a start that found
+        // the log purged and the snapshot gone): what the entries below it
+        // made is not known here.
+        tracing::error!(
+            group,
+            index,
+            "REPLICATION: snapshot without an image; the group's state here is incomplete"
+        );
         return;
     }
     match Progress::from_image(image) {

@@ -54,6 +54,9 @@ pub enum ReplicationError {
     Member(#[from] MemberError),
 }
 
+/// The most entries a group's log keeps below its snapshot.
+const SNAPSHOT_KEEP: u64 = 1000;
+
 /// Applied entries a group may have waiting for nsqd before applying waits.
 const APPLIED_CAPACITY: usize = 4096;
 
@@ -178,8 +181,9 @@ impl Replication {
             election_timeout_min: election,
             election_timeout_max: election * 2,
             // Followers a little behind a purge catch up from the log, not
-            // from a snapshot.
-            max_in_snapshot_log_to_keep: opts.replication_snapshot_entries.max(1) as u64,
+            // from a snapshot (a second of a loaded group's entries).
+            max_in_snapshot_log_to_keep: (opts.replication_snapshot_entries.max(1) as u64)
+                .min(SNAPSHOT_KEEP),
             ..Default::default()
         };
         let mut member = ClusterMember::start(MemberOptions {

@@ -45,9 +45,15 @@ pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
     };
     let snapshots = snapshots.clone();
     let nsqd2 = nsqd.clone();
+    let cancel = nsqd.ctx.cancel.clone();
     nsqd.ctx.tasks.spawn(async move {
         let bytes = image.len();
-        match snapshots.take(upto, image).await {
+        // Shutting down: the next start asks again.
+        let taken = tokio::select! {
+            _ = cancel.cancelled() => Ok(None),
+            taken = snapshots.take(upto, image) => taken,
+        };
+        match taken {
             Ok(Some(index)) => tracing::info!(
                 group,
                 index,

@@ -10,8 +10,10 @@
 #              from the log: every unfinished batch, 4 MiB at a time);
 #   drained    nsq_bench sub reads the backlog to the end from the new
 #              leader (msgs/s), which also checks that none is missing.
-# With SNAPSHOT_ENTRIES=N the members take a snapshot every N entries
-# (--replication-snapshot-entries), so the backlog is in their images too.
+# With SNAPSHOT_ENTRIES=N (--replication-snapshot-entries) the members may
+# snapshot more often; a backlog holds the claim below its first batch, so
+# none is taken until the drain (the new leader's snapshot index after it
+# is printed).
 #
 #   bash scripts/failover_backlog.sh [ROUNDS]
 set -euo pipefail
@@ -34,27 +36,7 @@ print(int(r["is_leader"]), c["depth"], r["unfinished"])' 2>/dev/null || echo "0 
 }
 
 for round in $(seq "$ROUNDS"); do
-    read -r -a PORTS < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(9)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-    tcp() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 3))]}"; }
-    http() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 2))]}"; }
-    raft() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 1))]}"; }
-    PEERS="1@$(raft 1),2@$(raft 2),3@$(raft 3)"
-    declare -A PID=()
-    for i in 1 2 3; do
-        rm -rf "$WORK/n$i"; mkdir -p "$WORK/n$i"
-        "$A" --node-id="$i" --tcp-address="$(tcp "$i")" --http-address="$(http "$i")" \
-            --data-path="$WORK/n$i" --replication-address="$(raft "$i")" \
-            --replication-peer="$PEERS" \
-            --replication-snapshot-entries="${SNAPSHOT_ENTRIES:-10000}" >"$WORK/n$i.log" 2>&1 &
-        PID[$i]=$!
-        PIDS+=($!)
-    done
-    for i in 1 2 3; do
-        for _ in $(seq 100); do curl -sf "http://$(http "$i")/ping" >/dev/null 2>&1 && break; sleep 0.1; done
-    done
+    start_members --replication-snapshot-entries="${SNAPSHOT_ENTRIES:-10000}"
     for _ in $(seq 100); do
         curl -sf -X POST "http://$(http 1)/topic/create?topic=r&replicas=3" >/dev/null 2>&1 && break
         sleep 0.2
@@ -78,7 +60,7 @@ print(json.load(sys.stdin)["topics"][0]["replication"]["leader"])')"
         done
     done
     t0="$(now)"
-    kill -9 "${PID[$LEADER]}"
+    kill -9 "${MEMBER_PID[$LEADER]}"
     elected="" put_back="" next=""
     while [ -z "$put_back" ]; do
         for i in 1 2 3; do
@@ -98,8 +80,13 @@ print(json.load(sys.stdin)["topics"][0]["replication"]["leader"])')"
     done
     drained="$("$NSQ_BENCH" sub --nsqd-tcp-address="$(tcp "$next")" --topic r --channel ch --count "$n" \
         --readers 1 --rdy 2500 --size 200 | sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p')"
-    echo "failover#$round backlog=$n elected_s=$elected put_back_s=$put_back drained_msgs_per_sec=${drained%.*}"
-    for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${PID[@]}"; do wait "$p" 2>/dev/null || true; done
+    snap="$(curl -sf "http://$(http "$next")/stats?format=json&topic=r" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+g = d["topics"][0]["replication"]["group"]
+print([x.get("snapshot") for x in d["replication"]["groups"] if x["group"] == g][0])')"
+    echo "failover#$round backlog=$n elected_s=$elected put_back_s=$put_back drained_msgs_per_sec=${drained%.*} snapshot_index=$snap"
+    for p in "${MEMBER_PID[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${MEMBER_PID[@]}"; do wait "$p" 2>/dev/null || true; done
     PIDS=()
 done

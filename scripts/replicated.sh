@@ -56,24 +56,7 @@ if [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
     MQ=1
 fi
 
-read -r -a PORTS < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(9)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-tcp() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 3))]}"; }
-http() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 2))]}"; }
-raft() { echo "127.0.0.1:${PORTS[$(($1 * 3 - 1))]}"; }
-PEERS="1@$(raft 1),2@$(raft 2),3@$(raft 3)"
-for i in 1 2 3; do
-    mkdir -p "$WORK/n$i"
-    "$A" --node-id="$i" --tcp-address="$(tcp "$i")" --http-address="$(http "$i")" \
-        --data-path="$WORK/n$i" --replication-address="$(raft "$i")" \
-        --replication-peer="$PEERS" >"$WORK/n$i.log" 2>&1 &
-    PIDS+=($!)
-done
-for i in 1 2 3; do
-    for _ in $(seq 100); do curl -sf "http://$(http "$i")/ping" >/dev/null 2>&1 && break; sleep 0.1; done
-done
+start_members
 for _ in $(seq 100); do
     curl -sf -X POST "http://$(http 1)/topic/create?topic=r&replicas=3" >/dev/null 2>&1 && break
     sleep 0.2

@@ -267,6 +267,19 @@ mod tests {
         }
     }
 
+    /// Every message of topic `t` finished on `channel`.
+    fn finish_all(channel: &str) -> Entry {
+        Entry::Finished {
+            topic: "t".into(),
+            channel: channel.into(),
+            cursor: crate::core::replicated::Cursor {
+                index: 0,
+                offset: 0,
+            },
+            ids: (0..80).map(id).collect(),
+        }
+    }
+
     /// A group with two topics: one with a paused channel, a finished
     /// message out of order and a served leader; one held (no channel).
     fn sample() -> Progress {
@@ -333,15 +346,7 @@ mod tests {
         assert!(!t.channel("a").unwrap().is_paused());
         assert_eq!(t.channel("a").unwrap().unfinished(), 78);
         // It goes on as the original does.
-        let fin = Entry::Finished {
-            topic: "t".into(),
-            channel: "b".into(),
-            cursor: crate::core::replicated::Cursor {
-                index: 0,
-                offset: 0,
-            },
-            ids: (0..80).map(id).collect(),
-        };
+        let fin = finish_all("b");
         let (mut a, mut b) = (p, back);
         a.apply(20, &fin);
         b.apply(20, &fin);
@@ -372,15 +377,7 @@ mod tests {
         );
         // Every byte flipped: an error or some progress that goes on
         // applying entries, never a panic.
-        let fin = Entry::Finished {
-            topic: "t".into(),
-            channel: "a".into(),
-            cursor: crate::core::replicated::Cursor {
-                index: 0,
-                offset: 0,
-            },
-            ids: (0..80).map(id).collect(),
-        };
+        let fin = finish_all("a");
         for k in 0..image.len() {
             let mut bad = image.to_vec();
             bad[k] ^= 0xff;

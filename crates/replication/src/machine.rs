@@ -383,3 +383,140 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use openraft::{CommittedLeaderId, Membership};
+
+    use super::*;
+
+    fn log_id(index: u64) -> LogId<NodeId> {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// A machine in `dir` that applied a membership at 1 and blanks up to
+    /// `last`.
+    async fn machine(dir: &Path, last: u64) -> (StateMachine, mpsc::Receiver<Applied>) {
+        let (mut sm, rx) = StateMachine::open(dir, 16, None).unwrap();
+        let mut entries = vec![Entry {
+            log_id: log_id(1),
+            payload: EntryPayload::Membership(Membership::new(vec![BTreeSet::from([1])], ())),
+        }];
+        entries.extend((2..=last).map(|i| Entry {
+            log_id: log_id(i),
+            payload: EntryPayload::Blank,
+        }));
+        sm.apply(entries).await.unwrap();
+        (sm, rx)
+    }
+
+    fn ask(sm: &StateMachine, index: u64, image: &[u8]) {
+        let mut slot = sm.requests.lock();
+        slot.asked = true;
+        slot.next = Some(Request {
+            last: log_id(index),
+            image: image.to_vec(),
+        });
+    }
+
+    async fn build(sm: &mut StateMachine) -> Option<LogId<NodeId>> {
+        let mut b = sm.get_snapshot_builder().await;
+        b.build_snapshot().await.unwrap().meta.last_log_id
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_claims_what_was_asked_and_holds_the_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, _rx) = machine(dir.path(), 10).await;
+        ask(&sm, 6, b"image at 6");
+        assert_eq!(build(&mut sm).await, Some(log_id(6)));
+        // Reopened, the machine starts from it: applied up to the claim,
+        // the image handed back.
+        drop(sm);
+        let (sm, _rx) = StateMachine::open(dir.path(), 16, None).unwrap();
+        assert_eq!(sm.state.last_applied, Some(log_id(6)));
+        assert_eq!(
+            sm.image().unwrap(),
+            Some((6, bytes::Bytes::from_static(b"image at 6")))
+        );
+    }
+
+    #[tokio::test]
+    async fn once_asked_an_unasked_build_or_an_older_claim_keeps_the_current_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, _rx) = machine(dir.path(), 10).await;
+        ask(&sm, 6, b"six");
+        assert_eq!(build(&mut sm).await, Some(log_id(6)));
+        // Nobody asked: not the machine at 10 with an empty image.
+        assert_eq!(build(&mut sm).await, Some(log_id(6)));
+        ask(&sm, 4, b"four");
+        assert_eq!(build(&mut sm).await, Some(log_id(6)));
+        assert_eq!(sm.image().unwrap().map(|(i, _)| i), Some(6));
+    }
+
+    #[tokio::test]
+    async fn a_build_ending_after_a_newer_install_does_not_replace_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, mut rx) = machine(dir.path(), 10).await;
+        ask(&sm, 6, b"six");
+        // The build is made (its request taken) before the install...
+        let mut builder = sm.get_snapshot_builder().await;
+        let data = postcard::to_stdvec(&Data {
+            state: State {
+                last_applied: Some(log_id(50)),
+                membership: sm.state.membership.clone(),
+            },
+            image: b"leader's".to_vec(),
+        })
+        .unwrap();
+        let meta = SnapshotMeta {
+            last_log_id: Some(log_id(50)),
+            last_membership: sm.state.membership.clone(),
+            snapshot_id: "leader".into(),
+        };
+        sm.install_snapshot(&meta, Box::new(Cursor::new(data)))
+            .await
+            .unwrap();
+        assert!(matches!(
+            rx.recv().await,
+            Some(Applied::Snapshot { last: Some(l), .. }) if l == log_id(50)
+        ));
+        // ...and ends after it: the installed one stays.
+        let built = builder.build_snapshot().await.unwrap();
+        assert_eq!(built.meta.last_log_id, Some(log_id(50)));
+        drop(sm);
+        let (sm, _rx) = StateMachine::open(dir.path(), 16, None).unwrap();
+        assert_eq!(
+            sm.image().unwrap(),
+            Some((50, bytes::Bytes::from_static(b"leader's")))
+        );
+    }
+
+    #[test]
+    fn a_snapshot_is_never_saved_over_a_newer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let current = Mutex::new(None);
+        let at = |index| StoredSnapshot {
+            meta: SnapshotMeta {
+                last_log_id: Some(log_id(index)),
+                ..SnapshotMeta::default()
+            },
+            data: vec![index as u8],
+        };
+        assert!(save(dir.path(), &current, at(50)).unwrap());
+        assert!(!save(dir.path(), &current, at(6)).unwrap());
+        assert!(!save(dir.path(), &current, at(50)).unwrap());
+        let on_disk: Option<StoredSnapshot> = meta::read(dir.path(), SNAPSHOT).unwrap();
+        assert_eq!(on_disk.map(|s| s.data), Some(vec![50]));
+        assert!(save(dir.path(), &current, at(51)).unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_machine_never_asked_snapshots_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut sm, _rx) = machine(dir.path(), 10).await;
+        assert_eq!(build(&mut sm).await, Some(log_id(10)));
+    }
+}

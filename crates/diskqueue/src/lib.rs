@@ -221,7 +221,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::meta::Meta;
 use crate::read_ahead::ReadAhead;
-pub use crate::vfs::{Fs, FsFile, OsFs};
+pub use crate::vfs::{Fs, FsFile, OsFs, ReadCached};
 
 // The test modules reach `std::fs` through `use super::*`.
 #[cfg(test)]
@@ -461,9 +461,11 @@ impl<F: Fs> DiskQueue<F> {
     }
 
     /// Up to `max` records appended to `out`, under one lock. With
-    /// `buffered_only`, only the records the reader already holds in its
-    /// read-ahead buffer: no I/O at all, so an async task may call it
-    /// directly and save the blocking path for when the buffer runs dry.
+    /// `buffered_only`, only the records the reader holds in its read-ahead
+    /// buffer or can top it up with from the page cache ([`ReadCached`]):
+    /// nothing that waits for the device, so an async task may call it
+    /// directly and save the blocking path for a read the cache cannot
+    /// serve (and for opening the next segment).
     /// Returns the [`ReadSeq`] of the first record appended (the others
     /// follow it in order).
     pub fn read_batch(
@@ -1304,9 +1306,10 @@ impl<F: Fs> Inner<F> {
         None
     }
 
-    /// The next record if it is whole in the reader's read-ahead buffer
-    /// (no syscall); `None` means "ask `read`", which also handles every
-    /// doubtful case (bad length, overrun, segment ends).
+    /// The next record if it is whole in the reader's read-ahead buffer,
+    /// topped up from the page cache if need be (a read that never waits
+    /// for the device); `None` means "ask `read`", which also handles every
+    /// doubtful case (bad length, overrun, segment ends) and the device.
     fn read_buffered(&mut self) -> Option<Bytes> {
         if !self.has_unread() {
             return None;
@@ -1314,6 +1317,9 @@ impl<F: Fs> Inner<F> {
         let complete = self.read_file_num < self.write_file_num;
         let limit = self.read_limit(complete);
         let reader = self.reader.as_mut()?;
+        if !reader.fill_cached(4) {
+            return None;
+        }
         let buf = reader.buffer();
         let len = i32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
         if len < self.opts.min_msg_size || len > self.opts.max_msg_size {
@@ -1324,7 +1330,7 @@ impl<F: Fs> Inner<F> {
             return None;
         }
         let len = len.unsigned_abs() as usize;
-        if buf.len() < 4 + len {
+        if !reader.fill_cached(4 + len) {
             return None;
         }
         reader.consume(4);

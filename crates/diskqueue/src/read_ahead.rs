@@ -19,6 +19,8 @@ use std::io::{self, Read};
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use crate::vfs::ReadCached;
+
 /// One syscall per this many bytes of small records.
 pub(crate) const READ_BUFFER: usize = 64 * 1024;
 
@@ -55,6 +57,16 @@ impl<R: Read> ReadAhead<R> {
     /// Reads until at least `want` bytes are read ahead. `Ok(false)`: the
     /// file ended first. What was read stays read ahead, also on error.
     pub fn fill(&mut self, want: usize) -> io::Result<bool> {
+        self.fill_by(want, |f, out| f.read(out).map(Some))
+    }
+
+    /// `read` (`Some(n)`, 0 at the end) until `want` bytes are read ahead,
+    /// or until it answers `None` (stop, no error).
+    fn fill_by(
+        &mut self,
+        want: usize,
+        mut read: impl FnMut(&mut R, &mut [u8]) -> io::Result<Option<usize>>,
+    ) -> io::Result<bool> {
         if self.buf.len() >= want {
             return Ok(true);
         }
@@ -62,13 +74,14 @@ impl<R: Read> ReadAhead<R> {
         let cap = want.max(READ_BUFFER);
         let mut next = BytesMut::with_capacity(cap);
         next.extend_from_slice(&self.buf);
-        let mut filled = next.len();
+        let start = next.len();
+        let mut filled = start;
         next.resize(cap, 0);
         let mut result = Ok(());
         while filled < want {
-            match self.file.read(&mut next[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
+            match read(&mut self.file, &mut next[filled..]) {
+                Ok(Some(0) | None) => break,
+                Ok(Some(n)) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     result = Err(e);
@@ -76,9 +89,22 @@ impl<R: Read> ReadAhead<R> {
                 }
             }
         }
-        next.truncate(filled);
-        self.buf = next.freeze();
+        if filled > start {
+            next.truncate(filled);
+            self.buf = next.freeze();
+        }
         result.map(|()| filled >= want)
+    }
+}
+
+impl<R: ReadCached> ReadAhead<R> {
+    /// Like [`fill`](ReadAhead::fill), from what the page cache holds
+    /// only: never waits for the device. False when fewer than `want`
+    /// bytes could be read ahead that way (not cached, the end of the
+    /// file, an error: the ordinary read finds out which).
+    pub fn fill_cached(&mut self, want: usize) -> bool {
+        self.fill_by(want, |f, out| f.read_cached(out))
+            .unwrap_or(false)
     }
 }
 
@@ -108,6 +134,29 @@ mod tests {
         }
     }
 
+    /// The first `cached` bytes are "in the page cache".
+    struct Cached {
+        file: Trickle,
+        cached: usize,
+    }
+
+    impl Read for Cached {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.file.read(out)
+        }
+    }
+
+    impl ReadCached for Cached {
+        fn read_cached(&mut self, out: &mut [u8]) -> io::Result<Option<usize>> {
+            let pos = self.file.pos;
+            if pos >= self.cached && pos < self.file.data.len() {
+                return Ok(None);
+            }
+            let n = out.len().min((self.cached.max(pos) - pos).max(1));
+            self.file.read(&mut out[..n]).map(Some)
+        }
+    }
+
     fn trickle(len: usize, step: usize, fail_at: Option<usize>) -> Trickle {
         Trickle {
             data: (0..len).map(|i| i as u8).collect(),
@@ -115,6 +164,50 @@ mod tests {
             step,
             fail_at,
         }
+    }
+
+    #[test]
+    fn a_cached_fill_reads_what_memory_holds_and_leaves_the_rest_to_read() {
+        let file = trickle(200_000, 10_000, None);
+        let mut r = ReadAhead::new(Cached {
+            file,
+            cached: 25_000,
+        });
+        // short reads of the cache are retried until enough is read ahead
+        assert!(r.fill_cached(20_000));
+        assert_eq!(r.buffer().len(), 20_000);
+        let a = r.take(19_990);
+        // then what the cache holds past the 10 bytes left
+        assert!(r.fill_cached(100));
+        assert_eq!(r.buffer().len(), 5_010);
+        r.consume(5_000);
+        // the cache has no more: false, and nothing is lost
+        assert!(!r.fill_cached(100));
+        assert_eq!(r.buffer().len(), 10);
+        // the ordinary read goes on from there
+        assert!(r.fill(100).unwrap());
+        let b = r.take(100);
+        let want: Vec<u8> = (24_990..25_090).map(|i| i as u8).collect();
+        assert_eq!(&b[..], &want[..]);
+        assert_eq!(a[19_989], (19_989 % 256) as u8);
+    }
+
+    #[test]
+    fn a_cached_fill_stops_at_the_end_and_at_an_error_without_losing_bytes() {
+        let mut r = ReadAhead::new(Cached {
+            file: trickle(50, 7, None),
+            cached: 50,
+        });
+        assert!(!r.fill_cached(60));
+        assert_eq!(r.buffer().len(), 50);
+        let mut r = ReadAhead::new(Cached {
+            file: trickle(100, 30, Some(60)),
+            cached: 100,
+        });
+        assert!(!r.fill_cached(90));
+        assert_eq!(r.buffer().len(), 60);
+        assert!(r.fill_cached(90));
+        assert_eq!(r.buffer(), &(0..90u8).collect::<Vec<_>>()[..]);
     }
 
     #[test]

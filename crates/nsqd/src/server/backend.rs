@@ -298,8 +298,11 @@ impl DiskBackend {
         let mut records = Vec::with_capacity(max.min(1024));
         let mut first = 0;
         if self.queue.has_unread() {
-            // What the reader has read ahead costs no syscall; only a refill
-            // of its buffer (one per 64 KiB of records) goes to the blocking side.
+            // What the reader has read ahead, or can read from the page
+            // cache without waiting, is read right here; only what the cache
+            // cannot serve goes to the blocking side (block_in_place hands
+            // this worker's tasks to another thread: a wake-up and context
+            // switches that cost more than a 64 KiB copy).
             let mut res = self.queue.read_batch(max, &mut records, true);
             if let Ok(f) = res {
                 first = f;

@@ -83,6 +83,10 @@ async fn handle(mut stream: TcpStream, addr: SocketAddr, nsqd: Arc<NsqdInner>) {
     let (client, outbox) = Client::new(addr, now_unix_ns() / 1_000_000_000);
     let client = Arc::new(client);
     nsqd.add_client(client.clone());
+    if nsqd.ctx.cancel.is_cancelled() {
+        // shutdown may have told every client to go before this one was added
+        client.closer.cancel();
+    }
     let hb = nsqd.features.default_heartbeat_ms;
     let settings = WriterSettings {
         heartbeat_ms: Some(hb),

@@ -40,6 +40,7 @@
 
 mod observer;
 mod replicated;
+mod replicated_cost;
 mod replicated_faults;
 mod report;
 mod scenarios;

@@ -4,6 +4,7 @@
 //! deliveries (the run reads the ledgers).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nsq_tests::{http_request_timeout, now_ns, sleep_ms};
@@ -116,24 +117,43 @@ pub fn http(addr: &str, method: &str, path: &str) -> Result<serde_json::Value, S
 
 /// The leader of `TOPIC`'s group as every one of `hosts` reports it.
 pub fn agreed_leader(hosts: &[&str]) -> Option<String> {
+    agreed_leader_of(TOPIC, hosts)
+}
+
+/// The member every one of `hosts` names as `topic`'s leader.
+pub fn agreed_leader_of(topic: &str, hosts: &[&str]) -> Option<String> {
     let mut seen = BTreeSet::new();
     for h in hosts {
         let v = http(
             &nsqd_http(h),
             "GET",
-            &format!("/stats?format=json&topic={TOPIC}"),
+            &format!("/stats?format=json&topic={topic}"),
         )
         .ok()?;
-        let topic = v["topics"]
+        let t = v["topics"]
             .as_array()?
             .iter()
-            .find(|t| t["topic_name"] == TOPIC)?;
-        seen.insert(topic["replication"]["leader"].as_u64()?);
+            .find(|t| t["topic_name"] == topic)?;
+        seen.insert(t["replication"]["leader"].as_u64()?);
     }
     match seen.len() {
         1 => seen.first().map(|id| format!("n{id}")),
         _ => None,
     }
+}
+
+/// The namespace hosts with the three lookupds and the three members
+/// running (the members' flags: [`member_flags`]).
+pub fn start_members(dir: &Path) -> Result<Cluster, String> {
+    let mut cluster = Cluster::create(dir, Timing::standard(), Bins::locate()?)?;
+    for l in LOOKUPDS {
+        cluster.start_lookupd(l)?;
+    }
+    for h in MEMBERS {
+        cluster.start_nsqd_with(h, &member_flags(h))?;
+        cluster.live.insert(h.to_string());
+    }
+    Ok(cluster)
 }
 
 pub fn wait<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {

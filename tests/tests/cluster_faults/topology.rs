@@ -358,7 +358,7 @@ impl Cluster {
         })
     }
 
-    fn launch(
+    pub(crate) fn launch(
         &mut self,
         name: &str,
         host: &str,

@@ -34,7 +34,7 @@ use nsq_tests::ledger::Ledgers;
 use nsq_tests::{bin_dir, netns, now_ns, sleep_ms, Rng};
 
 use crate::replicated_faults::{
-    agreed_leader, apply, http, start_members, wait, Fault, MEMBERS, READERS,
+    agreed_leader, apply, http, member_flags, start_members, wait, Fault, MEMBERS, READERS,
 };
 use crate::topology::*;
 
@@ -118,7 +118,7 @@ impl Plan {
 fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
     let started = Instant::now();
     let log = |what: &str| eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
-    let mut cluster = start_members(dir)?;
+    let mut cluster = start_members(dir, member_flags)?;
     // Created through any member once the groups have leaders; the
     // channels too, so each gets every message.
     wait(Duration::from_secs(60), || {

@@ -143,14 +143,14 @@ pub fn agreed_leader_of(topic: &str, hosts: &[&str]) -> Option<String> {
 }
 
 /// The namespace hosts with the three lookupds and the three members
-/// running (the members' flags: [`member_flags`]).
-pub fn start_members(dir: &Path) -> Result<Cluster, String> {
+/// running, each with `flags(host)` (the fault run: [`member_flags`]).
+pub fn start_members(dir: &Path, flags: fn(&str) -> Vec<String>) -> Result<Cluster, String> {
     let mut cluster = Cluster::create(dir, Timing::standard(), Bins::locate()?)?;
     for l in LOOKUPDS {
         cluster.start_lookupd(l)?;
     }
     for h in MEMBERS {
-        cluster.start_nsqd_with(h, &member_flags(h))?;
+        cluster.start_nsqd_with(h, &flags(h))?;
         cluster.live.insert(h.to_string());
     }
     Ok(cluster)

@@ -110,6 +110,30 @@ fn every_member_shows_a_replicated_topics_group_and_lag() {
 
     // The leader knows every replica, and their lag reaches 0.
     let r = wait_caught_up(leader, t, &[1, 2, 3]);
+
+    // The text /stats: the member and its groups, and the topic's line
+    // ends with its group; an unreplicated topic's line is NSQ's.
+    let text = leader.nsqd.get("/stats").text();
+    assert!(
+        text.contains(&format!("\nReplication: node {lid} (member) on 127.0.0.1:")),
+        "{text}"
+    );
+    assert!(text.contains("\n   [group 0   ] "), "{text}");
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("   [{name:<15}]")))
+            .unwrap_or_else(|| panic!("no line for {name}: {text}"))
+            .to_string()
+    };
+    assert!(
+        line(t).contains(&format!(
+            " replicas: 3 group: {} leader: {lid} ({address}) here unfinished: ",
+            r["group"]
+        )),
+        "{text}"
+    );
+    assert!(line(t).ends_with(" lag: 1=0 2=0 3=0"), "{text}");
+    assert!(!line("plain").contains("replica"), "{text}");
     assert_eq!(
         replicas(&r).iter().map(|x| x.0).collect::<Vec<_>>(),
         vec![1, 2, 3]

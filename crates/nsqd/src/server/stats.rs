@@ -4,7 +4,9 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use nsq_protocol::stats::{ClientStats, E2eLatency, MemStats, Stats, TopicStats};
+use nsq_protocol::stats::{
+    ClientStats, E2eLatency, MemStats, ReplicationStats, Stats, TopicReplication, TopicStats,
+};
 
 use super::nsqd::NsqdInner;
 
@@ -194,6 +196,79 @@ fn limits_text(
     s
 }
 
+/// nsq-rs replicated topics at the end of a topic's line: its `replicas`
+/// and, on a replication member, its group as this member sees it (an
+/// unreplicated topic prints NSQ's line).
+fn replication_text(replicas: Option<u8>, r: Option<&TopicReplication>) -> String {
+    let mut s = String::new();
+    if let Some(n) = replicas {
+        let _ = write!(s, " replicas: {n}");
+    }
+    let Some(r) = r else {
+        return s;
+    };
+    let _ = write!(s, " group: {} leader: ", r.group);
+    match r.leader {
+        Some(id) => {
+            let _ = write!(s, "{id}");
+        }
+        None => s.push_str("none"),
+    }
+    if let Some(a) = &r.leader_address {
+        let _ = write!(s, " ({a})");
+    }
+    if r.is_leader {
+        s.push_str(" here");
+    }
+    let _ = write!(
+        s,
+        " unfinished: {} put-back: {} lag:",
+        r.unfinished, r.put_back
+    );
+    for replica in &r.replicas {
+        match replica.lag {
+            Some(lag) => {
+                let _ = write!(s, " {}={lag}", replica.node_id);
+            }
+            None => {
+                let _ = write!(s, " {}=?", replica.node_id);
+            }
+        }
+    }
+    s
+}
+
+/// nsq-rs: this nsqd as a replication member, and each of its groups.
+fn member_text(r: &ReplicationStats) -> String {
+    let mut s = format!(
+        "\nReplication: node {} ({}) on {}\n",
+        r.node_id,
+        if r.standing.is_empty() {
+            "member"
+        } else {
+            &r.standing
+        },
+        r.address
+    );
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    for g in &r.groups {
+        let _ = writeln!(
+            s,
+            "   [group {:<4}] {:<9} leader: {:<4} term: {:<5} log: {:<8} applied: {:<8} snapshot: {:<8} purged: {}{}",
+            g.group,
+            g.state,
+            opt(g.leader),
+            g.term,
+            opt(g.last_log_index),
+            opt(g.last_applied),
+            opt(g.snapshot),
+            opt(g.purged),
+            if g.quiet { " quiet" } else { "" }
+        );
+    }
+    s
+}
+
 /// nsqd's plain-text `/stats`.
 pub fn text(stats: &Stats) -> String {
     let now_ns = super::context::now_unix_ns();
@@ -223,6 +298,9 @@ pub fn text(stats: &Stats) -> String {
             let _ = writeln!(s, "   {k:<25}\t{v}");
         }
     }
+    if let Some(r) = &stats.replication {
+        s.push_str(&member_text(r));
+    }
     match &stats.topics {
         Some(ts) if !ts.is_empty() => {
             s.push_str("\nTopics:");
@@ -230,7 +308,7 @@ pub fn text(stats: &Stats) -> String {
                 let p = if t.paused { "*P " } else { "   " };
                 let _ = write!(
                     s,
-                    "\n{p}[{:<15}] depth: {:<5} be-depth: {:<5} msgs: {:<8} e2e%: {}{}\n",
+                    "\n{p}[{:<15}] depth: {:<5} be-depth: {:<5} msgs: {:<8} e2e%: {}{}{}\n",
                     t.topic_name,
                     t.depth,
                     t.backend_depth,
@@ -241,7 +319,8 @@ pub fn text(stats: &Stats) -> String {
                         t.max_depth,
                         t.max_depth_policy.as_deref(),
                         t.dropped_count
-                    )
+                    ),
+                    replication_text(t.replicas, t.replication.as_ref())
                 );
                 for c in &t.channels {
                     let p = if c.paused { "   *P " } else { "      " };
@@ -298,6 +377,62 @@ pub fn go_duration_secs(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replicated_topic_line_names_its_group_leader_and_lags() {
+        use nsq_protocol::stats::{ReplicaStats, ReplicationGroup, ReplicationPeer};
+        assert_eq!(replication_text(None, None), "", "NSQ's line");
+        assert_eq!(replication_text(Some(3), None), " replicas: 3");
+        let replica = |node_id, lag| ReplicaStats {
+            node_id,
+            matched_index: None,
+            lag,
+        };
+        let r = TopicReplication {
+            group: 2,
+            leader: Some(1),
+            leader_address: Some("10.0.0.1:4150".into()),
+            is_leader: true,
+            replicas: vec![replica(1, Some(0)), replica(2, Some(7)), replica(3, None)],
+            unfinished: 12,
+            put_back: 4,
+            ..TopicReplication::default()
+        };
+        assert_eq!(
+            replication_text(Some(3), Some(&r)),
+            " replicas: 3 group: 2 leader: 1 (10.0.0.1:4150) here unfinished: 12 put-back: 4 lag: 1=0 2=7 3=?"
+        );
+        let none = TopicReplication {
+            leader: None,
+            ..TopicReplication::default()
+        };
+        assert_eq!(
+            replication_text(Some(3), Some(&none)),
+            " replicas: 3 group: 0 leader: none unfinished: 0 put-back: 0 lag:"
+        );
+
+        let m = ReplicationStats {
+            node_id: 2,
+            address: "10.0.0.2:4200".into(),
+            peers: vec![ReplicationPeer::default()],
+            standing: "member".into(),
+            groups: vec![ReplicationGroup {
+                group: 0,
+                leader: Some(1),
+                term: 3,
+                state: "follower".into(),
+                last_log_index: Some(120),
+                last_applied: Some(119),
+                snapshot: None,
+                purged: Some(99),
+                quiet: true,
+            }],
+        };
+        assert_eq!(
+            member_text(&m),
+            "\nReplication: node 2 (member) on 10.0.0.2:4200\n   [group 0   ] follower  leader: 1    term: 3     log: 120      applied: 119      snapshot: -        purged: 99 quiet\n"
+        );
+    }
 
     #[test]
     fn go_durations() {

@@ -37,21 +37,10 @@ usage() {
 }
 
 measure() {
-    local bin="$1" label="$2"
-    read -r -a PORTS < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(9)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-    local peers="1@127.0.0.1:${PORTS[2]},2@127.0.0.1:${PORTS[5]},3@127.0.0.1:${PORTS[8]}"
+    # start_members starts $A: this measurement's build
+    local label="$2" A="$1"
     PIDS=()
-    for i in 1 2 3; do
-        rm -rf "$WORK/n$i"; mkdir -p "$WORK/n$i"
-        "$bin" --node-id="$i" --tcp-address="127.0.0.1:${PORTS[$((i * 3 - 3))]}" \
-            --http-address="127.0.0.1:${PORTS[$((i * 3 - 2))]}" --data-path="$WORK/n$i" \
-            --replication-address="127.0.0.1:${PORTS[$((i * 3 - 1))]}" \
-            --replication-peer="$peers" --replication-groups="$GROUPS_N" >"$WORK/n$i.log" 2>&1 &
-        PIDS+=($!)
-    done
+    start_members --replication-groups="$GROUPS_N"
     sleep "$SETTLE"
     local hz t0 d0 b0 t1 d1 b1
     hz="$(getconf CLK_TCK)"

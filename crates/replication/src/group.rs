@@ -1,8 +1,8 @@
-//! A member of the replication cluster: its fixed number of Raft groups
-//! (each with its log, state machine and network), its cluster listener and
-//! its connections to peers. Never: which topic lives in which group, or
-//! what an entry means (nsqd's core places topics and reads what is
-//! applied).
+//! A member of the replication cluster: the Raft groups it votes in (each
+//! with its log, state machine and network; `placement.rs` says which),
+//! its cluster listener and its connections to peers. Never: which topic
+//! lives in which group, or what an entry means (nsqd's core places topics
+//! and reads what is applied).
 //!
 //! Directory layout under the member's data directory:
 //! `raft/{group:04}/` per group, holding the group's segments, `purged`,
@@ -28,8 +28,9 @@ use crate::machine::{Applied, StateMachine};
 use crate::network::hello::{ClusterConfig, Greeting};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
-use crate::propose::Proposer;
-use crate::pulse;
+use crate::placement::Placement;
+use crate::propose::{Others, Proposer};
+use crate::pulse::{self, Pulses};
 use crate::quiet::{QuietFlags, Timing};
 use crate::roll_call;
 use crate::snapshot::Snapshots;
@@ -47,7 +48,8 @@ pub struct MemberOptions {
     /// Every member of the cluster, this one included: id and address.
     pub peers: BTreeMap<NodeId, String>,
     pub data_dir: PathBuf,
-    /// Raft groups per member; the same on every member.
+    /// Raft groups per group size (`placement.rs`); the same on every
+    /// member.
     pub groups: u32,
     /// openraft's settings (timeouts, batch sizes). Its `snapshot_policy`
     /// is replaced by `Never`: the log is the store, and openraft purges
@@ -106,6 +108,8 @@ pub struct Group {
     pub image: Option<(u64, bytes::Bytes)>,
     /// Snapshots of the group, asked for by its subscriber.
     pub snapshots: Snapshots,
+    /// Its directory was made by this start (nothing of it on disk before).
+    new: bool,
 }
 
 impl Group {
@@ -126,7 +130,10 @@ pub struct ClusterMember {
     pub node_id: NodeId,
     /// The address the listener is bound to.
     pub local_addr: SocketAddr,
+    /// The groups this member votes in.
     pub groups: Vec<Group>,
+    placement: Arc<Placement>,
+    pulses: Pulses,
     peers_conf: BTreeMap<NodeId, String>,
     peers: Arc<Peers>,
     identity: Arc<Identity>,
@@ -137,7 +144,8 @@ pub struct ClusterMember {
 }
 
 impl ClusterMember {
-    /// Opens every group's storage, starts its Raft and the listener.
+    /// Opens the storage of every group this member votes in, starts its
+    /// Raft and the listener.
     pub async fn start(opts: MemberOptions) -> Result<ClusterMember, MemberError> {
         let config = openraft::Config {
             snapshot_policy: openraft::SnapshotPolicy::Never,
@@ -167,12 +175,14 @@ impl ClusterMember {
         })?;
         let raft_dir = opts.data_dir.join("raft");
         let had_state = raft_dir.exists();
+        let placement = Arc::new(Placement::new(opts.peers.keys().copied(), opts.groups));
+        let mine = placement.groups_of(opts.node_id);
         let identity = Identity::open(
             &raft_dir,
             opts.node_id,
             had_state,
             opts.peers.len(),
-            opts.groups,
+            mine.len() as u32,
         )
         .map(Arc::new)
         .map_err(|err| MemberError::Identity {
@@ -193,8 +203,9 @@ impl ClusterMember {
         );
         let registry: Groups = Arc::new(RwLock::new(HashMap::new()));
         let mut groups = Vec::new();
-        for id in 0..opts.groups {
+        for &id in &mine {
             let dir = opts.data_dir.join("raft").join(format!("{id:04}"));
+            let new = !dir.exists();
             let store = LogStore::open(&dir, opts.log.clone())
                 .map_err(|err| MemberError::Log { group: id, err })?;
             let committed = store.committed_index();
@@ -223,6 +234,7 @@ impl ClusterMember {
                 committed,
                 log,
                 image,
+                new,
             });
         }
         let shutdown = CancellationToken::new();
@@ -247,17 +259,18 @@ impl ClusterMember {
             others.clone(),
             shutdown.clone(),
         ));
-        let quiet: QuietFlags =
-            Arc::new((0..opts.groups).map(|_| AtomicBool::new(false)).collect());
+        let ids = placement.groups().into_iter().max().map_or(0, |g| g + 1);
+        let quiet: QuietFlags = Arc::new((0..ids).map(|_| AtomicBool::new(false)).collect());
         let election = Duration::from_millis(config.election_timeout_min);
+        let pulses = Pulses::new(Timing {
+            fresh_for: election,
+            quiet_after: election,
+        });
         let pulse = tokio::spawn(pulse::run(
             identity.clone(),
             rafts,
             others,
-            Timing {
-                fresh_for: election,
-                quiet_after: election,
-            },
+            pulses.clone(),
             Duration::from_millis(config.heartbeat_interval),
             quiet.clone(),
             shutdown.clone(),
@@ -266,6 +279,8 @@ impl ClusterMember {
             node_id: opts.node_id,
             local_addr,
             groups,
+            placement,
+            pulses,
             peers_conf: opts.peers,
             peers,
             identity,
@@ -275,11 +290,14 @@ impl ClusterMember {
         })
     }
 
-    /// Makes every configured peer a voter of every group. Run once, on one
-    /// member, for a new cluster: it waits until this member's standing is
-    /// settled (a majority never knew it), and does nothing if it turned out
-    /// to replace a lost member. A cluster already initialised answers
-    /// openraft's `NotAllowed`, which this treats as done.
+    /// Makes each new group's voters (`placement.rs`) its members, in the
+    /// groups whose directory this start made and whose lowest voter this
+    /// member is: run at every start, it does nothing once the groups
+    /// exist, and each group is begun by one member. It waits until this
+    /// member's standing is settled (a majority never knew it), and does
+    /// nothing if it turned out to replace a lost member (whose groups
+    /// exist elsewhere). A group already initialised answers openraft's
+    /// `NotAllowed`, which this treats as done.
     pub fn initialize(
         &self,
     ) -> impl std::future::Future<
@@ -289,14 +307,29 @@ impl ClusterMember {
         >,
     > + Send
            + 'static {
-        let members: BTreeMap<NodeId, Member> = self
-            .peers_conf
+        let begins: Vec<(Raft, BTreeMap<NodeId, Member>)> = self
+            .groups
             .iter()
-            .map(|(id, addr)| (*id, Member::new(addr.clone())))
+            .filter(|g| g.new)
+            .filter_map(|g| {
+                let voters = self.placement.voters(g.id)?;
+                (voters.first() == Some(&self.node_id)).then(|| {
+                    let members = voters
+                        .iter()
+                        .filter_map(|id| {
+                            let addr = self.peers_conf.get(id)?;
+                            Some((*id, Member::new(addr.clone())))
+                        })
+                        .collect();
+                    (g.raft.clone(), members)
+                })
+            })
             .collect();
-        let rafts: Vec<Raft> = self.groups.iter().map(|g| g.raft.clone()).collect();
         let mut standing = self.identity.standing();
         async move {
+            if begins.is_empty() {
+                return Ok(());
+            }
             let settled = standing
                 .wait_for(|s| !matches!(s, Standing::Joining { .. }))
                 .await
@@ -312,8 +345,8 @@ impl ClusterMember {
                 // the member stopped first
                 Err(_) => return Ok(()),
             }
-            for raft in rafts {
-                match raft.initialize(members.clone()).await {
+            for (raft, members) in begins {
+                match raft.initialize(members).await {
                     Ok(()) => {}
                     Err(openraft::error::RaftError::APIError(
                         openraft::error::InitializeError::NotAllowed(_),
@@ -336,13 +369,29 @@ impl ClusterMember {
         self.identity.standing()
     }
 
-    /// Proposes payloads to this member's groups, from here or through
+    /// Proposes payloads to the cluster's groups, from here or through
     /// their leaders.
     pub fn proposer(&self) -> Proposer {
         Proposer::new(
             self.groups.iter().map(|g| (g.id, g.raft.clone())).collect(),
             self.peers.clone(),
+            Others {
+                placement: self.placement.clone(),
+                pulses: self.pulses.clone(),
+                addrs: Arc::new(self.peers_conf.clone()),
+            },
         )
+    }
+
+    /// Which members vote in which group.
+    pub fn placement(&self) -> Arc<Placement> {
+        self.placement.clone()
+    }
+
+    /// What the peers' pulses say (who leads the groups this member does
+    /// not vote in).
+    pub fn pulses(&self) -> Pulses {
+        self.pulses.clone()
     }
 
     /// The group `id`.

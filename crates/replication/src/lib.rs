@@ -15,7 +15,11 @@
 //!   an empty disk does not undo what the groups committed; [`identity`]:
 //!   its incarnation and its peers', on disk.
 //! * [`quiet`]: when an idle group's leader stops heartbeating and when a
-//!   member may campaign, from one pulse per peer for all groups.
+//!   member may campaign, from one pulse per peer for all groups; the same
+//!   pulses say who leads the groups a member does not vote in
+//!   ([`Pulses`]).
+//! * [`placement`]: which members vote in which group: a set of groups
+//!   of the cluster's size, and sets of smaller odd sizes.
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout.
@@ -39,6 +43,7 @@ pub mod identity;
 pub mod log;
 pub mod machine;
 pub mod network;
+pub mod placement;
 pub mod propose;
 mod pulse;
 pub mod quiet;
@@ -46,6 +51,8 @@ mod roll_call;
 pub mod snapshot;
 pub mod standing;
 pub mod store;
+
+pub use pulse::Pulses;
 
 use std::fmt;
 use std::io::Cursor;

@@ -1,11 +1,13 @@
 //! Proposing a payload to a group from any member: written by the group's
 //! Raft when this member leads it, otherwise forwarded to the leader over
 //! the cluster connection (`Rpc::Forward`), and answered once committed —
-//! or refused once the time given has passed. Never: what a payload means,
+//! or refused once the time given has passed. A member that does not vote
+//! in the group forwards to the leader its peers' pulses name. Never: what a payload means,
 //! or retrying a proposal that may have reached the log (a caller that
 //! retries after a timeout may get it committed twice: at-least-once).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +19,9 @@ use tokio::time::Instant;
 use crate::network::frame::{Reply, Rpc};
 use crate::network::peer::CallError;
 use crate::network::Peers;
-use crate::{GroupId, Payload, Raft};
+use crate::placement::Placement;
+use crate::pulse::Pulses;
+use crate::{GroupId, NodeId, Payload, Raft};
 
 /// How long a member waits before asking again when its group has no
 /// leader yet, or the leader it forwarded to no longer leads.
@@ -57,11 +61,22 @@ pub enum ForwardError {
     Failed(String),
 }
 
-/// Proposes payloads to the groups of one member (cheap to clone).
+/// Proposes payloads to the groups of one member, and through their
+/// leaders to the groups it does not vote in (cheap to clone).
 #[derive(Clone)]
 pub struct Proposer {
     groups: Arc<HashMap<GroupId, Raft>>,
     peers: Arc<Peers>,
+    others: Others,
+}
+
+/// What a member needs to reach the groups it does not vote in.
+#[derive(Clone)]
+pub(crate) struct Others {
+    pub placement: Arc<Placement>,
+    pub pulses: Pulses,
+    /// Every member's cluster address.
+    pub addrs: Arc<BTreeMap<NodeId, String>>,
 }
 
 /// What one forwarding attempt came to.
@@ -73,10 +88,15 @@ enum Forwarded {
 }
 
 impl Proposer {
-    pub(crate) fn new(groups: HashMap<GroupId, Raft>, peers: Arc<Peers>) -> Proposer {
+    pub(crate) fn new(
+        groups: HashMap<GroupId, Raft>,
+        peers: Arc<Peers>,
+        others: Others,
+    ) -> Proposer {
         Proposer {
             groups: Arc::new(groups),
             peers,
+            others,
         }
     }
 
@@ -89,11 +109,15 @@ impl Proposer {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<u64, ProposeError> {
-        let raft = self
-            .groups
-            .get(&group)
-            .ok_or(ProposeError::NoGroup(group))?;
         let deadline = Instant::now() + timeout;
+        let Some(raft) = self.groups.get(&group) else {
+            if self.others.placement.size_of(group).is_none() {
+                return Err(ProposeError::NoGroup(group));
+            }
+            return self
+                .propose_elsewhere(group, payload, deadline, timeout)
+                .await;
+        };
         let mut led = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -113,8 +137,9 @@ impl Proposer {
                 Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                     if let Some(node) = f.leader_node {
                         led = true;
+                        let changed = leader_changed(raft);
                         match self
-                            .forward(raft, &node.addr, group, &payload, deadline)
+                            .forward(&node.addr, group, &payload, deadline, changed)
                             .await
                         {
                             Forwarded::Committed(i) => return Ok(i),
@@ -135,19 +160,53 @@ impl Proposer {
         }
     }
 
+    /// [`Proposer::propose`] to a group this member does not vote in:
+    /// forwarded to the leader its peers' pulses name, once there is one.
+    async fn propose_elsewhere(
+        &self,
+        group: GroupId,
+        payload: Bytes,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<u64, ProposeError> {
+        let mut led = false;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(if led {
+                    ProposeError::Timeout(group, timeout)
+                } else {
+                    ProposeError::NoLeader(group)
+                });
+            }
+            let leader = self.others.pulses.leader(group);
+            if let Some(addr) = leader.and_then(|(node, _)| self.others.addrs.get(&node)) {
+                led = true;
+                let changed = heard_leader_changed(self.others.pulses.clone(), group, leader);
+                match self.forward(addr, group, &payload, deadline, changed).await {
+                    Forwarded::Committed(i) => return Ok(i),
+                    Forwarded::Failed(e) => return Err(e),
+                    Forwarded::Again => {}
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(RETRY.min(left)).await;
+        }
+    }
+
     /// Forwards to the leader at `addr`. A leader that stops answering
     /// (paused, cut off) would hold the proposer until its deadline: once
-    /// this member sees a new term or another leader, the attempt ends
-    /// with [`ProposeError::LeaderChanged`], so its caller can try again
-    /// against the new one (never this proposer: the payload may already
-    /// be in the old leader's log).
+    /// `changed` says another leader or a new term was seen, the attempt
+    /// ends with [`ProposeError::LeaderChanged`], so its caller can try
+    /// again against the new one (never this proposer: the payload may
+    /// already be in the old leader's log).
     async fn forward(
         &self,
-        raft: &Raft,
         addr: &str,
         group: GroupId,
         payload: &Bytes,
         deadline: Instant,
+        changed: impl Future<Output = ()>,
     ) -> Forwarded {
         let left = deadline.saturating_duration_since(Instant::now());
         let rpc = Rpc::Forward {
@@ -155,21 +214,6 @@ impl Proposer {
             timeout_ms: left.saturating_sub(REPLY_MARGIN).as_millis() as u64,
         };
         let timeout_err = || Forwarded::Failed(ProposeError::Timeout(group, left));
-        let mut metrics = raft.metrics();
-        let seen = {
-            let m = metrics.borrow();
-            (m.current_term, m.current_leader)
-        };
-        let changed = async move {
-            if metrics
-                .wait_for(|m| (m.current_term, m.current_leader) != seen)
-                .await
-                .is_err()
-            {
-                // The group is shutting down: the call ends on its own.
-                std::future::pending::<()>().await;
-            }
-        };
         let peer = self.peers.get(addr);
         let reply = tokio::select! {
             r = peer.call(group, &rpc, left) => r,
@@ -197,6 +241,39 @@ impl Proposer {
                 group,
                 reason: e.to_string(),
             }),
+        }
+    }
+}
+
+/// Ends once this member's Raft of the group sees a new term or another
+/// leader.
+fn leader_changed(raft: &Raft) -> impl Future<Output = ()> {
+    let mut metrics = raft.metrics();
+    let seen = {
+        let m = metrics.borrow();
+        (m.current_term, m.current_leader)
+    };
+    async move {
+        if metrics
+            .wait_for(|m| (m.current_term, m.current_leader) != seen)
+            .await
+            .is_err()
+        {
+            // The group is shutting down: the call ends on its own.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Ends once the peers' pulses name a leader of `group` other than `seen`
+/// (another member, or a later term). Pulses that name none (stale, or an
+/// election under way) change nothing: the forward's own timeout bounds
+/// that.
+async fn heard_leader_changed(pulses: Pulses, group: GroupId, seen: Option<(NodeId, u64)>) {
+    loop {
+        tokio::time::sleep(RETRY).await;
+        if pulses.leader(group).is_some_and(|l| Some(l) != seen) {
+            return;
         }
     }
 }

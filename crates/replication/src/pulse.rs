@@ -18,6 +18,35 @@ use crate::network::peer::Peer;
 use crate::quiet::{self, Activity, GroupPulse, Heard, Leading, QuietFlags, Timing};
 use crate::{GroupId, NodeId, Raft};
 
+/// The peers' last answers to this member's pulses, shared by the pulse
+/// task that writes them and whoever asks who leads a group this member
+/// does not vote in (cheap to clone).
+#[derive(Clone)]
+pub struct Pulses {
+    heard: Arc<Mutex<HashMap<NodeId, Heard>>>,
+    timing: Timing,
+}
+
+impl Pulses {
+    pub(crate) fn new(timing: Timing) -> Pulses {
+        Pulses {
+            heard: Arc::default(),
+            timing,
+        }
+    }
+
+    /// Who leads `group` and in which term, as the peers' answers say
+    /// ([`quiet::leader_heard`]).
+    pub fn leader(&self, group: GroupId) -> Option<(NodeId, u64)> {
+        quiet::leader_heard(
+            Instant::now().into_std(),
+            self.timing,
+            group,
+            &self.heard.lock(),
+        )
+    }
+}
+
 /// The answer to a peer's pulse: what this member knows of each group.
 pub fn answer(groups: &HashMap<GroupId, Raft>) -> Vec<GroupPulse> {
     let n = groups.keys().max().map_or(0, |g| *g as usize + 1);
@@ -41,12 +70,13 @@ pub async fn run(
     identity: Arc<Identity>,
     groups: Vec<(GroupId, Raft)>,
     peers: Vec<(NodeId, Arc<Peer>)>,
-    timing: Timing,
+    pulses: Pulses,
     every: Duration,
     quiet: QuietFlags,
     shutdown: CancellationToken,
 ) {
-    let heard: Arc<Mutex<HashMap<NodeId, Heard>>> = Arc::default();
+    let timing = pulses.timing;
+    let heard = pulses.heard;
     let pulses: Vec<_> = peers
         .into_iter()
         .map(|(id, peer)| {

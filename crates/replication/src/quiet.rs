@@ -22,6 +22,9 @@
 //!   older than the member's own: its leader is alive, only quiet. When a
 //!   pulse to the leader goes unanswered (its host lost, paused or cut
 //!   off) the member campaigns as openraft would without heartbeats.
+//! * A member that does not vote in a group (a group smaller than the
+//!   cluster: `placement.rs`) learns who leads it from the same pulses
+//!   ([`leader_heard`]), to forward proposals there and to name it.
 //!
 //! Raft's safety does not depend on either: they only decide when
 //! elections start, never who may win one.
@@ -141,6 +144,44 @@ pub fn may_elect(
     })
 }
 
+/// Who leads `group`, as the peers' answers say: the peer that says it
+/// leads it in the highest term, else the leader a peer names in the
+/// highest term (one this member cannot reach itself), with that term.
+/// Answers older than twice `fresh_for`, or followed by a missed pulse,
+/// count for nothing.
+pub fn leader_heard(
+    now: Instant,
+    timing: Timing,
+    group: GroupId,
+    heard: &HashMap<NodeId, Heard>,
+) -> Option<(NodeId, u64)> {
+    let answers = heard.iter().filter_map(|(&id, h)| {
+        let recent = !h.missed && now.saturating_duration_since(h.at) < 2 * timing.fresh_for;
+        recent
+            .then(|| h.groups.get(group as usize))
+            .flatten()
+            .map(|p| (id, p))
+    });
+    let mut claimed: Option<(NodeId, u64)> = None;
+    let mut named: Option<(NodeId, u64)> = None;
+    for (id, p) in answers {
+        if p.leading {
+            if claimed.is_none_or(|(_, t)| p.term > t) {
+                claimed = Some((id, p.term));
+            }
+        } else if let Some(l) = p.leader {
+            if named.is_none_or(|(_, t)| p.term > t) {
+                named = Some((l, p.term));
+            }
+        }
+    }
+    match (claimed, named) {
+        (Some(c), Some(n)) if n.1 > c.1 => Some(n),
+        (Some(c), _) => Some(c),
+        (None, n) => n,
+    }
+}
+
 /// An answer a leader may count: recent, and the pulse after it answered.
 fn fresh(now: Instant, timing: Timing, h: Option<&Heard>) -> Option<&Heard> {
     h.filter(|h| !h.missed && now.saturating_duration_since(h.at) < timing.fresh_for)
@@ -223,6 +264,31 @@ mod tests {
             last_index: 90,
             idle: Duration::from_millis(idle_ms),
         }
+    }
+
+    #[test]
+    fn a_member_outside_a_group_hears_who_leads_it() {
+        let now = Instant::now();
+        assert_eq!(leader_heard(now, T, 1, &HashMap::new()), None);
+        let all = heard(now, &[(2, knows(1, 4, 90)), (3, knows(1, 4, 90))]);
+        // Named by followers only: the leader itself was not heard.
+        assert_eq!(leader_heard(now, T, 1, &all), Some((1, 4)));
+        let mut all = heard(now, &[(1, leads(4, 90, 1)), (2, knows(1, 4, 90))]);
+        assert_eq!(leader_heard(now, T, 1, &all), Some((1, 4)));
+        // A newer leader, named by a follower of the later term, wins
+        // over the old one still claiming.
+        all.insert(3, heard(now, &[(3, knows(3, 5, 91))])[&3].clone());
+        assert_eq!(leader_heard(now, T, 1, &all), Some((3, 5)));
+        all.insert(3, heard(now, &[(3, leads(5, 91, 3))])[&3].clone());
+        assert_eq!(leader_heard(now, T, 1, &all), Some((3, 5)));
+        // A group no peer answered for, and answers gone stale or missed.
+        assert_eq!(leader_heard(now, T, 7, &all), None);
+        let later = now + 2 * T.fresh_for;
+        assert_eq!(leader_heard(later, T, 1, &all), None);
+        for h in all.values_mut() {
+            h.missed = true;
+        }
+        assert_eq!(leader_heard(now, T, 1, &all), None);
     }
 
     #[test]

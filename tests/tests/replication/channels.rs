@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nsq_tests::{http_get, http_post, wait_for, Lookupd, Nsqd};
 use serde_json::Value;
 
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 fn channel_post(n: &Nsqd, action: &str, t: &str, c: &str) -> (u16, String) {

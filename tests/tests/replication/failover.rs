@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use nsq_tests::{wait_for, Conn};
 
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 /// Reads `n` messages; their bodies, each at most once.

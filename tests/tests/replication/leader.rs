@@ -91,10 +91,6 @@ fn sub_refused_naming(on: &Member, topic: &str, leader: &Member) {
     });
 }
 
-pub fn by_id(ms: &[Member], id: u64) -> &Member {
-    ms.iter().find(|m| m.id == id).expect("a member of that id")
-}
-
 #[test]
 fn only_the_groups_leader_serves_a_replicated_topic() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();

@@ -22,6 +22,7 @@ mod leader;
 mod members;
 mod quiet;
 mod replaced;
+mod smaller;
 mod snapshots;
 mod stats;
 mod topics;

@@ -138,12 +138,21 @@ pub fn start_cluster(
     dirs: &[tempfile::TempDir],
     extra: impl Fn(u64) -> Vec<String>,
 ) -> Vec<Member> {
-    let ports = free_ports(3);
-    let peers = (1..=3u64)
+    start_cluster_of(3, dirs, extra)
+}
+
+/// [`start_cluster`] of `n` members, ids 1 to `n`.
+pub fn start_cluster_of(
+    n: u64,
+    dirs: &[tempfile::TempDir],
+    extra: impl Fn(u64) -> Vec<String>,
+) -> Vec<Member> {
+    let ports = free_ports(n as usize);
+    let peers = (1..=n)
         .map(|id| format!("{id}@127.0.0.1:{}", ports[id as usize - 1]))
         .collect::<Vec<_>>()
         .join(",");
-    (1..=3u64)
+    (1..=n)
         .map(|id| {
             let mut args = member_args(id, ports[id as usize - 1], &peers);
             args.extend(extra(id));
@@ -226,6 +235,10 @@ pub fn terms(n: &Nsqd) -> BTreeMap<u64, u64> {
         .iter()
         .map(|g| (g["group"].as_u64().unwrap(), g["term"].as_u64().unwrap()))
         .collect()
+}
+
+pub fn by_id(ms: &[Member], id: u64) -> &Member {
+    ms.iter().find(|m| m.id == id).expect("a member of that id")
 }
 
 /// The data directory index of member `id` (ids are 1-based).

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 fn bodies(range: std::ops::Range<usize>) -> Vec<Vec<u8>> {

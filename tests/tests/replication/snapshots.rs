@@ -13,7 +13,7 @@ use std::time::Duration;
 use nsq_tests::wait_for;
 use serde_json::Value;
 
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 /// The snapshot index and purge point of `topic`'s group on `n`.

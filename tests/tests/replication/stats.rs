@@ -11,7 +11,7 @@ use nsq_tests::{wait_for, Nsqd};
 use serde_json::Value;
 
 use super::admin_util::start_admin;
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 /// The topic's `replication` object in `n`'s `/stats` (Null without it).

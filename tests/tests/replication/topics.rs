@@ -12,7 +12,7 @@ use std::time::Duration;
 use nsq_tests::{pub_cmd, wait_for, Nsqd};
 use serde_json::Value;
 
-use super::leader::{by_id, leader_of};
+use super::leader::leader_of;
 use super::members::*;
 
 fn topic_post(n: &Nsqd, action: &str, t: &str) -> (u16, String) {

@@ -62,10 +62,10 @@ async fn round(nsqd: &Arc<NsqdInner>) {
     let Some(r) = nsqd.replication() else { return };
     let mut commits = JoinSet::new();
     for t in nsqd.topics() {
-        if t.replicas().is_none() {
+        let Some(replicas) = t.replicas() else {
             continue;
-        }
-        let group = r.group_of(&t.name);
+        };
+        let group = r.group_of(&t.name, replicas);
         for ch in t.channels() {
             let ids = ch.take_finished();
             if ids.is_empty() {

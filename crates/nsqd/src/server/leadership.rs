@@ -146,7 +146,10 @@ pub(super) fn topics_of(nsqd: &NsqdInner, group: GroupId) -> Vec<Arc<Topic>> {
     };
     nsqd.topics()
         .into_iter()
-        .filter(|t| t.replicas().is_some() && r.group_of(&t.name) == group)
+        .filter(|t| {
+            t.replicas()
+                .is_some_and(|n| r.group_of(&t.name, n) == group)
+        })
         .collect()
 }
 

@@ -344,8 +344,18 @@ impl NsqdInner {
     pub fn leader_of(&self, name: &str) -> Leader {
         match self.replication() {
             None => Leader::NotMember,
-            Some(r) => r.leader(r.group_of(name)),
+            Some(r) => r.leader(r.group_of(name, self.replicas_of(name))),
         }
+    }
+
+    /// The replicas of topic `name` here, for placing its entries: the
+    /// most there are for a topic this member does not have replicated
+    /// (its group is then the whole cluster's, where its `TopicCreate`
+    /// and `TopicDelete` go).
+    pub fn replicas_of(&self, name: &str) -> u8 {
+        self.get_topic(name)
+            .and_then(|t| t.replicas())
+            .unwrap_or(u8::MAX)
     }
 
     /// Whether this nsqd registers `topic` with the lookupds: always for an
@@ -363,7 +373,7 @@ impl NsqdInner {
         let replicas = self.get_topic(name)?.replicas()?;
         let leader = self.leader_of(name);
         let address = match (leader, self.replication()) {
-            (Leader::Node(n), Some(r)) => r.serving_address(r.group_of(name), n),
+            (Leader::Node(n), Some(r)) => r.serving_address(r.group_of(name, replicas), n),
             _ => None,
         };
         serving::sub_refusal(name, Some(replicas), leader, address.as_deref())

@@ -24,11 +24,12 @@ use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
 use nsq_replication::network::ClusterTls;
+use nsq_replication::placement::Placement;
 use nsq_replication::propose::{ProposeError, Proposer};
 use nsq_replication::quiet::QuietFlags;
 use nsq_replication::snapshot::Snapshots;
 use nsq_replication::standing::{applied_in_current_term, Standing};
-use nsq_replication::{GroupId, NodeId, Raft};
+use nsq_replication::{GroupId, NodeId, Pulses, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
@@ -113,18 +114,41 @@ pub enum Committed {
     Elsewhere,
 }
 
+/// A group this member votes in, as nsqd holds it.
+struct Local {
+    raft: Raft,
+    /// The committed index its storage saved, for reports.
+    committed: watch::Receiver<Option<u64>>,
+    /// The last log index this member has applied to its topics.
+    applied: watch::Sender<u64>,
+    /// Each channel's progress through its log, as this member applied it
+    /// (`core::progress`; fed by the applier).
+    progress: Arc<Mutex<Progress>>,
+    /// Its committed entries read back (a new leader redelivers from
+    /// them).
+    log: CommittedLog,
+    /// The committed index its log had at start: the applier reads the
+    /// entries up to it from the log
+    /// (`nsq_replication::group::Group::replayed`).
+    replayed: Option<u64>,
+    /// Its snapshots (`snapshots.rs` asks for them).
+    snapshots: Snapshots,
+    /// Whether a snapshot is being taken.
+    snapshotting: AtomicBool,
+}
+
 /// The running member, as nsqd holds it.
 pub struct Replication {
     node_id: NodeId,
     address: String,
     peers: BTreeMap<NodeId, String>,
-    /// Each group's Raft handle and the committed index its storage saved,
-    /// for reports (the member keeps its own).
-    groups: Vec<(GroupId, Raft, watch::Receiver<Option<u64>>)>,
+    /// Which members vote in which group (`nsq_replication::placement`).
+    placement: Arc<Placement>,
+    /// Who leads the groups this member does not vote in.
+    pulses: Pulses,
+    /// The groups this member votes in, by id.
+    local: BTreeMap<GroupId, Local>,
     proposer: Proposer,
-    /// Per group (by id), the last log index this member has applied to
-    /// its topics.
-    applied: Vec<watch::Sender<u64>>,
     /// Each group's applied entries, until the appliers take them.
     subscriptions: Mutex<Vec<(GroupId, mpsc::Receiver<Applied>)>>,
     /// Per group, the last `Serving` entry applied here: the member that
@@ -134,23 +158,9 @@ pub struct Replication {
     /// Per replicated topic, the messages this member put back when it
     /// gained the topic's group (each one possibly a duplicate).
     put_back: Mutex<BTreeMap<String, u64>>,
-    /// Per group (by id), each channel's progress through its log, as
-    /// this member applied it (`core::progress`; fed by the applier).
-    progress: Vec<Arc<Mutex<Progress>>>,
-    /// Per group (by id), its committed entries read back (a new leader
-    /// redelivers from them).
-    logs: Vec<CommittedLog>,
-    /// Per group (by id), the committed index its log had at start: the
-    /// applier reads the entries up to it from the log
-    /// (`nsq_replication::group::Group::replayed`).
-    replayed: Vec<Option<u64>>,
-    /// Per group (by id), its snapshots (`snapshots.rs` asks for them).
-    snapshots: Vec<Snapshots>,
     /// Per group (by id), the snapshot it started from (index claimed and
     /// image), until its applier takes it.
-    images: Mutex<Vec<Option<(u64, bytes::Bytes)>>>,
-    /// Per group (by id), whether a snapshot is being taken.
-    snapshotting: Vec<AtomicBool>,
+    images: Mutex<BTreeMap<GroupId, (u64, bytes::Bytes)>>,
     /// `--replication-snapshot-entries`.
     snapshot_entries: u64,
     /// Whether this member votes (`nsq_replication::standing`).
@@ -164,15 +174,14 @@ pub struct Replication {
 }
 
 impl Replication {
-    /// Starts the member with nsqd's flags, under `data_dir/raft/`. The
-    /// member with the lowest node id initialises the groups when it has
-    /// no Raft state yet (a new cluster); every other start joins by
-    /// being a configured voter. Restarts keep their state and never
-    /// initialise again.
+    /// Starts the member with nsqd's flags, under `data_dir/raft/`. Each
+    /// group is initialised by its lowest voter when that member made the
+    /// group's directory (a new cluster, or a group size a grown build
+    /// offers); every other start joins by being a configured voter.
+    /// Restarts keep their state and never initialise again.
     pub async fn start(opts: &Options, data_dir: &Path) -> Result<Replication, ReplicationError> {
         let node_id = opts.node_id as NodeId;
         let peers = opts.replication_peers.0.clone();
-        let fresh = !data_dir.join("raft").exists();
         let tls = ClusterTls::from_flags(super::tls::daemon_tls(opts))?;
         let election = opts.replication_election_timeout.as_millis().max(50) as u64;
         let raft = openraft::Config {
@@ -204,56 +213,55 @@ impl Replication {
             "REPLICATION: listening on {}",
             member.local_addr
         );
-        let lowest = peers.keys().next().copied();
-        if fresh && lowest == Some(node_id) {
-            // Once a majority said it never knew this member (a new
-            // cluster; not if it replaces a lost one). openraft answers
-            // NotAllowed (treated as done) when the log already holds a
-            // membership.
-            let initialize = member.initialize();
-            let members = peers.len();
-            tokio::spawn(async move {
-                match initialize.await {
-                    Err(e) => {
-                        tracing::error!(error = %e, "REPLICATION: failed to initialise the cluster")
-                    }
-                    Ok(()) => tracing::info!(members, "REPLICATION: initialised a new cluster"),
-                }
-            });
-        }
+        // Once a majority said it never knew this member (a new cluster;
+        // not if it replaces a lost one), for the groups it begins.
+        // openraft answers NotAllowed (treated as done) when the log
+        // already holds a membership.
+        let initialize = member.initialize();
+        tokio::spawn(async move {
+            if let Err(e) = initialize.await {
+                tracing::error!(error = %e, "REPLICATION: failed to initialise a group");
+            }
+        });
         let subscriptions = member
             .groups
             .iter_mut()
             .filter_map(|g| g.applied.take().map(|rx| (g.id, rx)))
             .collect();
+        let images = member
+            .groups
+            .iter_mut()
+            .filter_map(|g| g.image.take().map(|i| (g.id, i)))
+            .collect();
+        let local = member
+            .groups
+            .iter()
+            .map(|g| {
+                let l = Local {
+                    raft: g.raft.clone(),
+                    committed: g.committed.clone(),
+                    applied: watch::Sender::new(0),
+                    progress: Arc::default(),
+                    log: g.log.clone(),
+                    replayed: g.replayed,
+                    snapshots: g.snapshots.clone(),
+                    snapshotting: AtomicBool::new(false),
+                };
+                (g.id, l)
+            })
+            .collect();
         Ok(Replication {
             node_id,
             address: member.local_addr.to_string(),
             peers,
-            groups: member
-                .groups
-                .iter()
-                .map(|g| (g.id, g.raft.clone(), g.committed.clone()))
-                .collect(),
+            placement: member.placement(),
+            pulses: member.pulses(),
+            local,
             proposer: member.proposer(),
-            applied: member
-                .groups
-                .iter()
-                .map(|_| watch::Sender::new(0))
-                .collect(),
             subscriptions: Mutex::new(subscriptions),
             serving: Mutex::new(BTreeMap::new()),
             put_back: Mutex::new(BTreeMap::new()),
-            progress: member.groups.iter().map(|_| Arc::default()).collect(),
-            logs: member.groups.iter().map(|g| g.log.clone()).collect(),
-            replayed: member.groups.iter().map(|g| g.replayed).collect(),
-            snapshots: member.groups.iter().map(|g| g.snapshots.clone()).collect(),
-            images: Mutex::new(member.groups.iter_mut().map(|g| g.image.take()).collect()),
-            snapshotting: member
-                .groups
-                .iter()
-                .map(|_| AtomicBool::new(false))
-                .collect(),
+            images: Mutex::new(images),
             snapshot_entries: opts.replication_snapshot_entries.max(1) as u64,
             standing: member.standing(),
             quiet: member.quiet(),
@@ -262,9 +270,25 @@ impl Replication {
         })
     }
 
-    /// The group a topic lives in.
-    pub fn group_of(&self, topic: &str) -> GroupId {
-        group_of(topic, self.groups.len() as u32)
+    /// The group a topic of `replicas` replicas lives in: its entries go
+    /// there, its voters hold its messages.
+    pub fn group_of(&self, topic: &str, replicas: u8) -> GroupId {
+        self.placement
+            .group(replicas, group_of(topic, self.placement.per_set()))
+    }
+
+    /// The group of the cluster's size a topic's name hashes to: its
+    /// `TopicCreate` and `TopicDelete` are committed there too, so every
+    /// member knows it (the same group as [`Replication::group_of`] for a
+    /// topic of as many replicas as the cluster has members).
+    pub fn whole_group_of(&self, topic: &str) -> GroupId {
+        self.placement
+            .whole(group_of(topic, self.placement.per_set()))
+    }
+
+    /// Whether this member votes in `group` (holds its log).
+    pub fn votes_in(&self, group: GroupId) -> bool {
+        self.local.contains_key(&group)
     }
 
     /// Each group's applied entries, once (for the appliers).
@@ -274,8 +298,8 @@ impl Replication {
 
     /// Records that this member has applied `group` up to `index`.
     pub fn mark_applied(&self, group: GroupId, index: u64) {
-        if let Some(w) = self.applied.get(group as usize) {
-            w.send_if_modified(|at| {
+        if let Some(l) = self.local.get(&group) {
+            l.applied.send_if_modified(|at| {
                 let newer = index > *at;
                 if newer {
                     *at = index;
@@ -295,28 +319,28 @@ impl Replication {
 
     /// `group`'s progress, as this member applied its log.
     pub fn progress(&self, group: GroupId) -> Option<&Arc<Mutex<Progress>>> {
-        self.progress.get(group as usize)
+        self.local.get(&group).map(|l| &l.progress)
     }
 
     /// `group`'s committed entries, read back.
     pub fn committed_log(&self, group: GroupId) -> Option<&CommittedLog> {
-        self.logs.get(group as usize)
+        self.local.get(&group).map(|l| &l.log)
     }
 
     /// The last index of `group` applied again at start and not handed to
     /// its applier (which reads them from the log).
     pub fn replayed(&self, group: GroupId) -> Option<u64> {
-        self.replayed.get(group as usize).copied().flatten()
+        self.local.get(&group).and_then(|l| l.replayed)
     }
 
     /// The snapshot `group` started from (index claimed and image), once.
     pub fn take_image(&self, group: GroupId) -> Option<(u64, bytes::Bytes)> {
-        self.images.lock().get_mut(group as usize)?.take()
+        self.images.lock().remove(&group)
     }
 
     /// `group`'s snapshots.
     pub fn snapshots(&self, group: GroupId) -> Option<&Snapshots> {
-        self.snapshots.get(group as usize)
+        self.local.get(&group).map(|l| &l.snapshots)
     }
 
     /// `--replication-snapshot-entries`.
@@ -327,34 +351,46 @@ impl Replication {
     /// Marks a snapshot of `group` as being taken; false when one already
     /// is.
     pub fn begin_snapshot(&self, group: GroupId) -> bool {
-        self.snapshotting
-            .get(group as usize)
-            .is_some_and(|f| !f.swap(true, Ordering::AcqRel))
+        self.local
+            .get(&group)
+            .is_some_and(|l| !l.snapshotting.swap(true, Ordering::AcqRel))
     }
 
     /// The snapshot of `group` begun is done (taken or not).
     pub fn end_snapshot(&self, group: GroupId) {
-        if let Some(f) = self.snapshotting.get(group as usize) {
-            f.store(false, Ordering::Release);
+        if let Some(l) = self.local.get(&group) {
+            l.snapshotting.store(false, Ordering::Release);
         }
     }
 
     /// How far this member has applied `group` (0 before the first entry).
     pub fn applied(&self, group: GroupId) -> u64 {
-        self.applied.get(group as usize).map_or(0, |w| *w.borrow())
+        self.local.get(&group).map_or(0, |l| *l.applied.borrow())
     }
 
-    /// Commits `entry` to its topic's group within [`COMMIT_TIMEOUT`], from
-    /// here or through the group's leader, then waits (in what is left of
-    /// that time) until this member has applied it too, so the client that
-    /// asked here sees the change here.
-    pub async fn commit(&self, entry: &Entry) -> Result<Committed, CommitError> {
+    /// Commits `entry` to the group of its topic (of `replicas` replicas)
+    /// within [`COMMIT_TIMEOUT`], from here or through the group's leader,
+    /// then waits (in what is left of that time) until this member has
+    /// applied it too, so the client that asked here sees the change here.
+    /// A `TopicCreate` or `TopicDelete` of a topic whose group is smaller
+    /// than the cluster is also committed to its whole-cluster group
+    /// afterwards, so every member knows the topic; the topic's own group
+    /// first, so its voters hold it before any other member takes a
+    /// publish to it.
+    pub async fn commit(&self, replicas: u8, entry: &Entry) -> Result<Committed, CommitError> {
         let Some(topic) = entry.topic() else {
             return Err(CommitError::Failed(
                 "an entry of no topic has no group".into(),
             ));
         };
-        self.commit_to(self.group_of(topic), entry).await
+        let group = self.group_of(topic, replicas);
+        let whole = self.whole_group_of(topic);
+        if group != whole && matches!(entry, Entry::TopicCreate { .. } | Entry::TopicDelete { .. })
+        {
+            self.commit_to(group, entry).await?;
+            return self.commit_to(whole, entry).await;
+        }
+        self.commit_to(group, entry).await
     }
 
     /// [`Replication::commit`] to `group` (an entry of no topic).
@@ -365,10 +401,10 @@ impl Replication {
             .proposer
             .propose(group, payload, COMMIT_TIMEOUT)
             .await?;
-        let Some(w) = self.applied.get(group as usize) else {
+        let Some(l) = self.local.get(&group) else {
             return Ok(Committed::Elsewhere);
         };
-        let mut rx = w.subscribe();
+        let mut rx = l.applied.subscribe();
         let applied = tokio::time::timeout_at(deadline, rx.wait_for(|at| *at >= index)).await;
         Ok(match applied {
             Ok(Ok(_)) => Committed::Applied,
@@ -401,30 +437,26 @@ impl Replication {
         self.leader(group) == Leader::Here
     }
 
-    /// The leader of `group` as this member sees it now.
+    /// The leader of `group` as this member sees it now: as its Raft
+    /// says in a group it votes in, as its peers' pulses say in another.
     pub fn leader(&self, group: GroupId) -> Leader {
-        self.groups
-            .iter()
-            .find(|(id, ..)| *id == group)
-            .map_or(Leader::None, |(_, raft, _)| {
-                seen(self.node_id, &raft.server_metrics().borrow()).1
-            })
+        if let Some(l) = self.local.get(&group) {
+            return seen(self.node_id, &l.raft.server_metrics().borrow()).1;
+        }
+        match self.pulses.leader(group) {
+            Some((n, _)) if n != self.node_id => Leader::Node(n),
+            _ => Leader::None,
+        }
     }
 
     /// `group`'s leadership reports (the applier follows them too).
     pub fn leadership_watch(&self, group: GroupId) -> Option<watch::Receiver<ServerMetrics>> {
-        self.groups
-            .iter()
-            .find(|(id, ..)| *id == group)
-            .map(|(_, raft, _)| raft.server_metrics())
+        self.local.get(&group).map(|l| l.raft.server_metrics())
     }
 
     /// `group`'s full reports (every apply changes them).
     pub fn metrics_watch(&self, group: GroupId) -> Option<watch::Receiver<RaftMetrics>> {
-        self.groups
-            .iter()
-            .find(|(id, ..)| *id == group)
-            .map(|(_, raft, _)| raft.metrics())
+        self.local.get(&group).map(|l| l.raft.metrics())
     }
 
     /// Whether `group`'s state machine here has applied an entry of the
@@ -441,9 +473,9 @@ impl Replication {
 
     /// Each group's leadership reports, for the watchers of `leadership.rs`.
     pub fn leadership_watches(&self) -> Vec<(GroupId, watch::Receiver<ServerMetrics>)> {
-        self.groups
+        self.local
             .iter()
-            .map(|(id, raft, _)| (*id, raft.server_metrics()))
+            .map(|(id, l)| (*id, l.raft.server_metrics()))
             .collect()
     }
 
@@ -458,8 +490,8 @@ impl Replication {
         if self.caught_up.load(Ordering::Relaxed) {
             return true;
         }
-        let all = self.groups.iter().all(|(_, raft, _)| {
-            let m = raft.metrics().borrow().clone();
+        let all = self.local.values().all(|l| {
+            let m = l.raft.metrics().borrow().clone();
             applied_in_current_term(
                 m.current_term,
                 m.current_leader,
@@ -492,10 +524,10 @@ impl Replication {
                 .collect(),
             standing: self.standing.borrow().name().to_string(),
             groups: self
-                .groups
+                .local
                 .iter()
-                .map(|(id, raft, _)| {
-                    let m = raft.metrics().borrow().clone();
+                .map(|(id, l)| {
+                    let m = l.raft.metrics().borrow().clone();
                     ReplicationGroup {
                         group: *id,
                         leader: m.current_leader,
@@ -515,25 +547,40 @@ impl Replication {
         }
     }
 
-    /// What `/stats` shows of replicated topic `topic`: its group as this
-    /// member sees it. The leader and its address are those a SUB refused
-    /// here names; each replica's lag is known on the leader alone
-    /// (`core::replica_lag`).
-    pub fn topic_stats(&self, topic: &str) -> TopicReplication {
-        let group = self.group_of(topic);
+    /// What `/stats` shows of replicated topic `topic` (of `replicas`
+    /// replicas): its group as this member sees it. The leader and its
+    /// address are those a SUB refused here names; each replica's lag is
+    /// known on the leader alone (`core::replica_lag`), and a member that
+    /// does not vote in the group knows only who its voters are.
+    pub fn topic_stats(&self, topic: &str, replicas: u8) -> TopicReplication {
+        let group = self.group_of(topic, replicas);
         let leader = match self.leader(group) {
             Leader::Here => Some(self.node_id),
             Leader::Node(n) => Some(n),
             Leader::None | Leader::NotMember => None,
         };
-        let Some((_, raft, committed)) = self.groups.iter().find(|(id, ..)| *id == group) else {
+        let Some(l) = self.local.get(&group) else {
+            let view = GroupView {
+                me: self.node_id,
+                voters: self
+                    .placement
+                    .voters(group)
+                    .map(|v| v.into_iter().collect())
+                    .unwrap_or_default(),
+                leads: false,
+                last_log_index: None,
+                matched: None,
+            };
             return TopicReplication {
                 group,
+                leader,
+                leader_address: leader.and_then(|n| self.serving_address(group, n)),
+                replicas: replica_lag::replicas(&view),
                 ..TopicReplication::default()
             };
         };
         let view = {
-            let m = raft.metrics();
+            let m = l.raft.metrics();
             let m = m.borrow();
             GroupView {
                 me: self.node_id,
@@ -554,7 +601,7 @@ impl Replication {
             is_leader: view.leads,
             replicas: replica_lag::replicas(&view),
             last_log_index: view.last_log_index,
-            committed_index: *committed.borrow(),
+            committed_index: *l.committed.borrow(),
             unfinished: self
                 .progress(group)
                 .and_then(|p| p.lock().topic(topic).map(|t| t.unfinished()))

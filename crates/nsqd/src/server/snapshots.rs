@@ -74,19 +74,33 @@ pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
 /// replicas and pause, their channels with theirs, none of the group's
 /// that it lacks, and the group's `Serving`; `nsqd.dat` then says so.
 /// What an entry above the snapshot changes comes after, as entries do.
+/// A whole-cluster group's image also lists the topics of smaller groups
+/// it hashes (their creates and deletes are committed to it): it makes
+/// and deletes those here only where this member does not vote in their
+/// own group, whose entries say the rest.
 pub fn install(nsqd: &NsqdInner, group: GroupId, image: &Progress) {
     let Some(r) = nsqd.replication() else { return };
+    let decides = |name: &str, replicas: u8| {
+        let own = r.group_of(name, replicas);
+        own == group || (r.whole_group_of(name) == group && !r.votes_in(own))
+    };
     for t in nsqd.topics() {
-        if t.replicas().is_some() && r.group_of(&t.name) == group && image.topic(&t.name).is_none()
-        {
+        if t.replicas().is_some_and(|n| decides(&t.name, n)) && image.topic(&t.name).is_none() {
             topic_delete(nsqd, &t.name);
         }
     }
     for (name, tp) in image.topics() {
+        if !decides(name, tp.replicas()) {
+            continue;
+        }
         topic_create(nsqd, name, tp.replicas());
         let Some(t) = nsqd.get_topic(name).filter(|t| t.replicas().is_some()) else {
             continue;
         };
+        if r.group_of(name, tp.replicas()) != group {
+            // Its pause and channels are in its own group's entries.
+            continue;
+        }
         if t.is_paused() != tp.is_paused() {
             t.set_paused(tp.is_paused());
         }

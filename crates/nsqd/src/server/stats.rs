@@ -56,8 +56,8 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
             .map(|mut t| {
                 // Replicated topics only, on a member: an unreplicated
                 // topic's JSON stays NSQ's.
-                if let (Some(_), Some(r)) = (t.replicas, replication) {
-                    t.replication = Some(r.topic_stats(&t.topic_name));
+                if let (Some(n), Some(r)) = (t.replicas, replication) {
+                    t.replication = Some(r.topic_stats(&t.topic_name, n));
                 }
                 t
             })

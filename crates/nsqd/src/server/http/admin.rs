@@ -67,7 +67,7 @@ async fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Resp
         topic: name.to_string(),
         replicas: n,
     };
-    match r.commit(&entry).await {
+    match r.commit(n, &entry).await {
         Err(e) => {
             tracing::warn!(topic = %name, error = e.detail(), "replicated topic not created");
             err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
@@ -93,7 +93,8 @@ async fn commit_change(nsqd: &NsqdInner, entry: Entry, what: &str) -> Response {
         // kept from a start with the flags: nothing here can commit it
         return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
     };
-    match r.commit(&entry).await {
+    let replicas = entry.topic().map_or(u8::MAX, |t| nsqd.replicas_of(t));
+    match r.commit(replicas, &entry).await {
         Err(e) => {
             tracing::warn!(
                 topic = entry.topic(),
@@ -219,7 +220,7 @@ async fn channel_replicated(
         // empties: applied on the leader, it drops everything the channel
         // holds then, which is every publish committed before it.
         Action::Empty => Entry::ChannelEmpty {
-            up_to: r.applied(r.group_of(&t)),
+            up_to: r.applied(r.group_of(&t, topic.replicas().unwrap_or(u8::MAX))),
             topic: t,
             channel: c,
         },

@@ -151,7 +151,7 @@ async fn replicated(
         Ok(e) => e,
         Err(e) => return put_error(&e),
     };
-    match r.commit(&entry).await {
+    match r.commit(topic.replicas().unwrap_or(u8::MAX), &entry).await {
         Ok(_) => ok_text("OK"),
         Err(e) => {
             tracing::warn!(topic = %topic.name, error = e.detail(), "replicated publish failed");

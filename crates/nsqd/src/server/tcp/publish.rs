@@ -111,7 +111,8 @@ async fn commit(
             format!("{cmd} failed REPLICATION_NOT_ENABLED"),
         ));
     };
-    r.commit(&entry).await.map(drop).map_err(|e| {
+    let replicas = entry.topic().map_or(u8::MAX, |t| nsqd.replicas_of(t));
+    r.commit(replicas, &entry).await.map(drop).map_err(|e| {
         tracing::warn!(
             topic = entry.topic(),
             error = e.detail(),

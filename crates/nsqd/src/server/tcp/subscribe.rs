@@ -113,7 +113,7 @@ fn propose_channel(nsqd: &Arc<NsqdInner>, ch: &Arc<Channel>) {
         let result = tokio::select! {
             // nsqd's shutdown does not wait out a commit.
             _ = cancel.cancelled() => return,
-            res = r.commit(&entry) => res,
+            res = r.commit(nsqd.replicas_of(&ch.topic_name), &entry) => res,
         };
         if let Err(e) = result {
             ch.commit.failed();

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A replicated topic (replicas=3 on 3 nsqd members) under faults on the
+# A replicated topic (replicas=3 on 5 nsqd members: a group of three, two
+# members outside it; MEMBERS=3 for 3 members) under faults on the
 # namespace cluster, with an account of every acknowledged message
 # (docs/replication.md, "Proof"). Runs the black-box test
 # tests/tests/cluster_faults/replicated.rs.
@@ -9,6 +10,7 @@
 #                                            # paused, lost with its disk and replaced, a follower
 #                                            # lost and replaced, two of three lost
 #
+# MEMBERS=3 runs it on three members (the topic on all of them).
 # NSQ_REPLICATED_SEED=N repeats a schedule. The report goes to
 # $CARGO_TARGET_DIR/cluster/report-replicated.md. Needs root (network
 # namespaces); the test removes its namespaces and processes when it ends.
@@ -34,6 +36,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
 NSQ_BIN_DIR="$TARGET/debug" NSQ_REPLICATED_FAULT_SECS="$SECS" \
+    NSQ_REPLICATED_MEMBERS="${MEMBERS:-5}" \
     NSQ_REPLICATED_REPORT="$OUT/report-replicated.md" \
     cargo test -p nsq-tests --test cluster_faults -- --exact \
     replicated::replicated_topic_survives_losing_its_leader --nocapture

@@ -110,7 +110,7 @@ async fn max_in_flight_two_over_three_nsqds() {
                 let over = in_flight > 2 || ready > 2;
                 over_samples += over as usize;
                 if over && prev_over {
-                    persistent.push((in_flight, ready));
+                    persistent.push((in_flight, ready, Instant::now()));
                 }
                 prev_over = over;
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -140,9 +140,17 @@ async fn max_in_flight_two_over_three_nsqds() {
     let st = c.stats();
     eprintln!("took {took:?}; {samples} samples ({over_samples} over 2), server max in_flight {max_if} max ready {max_rdy}; client {st:?}");
     assert!(samples > 10);
+    // The same allowance as the handlers' below: while the connections
+    // join, a message written under the old RDY may still be in flight
+    // (CI once saw two samples in a row of 3 then, on a loaded machine).
+    let persistent: Vec<_> = persistent
+        .into_iter()
+        .filter(|(.., at)| *at > joined)
+        .map(|(f, r, at)| (f, r, at.duration_since(start)))
+        .collect();
     assert!(
         persistent.is_empty(),
-        "nsqd saw more than 2 in flight / RDY: {persistent:?}"
+        "nsqd saw more than 2 in flight / RDY after the connections joined: {persistent:?}"
     );
     // A lone straddling sample can inflate either sum (a FIN still on its way
     // to one nsqd while the next RDY reached another); a client really

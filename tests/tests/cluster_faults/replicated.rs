@@ -1,16 +1,19 @@
 //! A replicated topic survives losing its hosts (project issue 21): the
-//! namespace hosts of the cluster test, three nsqds `n1..n3` forming a
-//! replication cluster, the topic created with `replicas=3` and its durable
-//! channels `a` and `b` made through its group, a producer on every nsqd
-//! host publishing to its local nsqd (a follower forwards to the leader),
-//! consumers `c2` (the client crate) and `c3` (pynsq) finding the leader
-//! through the three lookupds. Under load, each time with a backlog on the
-//! leader's channels (the consumers stopped for 3 s), faults from
-//! `replicated_faults.rs`: the leader's host cut off for 10 s, paused
-//! (SIGSTOP) for 6 s, SIGKILLed with its data directory removed (the page
-//! cache of a namespace survives a SIGKILL; only a lost disk shows that the
-//! majority had the batch) and a fresh host started in its place, the same
-//! done to a follower, and two of the three SIGKILLed for 10 s.
+//! namespace hosts of the cluster test, five nsqds `n1..n5` forming a
+//! replication cluster (three `n1..n3` with `NSQ_REPLICATED_MEMBERS=3`),
+//! the topic created with `replicas=3` (on five: a group of three voters,
+//! the other two forwarding their publishes) and its durable channels `a`
+//! and `b` made through its group, a producer on every nsqd host
+//! publishing to its local nsqd (a follower or a member outside the group
+//! forwards to the leader), consumers `c2` (the client crate) and `c3`
+//! (pynsq) finding the leader through the three lookupds. Under load, each
+//! time with a backlog on the leader's channels (the consumers stopped for
+//! 3 s), faults from `replicated_faults.rs`: the leader's host cut off for
+//! 10 s, paused (SIGSTOP) for 6 s, SIGKILLed with its data directory
+//! removed (the page cache of a namespace survives a SIGKILL; only a lost
+//! disk shows that the majority had the batch) and a fresh host started in
+//! its place, the same done to a follower (a voter of the group), and two
+//! of the group's three voters SIGKILLed for 10 s.
 //!
 //! The test command runs the short plan: leader partitioned, paused, lost
 //! and replaced, partitioned again (the replacement's vote elects the
@@ -20,8 +23,9 @@
 //! `NSQ_REPLICATED_REPORT` writes the report to a file.
 //!
 //! Must hold: no message a producer had `OK` for is missing on `a` or
-//! `b`; a member cut off from the majority acknowledges no publish sent
-//! to it from a second after the cut until the heal; after each fault publishes are
+//! `b`; a member cut off from the majority (and, with two of three voters
+//! lost, every member left) acknowledges no publish sent to it from a
+//! second after the cut until the heal; after each fault publishes are
 //! acknowledged again and both consumers receive steadily from the leader
 //! on both channels; a fresh host votes within 60 s; once drained every
 //! member counts nothing unfinished. Reported: duplicates, the time until
@@ -34,7 +38,7 @@ use nsq_tests::ledger::Ledgers;
 use nsq_tests::{bin_dir, netns, now_ns, sleep_ms, Rng};
 
 use crate::replicated_faults::{
-    agreed_leader, apply, http, member_flags, start_members, wait, Fault, MEMBERS, READERS,
+    agreed_leader, apply, http, member_flags_in, start_members, wait, Fault, Shape, READERS,
 };
 use crate::topology::*;
 
@@ -101,11 +105,13 @@ const SHORT: [Fault; 5] = [
 struct Plan {
     secs: u64,
     seed: u64,
+    shape: Shape,
 }
 
 impl Plan {
     fn from_env() -> Plan {
         Plan {
+            shape: Shape::from_env(),
             secs: nsq_tests::env_usize("NSQ_REPLICATED_FAULT_SECS", 0) as u64,
             seed: std::env::var("NSQ_REPLICATED_SEED")
                 .ok()
@@ -118,14 +124,21 @@ impl Plan {
 fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
     let started = Instant::now();
     let log = |what: &str| eprintln!("[{:>6.1}s] {what}", started.elapsed().as_secs_f64());
-    let mut cluster = start_members(dir, member_flags)?;
+    let shape = plan.shape;
+    let members = shape.members;
+    log(&format!(
+        "{} members, the topic with replicas={}",
+        members.len(),
+        shape.replicas
+    ));
+    let mut cluster = start_members(dir, members, |h| member_flags_in(h, members))?;
     // Created through any member once the groups have leaders; the
     // channels too, so each gets every message.
     wait(Duration::from_secs(60), || {
         http(
             &nsqd_http("n1"),
             "POST",
-            &format!("/topic/create?topic={TOPIC}&replicas=3"),
+            &format!("/topic/create?topic={TOPIC}&replicas={}", shape.replicas),
         )
         .ok()
     })
@@ -138,10 +151,14 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
         })
         .ok_or(format!("{path} on n2 did not succeed within 30 s"))?;
     }
-    let leader = wait(Duration::from_secs(30), || agreed_leader(&MEMBERS))
+    let leader = wait(Duration::from_secs(30), || agreed_leader(members))
         .ok_or("the members never agreed on the topic's leader")?;
-    log(&format!("replicated topic led by {leader}"));
-    for h in MEMBERS {
+    let voters = crate::replicated_faults::topic_voters(&leader).unwrap_or_default();
+    log(&format!(
+        "replicated topic led by {leader}, its group's voters {}",
+        voters.join(", ")
+    ));
+    for &h in members {
         cluster.start_producer(h, RATE)?;
     }
     for c in READERS {
@@ -193,7 +210,7 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
             }
             kinds.remove(0)
         };
-        let round = apply(&mut cluster, fault, &leader, RATE)?;
+        let round = apply(&mut cluster, shape, fault, &leader, RATE)?;
         log(&format!(
             "{}: {} led, hit {}, then {}, after the heal {}{}",
             fault.name(),
@@ -216,7 +233,7 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
     for i in 1..rounds.len() {
         rounds[i - 1].until = rounds[i].fault_at - 3_500_000_000;
     }
-    let left: Vec<&str> = MEMBERS
+    let left: Vec<&str> = members
         .iter()
         .copied()
         .filter(|h| cluster.live.contains(*h))
@@ -267,8 +284,10 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
             ));
         }
     }
-    // Every member took snapshots of the topic's group and purged its log
-    // below them while the faults ran (`SNAPSHOT_ENTRIES`).
+    // Every voter of the topic's group took snapshots of it and purged its
+    // log below them while the faults ran (`SNAPSHOT_ENTRIES`); the
+    // members outside the group have no log of it.
+    let mut voting = 0;
     for h in &left {
         let get = |path: &str| http(&nsqd_http(h), "GET", path).ok();
         let group = get(&format!("/stats?format=json&topic={TOPIC}"))
@@ -280,6 +299,11 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
                 .find(|g| group.is_some() && g["group"].as_u64() == group)
                 .cloned()
         });
+        if g.is_none() && group.is_some() {
+            log(&format!("{h}: outside group {group:?}"));
+            continue;
+        }
+        voting += 1;
         let at = |k: &str| g.as_ref().and_then(|g| g[k].as_u64());
         let (snapshot, purged) = (at("snapshot"), at("purged"));
         log(&format!(
@@ -291,8 +315,13 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
             ));
         }
     }
+    if voting < 2 {
+        failures.push(format!(
+            "only {voting} live members vote in the topic's group"
+        ));
+    }
     // A host that replaced a lost one after a purge was sent a snapshot.
-    let installs: usize = MEMBERS
+    let installs: usize = members
         .iter()
         .filter_map(|h| {
             std::fs::read_to_string(dir.join("logs").join(format!("nsqd@{h}.log"))).ok()
@@ -319,7 +348,7 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
     log("drained and stopped");
 
     let mut ledgers = Ledgers::default();
-    for h in MEMBERS {
+    for &h in members {
         if let Ok(text) = std::fs::read_to_string(cluster.producer_ledger(h)) {
             ledgers.add_producer(&text);
         }
@@ -330,7 +359,9 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
         ledgers.add_consumer(c, &text);
     }
     let mut report = format!(
-        "replicated topic, replicas=3 on 3 members: {} faults in {:.0} s (seed {}, {})\n\n",
+        "replicated topic, replicas={} on {} members: {} faults in {:.0} s (seed {}, {})\n\n",
+        shape.replicas,
+        members.len(),
         rounds.len(),
         faults_for.as_secs_f64(),
         plan.seed,
@@ -381,7 +412,7 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
         // producer on another member (`OK <id> <sent_ns> <ok_ns>`) from the
         // fault until the round's end (a batch the old leader committed
         // just before may still be answered just after).
-        let mut acked: Vec<i64> = MEMBERS
+        let mut acked: Vec<i64> = members
             .iter()
             .filter(|h| !r.hit.iter().any(|x| x == *h))
             .flat_map(|h| oks(h))
@@ -401,12 +432,16 @@ fn run(dir: &Path, plan: &Plan) -> Result<Vec<String>, String> {
         // timeout, to apply it itself. A 30-minute run had one answered
         // 5 s after it was sent, its batch committed by the old leader
         // just before it was killed, and delivered after the heal.)
-        let cut_off = r.cut_off.as_deref().map_or(0, |h| {
-            answered(h)
-                .into_iter()
-                .filter(|(sent, ok)| *sent > r.fault_at + 1_000_000_000 && *ok < r.heal_at)
-                .count()
-        });
+        let cut_off: usize = r
+            .cut_off
+            .iter()
+            .map(|h| {
+                answered(h)
+                    .into_iter()
+                    .filter(|(sent, ok)| *sent > r.fault_at + 1_000_000_000 && *ok < r.heal_at)
+                    .count()
+            })
+            .sum();
         if cut_off > 0 {
             failures.push(format!(
                 "{}: {} publishes acknowledged by {:?} while it could not reach a majority",

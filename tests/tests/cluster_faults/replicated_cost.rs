@@ -102,7 +102,7 @@ impl Row {
 }
 
 fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
-    let mut cluster = start_members(dir, cost_flags)?;
+    let mut cluster = start_members(dir, &MEMBERS, cost_flags)?;
     let create = format!("/topic/create?topic={REPLICATED}&replicas=3");
     wait(Duration::from_secs(60), || {
         http(&nsqd_http("n1"), "POST", &create).ok()

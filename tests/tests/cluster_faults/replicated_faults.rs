@@ -11,6 +11,7 @@ use nsq_tests::{http_request_timeout, now_ns, sleep_ms};
 
 use crate::topology::*;
 
+/// The members of the cost run, and of the fault run's three-member shape.
 pub const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
 pub const READERS: [&str; 2] = ["c2", "c3"];
 /// Port of each member's replication listener.
@@ -21,9 +22,45 @@ pub const RAFT_PORT: u16 = 4200;
 /// and a host replacing a lost one is sent the leader's snapshot.
 pub const SNAPSHOT_ENTRIES: u32 = 500;
 
-/// A member's replication flags: the same on every member.
+/// The members of a fault run and the replicas of its topic.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub members: &'static [&'static str],
+    pub replicas: u8,
+}
+
+/// Three members, the topic on all three.
+pub const THREE: Shape = Shape {
+    members: &MEMBERS,
+    replicas: 3,
+};
+
+/// Five members, the topic on a group of three of them: two members
+/// outside it forward their publishes.
+pub const FIVE: Shape = Shape {
+    members: &["n1", "n2", "n3", "n4", "n5"],
+    replicas: 3,
+};
+
+impl Shape {
+    /// `NSQ_REPLICATED_MEMBERS`: 3 or 5 (the default).
+    pub fn from_env() -> Shape {
+        match nsq_tests::env_usize("NSQ_REPLICATED_MEMBERS", 5) {
+            3 => THREE,
+            _ => FIVE,
+        }
+    }
+}
+
+/// A member's replication flags in the three-member cluster.
 pub fn member_flags(h: &str) -> Vec<String> {
-    let peers = MEMBERS
+    member_flags_in(h, &MEMBERS)
+}
+
+/// A member's replication flags in a cluster of `members`: the same on
+/// every member.
+pub fn member_flags_in(h: &str, members: &[&str]) -> Vec<String> {
+    let peers = members
         .iter()
         .map(|m| format!("{}@{}:{RAFT_PORT}", &m[1..], ip_of(m)))
         .collect::<Vec<_>>()
@@ -87,9 +124,10 @@ pub struct Round {
     pub leader: String,
     /// The members it hit.
     pub hit: Vec<String>,
-    /// The member that must not acknowledge from a second after the fault
-    /// until the heal: the leader cut off or paused, the one left alone.
-    pub cut_off: Option<String>,
+    /// The members that must not acknowledge from a second after the
+    /// fault until the heal: the leader cut off or paused; with two of
+    /// the group's three lost, every member left.
+    pub cut_off: Vec<String>,
     /// The leader the others elected (for two lost: once one came back).
     pub next: String,
     /// The leader every live member agreed on after the heal.
@@ -142,14 +180,37 @@ pub fn agreed_leader_of(topic: &str, hosts: &[&str]) -> Option<String> {
     }
 }
 
-/// The namespace hosts with the three lookupds and the three members
-/// running, each with `flags(host)` (the fault run: [`member_flags`]).
-pub fn start_members(dir: &Path, flags: fn(&str) -> Vec<String>) -> Result<Cluster, String> {
+/// The voters of `TOPIC`'s group as member `host` lists them.
+pub fn topic_voters(host: &str) -> Option<Vec<String>> {
+    let v = http(
+        &nsqd_http(host),
+        "GET",
+        &format!("/stats?format=json&topic={TOPIC}"),
+    )
+    .ok()?;
+    let t = v["topics"]
+        .as_array()?
+        .iter()
+        .find(|t| t["topic_name"] == TOPIC)?;
+    t["replication"]["replicas"]
+        .as_array()?
+        .iter()
+        .map(|r| r["node_id"].as_u64().map(|id| format!("n{id}")))
+        .collect()
+}
+
+/// The namespace hosts with the three lookupds and `members` running,
+/// each with `flags(host)` (the fault run: [`member_flags_in`]).
+pub fn start_members(
+    dir: &Path,
+    members: &[&str],
+    flags: impl Fn(&str) -> Vec<String>,
+) -> Result<Cluster, String> {
     let mut cluster = Cluster::create(dir, Timing::standard(), Bins::locate()?)?;
     for l in LOOKUPDS {
         cluster.start_lookupd(l)?;
     }
-    for h in MEMBERS {
+    for &h in members {
         cluster.start_nsqd_with(h, &flags(h))?;
         cluster.live.insert(h.to_string());
     }
@@ -167,8 +228,9 @@ pub fn wait<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     None
 }
 
-fn live_members(cluster: &Cluster) -> Vec<&'static str> {
-    MEMBERS
+fn live_members(cluster: &Cluster, shape: Shape) -> Vec<&'static str> {
+    shape
+        .members
         .iter()
         .copied()
         .filter(|h| cluster.live.contains(*h))
@@ -187,9 +249,14 @@ fn lose_host(cluster: &mut Cluster, host: &str) {
 
 /// A fresh host in `host`'s place (same flags, empty disk) and its
 /// producer; how long until it votes again.
-fn replace_host(cluster: &mut Cluster, host: &str, rate: f64) -> Result<Duration, String> {
+fn replace_host(
+    cluster: &mut Cluster,
+    shape: Shape,
+    host: &str,
+    rate: f64,
+) -> Result<Duration, String> {
     let since = Instant::now();
-    cluster.start_nsqd_with(host, &member_flags(host))?;
+    cluster.start_nsqd_with(host, &member_flags_in(host, shape.members))?;
     cluster.live.insert(host.to_string());
     cluster.start_producer(host, rate)?;
     let standing = || {
@@ -210,22 +277,26 @@ fn replace_host(cluster: &mut Cluster, host: &str, rate: f64) -> Result<Duration
 /// Stops both consumers for 3 s (the leader's channels then hold a backlog
 /// only the group's log has once the leader is gone), does `fault`, waits
 /// until the others elect a leader, lets the consumers go on, heals, and
-/// waits until every live member agrees on the leader.
+/// waits until every live member agrees on the leader. The follower hit
+/// is a voter of the topic's group.
 pub fn apply(
     cluster: &mut Cluster,
+    shape: Shape,
     fault: Fault,
     leader: &str,
     rate: f64,
 ) -> Result<Round, String> {
+    let voters = topic_voters(leader).ok_or(format!("{leader} lists no voters of the topic"))?;
     for c in READERS {
         cluster.proc(&format!("consumer@{c}")).freeze();
     }
     sleep_ms(3_000);
-    let follower = live_members(cluster)
+    let follower = live_members(cluster, shape)
         .into_iter()
-        .find(|h| *h != leader)
+        .find(|h| *h != leader && voters.iter().any(|v| v == h))
         .ok_or("no follower to hit")?
         .to_string();
+    let flags = |h: &str| member_flags_in(h, shape.members);
     let fault_at = now_ns();
     let hit: Vec<String> = match fault {
         Fault::Partition => {
@@ -252,15 +323,16 @@ pub fn apply(
             vec![leader.to_string(), follower.clone()]
         }
     };
-    let others: Vec<&str> = MEMBERS
+    let others: Vec<&str> = shape
+        .members
         .iter()
         .copied()
         .filter(|h| !hit.iter().any(|x| x == h) && cluster.live.contains(*h))
         .collect();
     let cut_off = match fault {
-        Fault::Partition | Fault::Pause => Some(leader.to_string()),
-        Fault::TwoLost => others.first().map(|h| h.to_string()),
-        Fault::Loss | Fault::FollowerLoss => None,
+        Fault::Partition | Fault::Pause => vec![leader.to_string()],
+        Fault::TwoLost => others.iter().map(|h| h.to_string()).collect(),
+        Fault::Loss | Fault::FollowerLoss => Vec::new(),
     };
     // Until their election timeout they still name the lost one; a
     // follower's loss changes no leader; two lost leave no majority.
@@ -285,17 +357,17 @@ pub fn apply(
             .proc(&format!("nsqd@{leader}"))
             .signal(libc::SIGCONT),
         Fault::Loss | Fault::FollowerLoss => {
-            replaced_in = Some(replace_host(cluster, &hit[0], rate)?);
+            replaced_in = Some(replace_host(cluster, shape, &hit[0], rate)?);
         }
         Fault::TwoLost => {
-            cluster.start_nsqd_with(&follower, &member_flags(&follower))?;
+            cluster.start_nsqd_with(&follower, &flags(&follower))?;
             cluster.live.insert(follower.clone());
         }
     }
     let heal_at = now_ns();
     let next = match (fault, next) {
         (Fault::TwoLost, _) => wait(Duration::from_secs(60), || {
-            agreed_leader(&live_members(cluster))
+            agreed_leader(&live_members(cluster, shape))
         }),
         (_, next) => next,
     }
@@ -304,13 +376,13 @@ pub fn apply(
         fault.name()
     ))?;
     if fault == Fault::TwoLost {
-        cluster.start_nsqd_with(leader, &member_flags(leader))?;
+        cluster.start_nsqd_with(leader, &flags(leader))?;
         cluster.live.insert(leader.to_string());
     }
     // The one cut off may have stood for election meanwhile (in a later
     // term): after the heal the members may elect again.
     let settled = wait(Duration::from_secs(60), || {
-        agreed_leader(&live_members(cluster))
+        agreed_leader(&live_members(cluster, shape))
     })
     .ok_or(format!(
         "{}: the members never agreed on a leader after the heal",

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # What a replicated topic costs on the namespace hosts (issue 21,
-# docs/replication.md "Cost"): three nsqd members on their own network
-# namespaces, the load from another one, `dist` binaries. Runs the ignored
+# docs/replication.md "Cost"): five nsqd members on their own network
+# namespaces (the replicated topic on a group of three of them), the load
+# from another one, `dist` binaries. Runs the ignored
 # benchmark tests/tests/cluster_faults/replicated_cost.rs.
 #
 #   bash scripts/replicated_cost.sh [ROUNDS]     # default 3
 #   JETSTREAM=1 RABBITMQ=1 bash scripts/replicated_cost.sh
 #                  # also a JetStream R3 stream and a RabbitMQ quorum queue
 #                  # (installs Debian's nats-server and rabbitmq-server)
+#   MEMBERS=3 bash scripts/replicated_cost.sh   # on three members (default five,
+#                  # the topic on a group of three of them)
 #
 # With nats-server on the PATH each round also measures a NATS JetStream
 # R3 file stream, its servers on the members' hosts, driven by js_bench;
-# with rabbitmq-server installed, a quorum queue of 3 members, one node on
-# each member's host, driven by amqp_bench.
+# with rabbitmq-server installed, a quorum queue of 3 members, a node of
+# the cluster on each member's host, driven by amqp_bench.
 #
 # Needs root (network namespaces). The report (Markdown) goes to
 # $CARGO_TARGET_DIR/cluster/report-replicated-cost.md.
@@ -55,6 +58,7 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
 NSQ_BIN_DIR="$TARGET/dist" NSQ_REPLICATED_COST_ROUNDS="$ROUNDS" \
+    NSQ_REPLICATED_MEMBERS="${MEMBERS:-5}" \
     NSQ_REPLICATED_REPORT="$OUT/report-replicated-cost.md" \
     cargo test -p nsq-tests --test cluster_faults -- --exact --ignored \
     replicated_cost::replicated_topic_cost_on_namespace_hosts --nocapture

@@ -120,14 +120,10 @@ impl Proposer {
         };
         let mut led = false;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(if led {
-                    ProposeError::Timeout(group, timeout)
-                } else {
-                    ProposeError::NoLeader(group)
-                });
+            if let Some(e) = expired(group, timeout, deadline, led) {
+                return Err(e);
             }
+            let left = deadline.saturating_duration_since(Instant::now());
             let written =
                 tokio::time::timeout(left, raft.client_write(Payload(payload.clone()))).await;
             match written {
@@ -171,13 +167,8 @@ impl Proposer {
     ) -> Result<u64, ProposeError> {
         let mut led = false;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(if led {
-                    ProposeError::Timeout(group, timeout)
-                } else {
-                    ProposeError::NoLeader(group)
-                });
+            if let Some(e) = expired(group, timeout, deadline, led) {
+                return Err(e);
             }
             let leader = self.others.pulses.leader(group);
             if let Some(addr) = leader.and_then(|(node, _)| self.others.addrs.get(&node)) {
@@ -243,6 +234,21 @@ impl Proposer {
             }),
         }
     }
+}
+
+/// Why a proposal gives up once `deadline` has passed: a timeout when a
+/// leader was tried (the payload may still commit), else no leader.
+fn expired(
+    group: GroupId,
+    timeout: Duration,
+    deadline: Instant,
+    led: bool,
+) -> Option<ProposeError> {
+    (Instant::now() >= deadline).then_some(if led {
+        ProposeError::Timeout(group, timeout)
+    } else {
+        ProposeError::NoLeader(group)
+    })
 }
 
 /// Ends once this member's Raft of the group sees a new term or another

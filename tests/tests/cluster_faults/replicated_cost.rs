@@ -4,9 +4,11 @@
 //! `dist` binaries). It asserts nothing about the figures; it fails only
 //! when a measurement could not be taken.
 //!
-//! Three nsqd members `n1..n3` on their own hosts (the fault runs' flags),
-//! a topic `cost_r` created with `replicas=3` and a topic `cost_u` without
-//! it on the replicated topic's leader, each with a channel `c`. The load
+//! Five nsqd members `n1..n5` on their own hosts (the fault runs' flags;
+//! three `n1..n3` with `NSQ_REPLICATED_MEMBERS=3`), a topic `cost_r`
+//! created with `replicas=3` (on five: a group of three of them) and a
+//! topic `cost_u` without it on the replicated topic's leader, each with a
+//! channel `c`. The load
 //! comes from another host (`c1`), so every byte crosses the bridge, as it
 //! would between machines. Each round, for `cost_u` then `cost_r`:
 //! `nsq_bench pub` (2 writers, MPUB 200 × 200 B, 4 in flight each, 3 s:
@@ -16,13 +18,13 @@
 //! (publish-to-delivery p50 / p99).
 //!
 //! With `nats-server` on the PATH (Debian's), each round also measures a
-//! NATS JetStream R3 file stream at the same load shape, its three servers
-//! on the members' hosts (`js_bench`, from `nsq-benches`: each publish
+//! NATS JetStream R3 file stream at the same load shape, a server on each
+//! member's host (`js_bench`, from `nsq-benches`: each publish
 //! acknowledged by the stream, 800 unacknowledged per writer as 4 MPUBs of
 //! 200; a pull consumer in batches of 2,500, every message acked).
 //!
 //! With Debian's `rabbitmq-server` installed, also a RabbitMQ quorum queue
-//! of 3 members, one node on each member's host (`amqp_bench`: publisher
+//! of 3 members, a node of the cluster on each member's host (`amqp_bench`: publisher
 //! confirms, 800 unconfirmed per writer; a prefetch of 2,500, every
 //! message acked).
 //!
@@ -35,7 +37,7 @@ use std::time::Duration;
 use nsq_tests::{bin_dir, netns};
 
 use crate::replicated_faults::{
-    agreed_leader_of, http, member_flags, start_members, wait, MEMBERS,
+    agreed_leader_of, http, member_flags_in, start_members, wait, Shape,
 };
 use crate::topology::*;
 
@@ -102,8 +104,20 @@ impl Row {
 }
 
 fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
-    let mut cluster = start_members(dir, &MEMBERS, cost_flags)?;
-    let create = format!("/topic/create?topic={REPLICATED}&replicas=3");
+    let shape = Shape::from_env();
+    let members = shape.members;
+    eprintln!(
+        "{} members, {REPLICATED} with replicas={}",
+        members.len(),
+        shape.replicas
+    );
+    let mut cluster = start_members(dir, members, |h| cost_flags(h, members))?;
+    let create = format!(
+        "/topic/create?topic={REPLICATED}&replicas={}",
+        shape.replicas
+    );
+    let leader_of_replicated = || agreed_leader_of(REPLICATED, members);
+    let replicas = shape.replicas.to_string();
     wait(Duration::from_secs(60), || {
         http(&nsqd_http("n1"), "POST", &create).ok()
     })
@@ -127,14 +141,20 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
     )?;
     eprintln!("{REPLICATED} led by {leader}; load from {LOAD}");
     let jetstream = match which("nats-server") {
-        Some(nats) => Some(start_jetstream(&mut cluster, dir, &nats)?),
+        Some(nats) => Some(start_jetstream(
+            &mut cluster,
+            dir,
+            &nats,
+            members,
+            &replicas,
+        )?),
         None => {
             eprintln!("no nats-server on the PATH: JetStream not measured");
             None
         }
     };
     let rabbitmq = if Path::new(RABBITMQ_SERVER).exists() {
-        Some(start_rabbitmq(&mut cluster, dir)?)
+        Some(start_rabbitmq(&mut cluster, dir, members, &replicas)?)
     } else {
         eprintln!("no {RABBITMQ_SERVER}: the quorum queue not measured");
         None
@@ -192,14 +212,14 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
             })
             .ok_or(format!("{create} did not succeed within 30 s"))?;
             let rate = LATENCY_RATE.to_string();
-            let before = snapshot_indexes();
+            let before = snapshot_indexes(members);
             let latency = bench_result(
                 &cluster,
                 &bench,
                 &[&["latency"], &common[..], &["--channel", "lat"]].concat(),
                 &["--rate", &rate, "--runfor", "3s"],
             )?;
-            let after = snapshot_indexes();
+            let after = snapshot_indexes(members);
             let snapshots = (topic == REPLICATED)
                 .then(|| before.iter().zip(&after).filter(|(b, a)| b != a).count());
             let row = Row {
@@ -242,13 +262,19 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Three nats-servers with JetStream, one on each member's host (client
-/// port 4222, routes on 6222), and the stream `bench` with 3 replicas.
-fn start_jetstream(cluster: &mut Cluster, dir: &Path, nats: &Path) -> Result<Other, String> {
-    for h in MEMBERS {
+/// A nats-server with JetStream on each member's host (client port 4222,
+/// routes on 6222), and the stream `bench` with `replicas` replicas.
+fn start_jetstream(
+    cluster: &mut Cluster,
+    dir: &Path,
+    nats: &Path,
+    members: &[&str],
+    replicas: &str,
+) -> Result<Other, String> {
+    for &h in members {
         let store = dir.join(format!("js-{h}"));
         std::fs::create_dir_all(&store).map_err(|e| e.to_string())?;
-        let routes: Vec<String> = MEMBERS
+        let routes: Vec<String> = members
             .iter()
             .filter(|o| **o != h)
             .map(|o| format!("nats-route://{}:6222", ip_of(o)))
@@ -274,7 +300,7 @@ fn start_jetstream(cluster: &mut Cluster, dir: &Path, nats: &Path) -> Result<Oth
     }
     let js = Other {
         bench: bin_dir().join("js_bench"),
-        server: format!("{}:4222", ip_of(MEMBERS[0])),
+        server: format!("{}:4222", ip_of(members[0])),
     };
     // the cluster needs a meta leader before the stream can be made
     let setup = wait(Duration::from_secs(60), || {
@@ -282,7 +308,7 @@ fn start_jetstream(cluster: &mut Cluster, dir: &Path, nats: &Path) -> Result<Oth
             cluster,
             &js.bench,
             &["setup", "--server", &js.server, "--stream", "bench"],
-            &["--replicas", "3"],
+            &["--replicas", replicas],
         )
         .ok()
     })
@@ -339,10 +365,15 @@ fn rabbitmqctl(cluster: &Cluster, home: &Path, host: &str, args: &[&str]) -> Res
     Ok(())
 }
 
-/// Three RabbitMQ nodes, one on each member's host (AMQP on 5672),
-/// clustered, and the quorum queue `bench` with 3 members. Their epmds run
-/// in the hosts' namespaces and go with them.
-fn start_rabbitmq(cluster: &mut Cluster, dir: &Path) -> Result<Other, String> {
+/// A RabbitMQ node on each member's host (AMQP on 5672), clustered, and
+/// the quorum queue `bench` with `replicas` members. Their epmds run in
+/// the hosts' namespaces and go with them.
+fn start_rabbitmq(
+    cluster: &mut Cluster,
+    dir: &Path,
+    members: &[&str],
+    replicas: &str,
+) -> Result<Other, String> {
     let home = dir.join("rabbit");
     std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
     let cookie = home.join(".erlang.cookie");
@@ -352,7 +383,7 @@ fn start_rabbitmq(cluster: &mut Cluster, dir: &Path) -> Result<Other, String> {
         std::fs::set_permissions(&cookie, std::fs::Permissions::from_mode(0o400))
             .map_err(|e| e.to_string())?;
     }
-    for h in MEMBERS {
+    for &h in members {
         let d = home.join(h);
         std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
         std::fs::write(d.join("plugins"), "").map_err(|e| e.to_string())?;
@@ -368,27 +399,27 @@ fn start_rabbitmq(cluster: &mut Cluster, dir: &Path) -> Result<Other, String> {
         args.push(RABBITMQ_SERVER.into());
         cluster.launch(&format!("rabbit@{h}"), h, "/usr/bin/env".into(), args)?;
     }
-    for h in MEMBERS {
+    for &h in members {
         wait(Duration::from_secs(120), || {
             rabbitmqctl(cluster, &home, h, &["await_startup", "--timeout", "5"]).ok()
         })
         .ok_or(format!("RabbitMQ on {h} did not start within 120 s"))?;
     }
-    let first = format!("rabbit@{}", ip_of(MEMBERS[0]));
-    for h in &MEMBERS[1..] {
+    let first = format!("rabbit@{}", ip_of(members[0]));
+    for h in &members[1..] {
         rabbitmqctl(cluster, &home, h, &["stop_app"])?;
         rabbitmqctl(cluster, &home, h, &["join_cluster", &first])?;
         rabbitmqctl(cluster, &home, h, &["start_app"])?;
     }
     let mq = Other {
         bench: bin_dir().join("amqp_bench"),
-        server: format!("{}:5672", ip_of(MEMBERS[0])),
+        server: format!("{}:5672", ip_of(members[0])),
     };
     let setup = bench_result(
         cluster,
         &mq.bench,
         &["setup", "--server", &mq.server, "--queue", "bench"],
-        &["--replicas", "3"],
+        &["--replicas", replicas],
     )?;
     eprintln!("RabbitMQ: {setup}");
     Ok(mq)
@@ -449,22 +480,17 @@ fn other_round(
 /// The fault run's flags, but snapshots as often as nsqd takes them by
 /// default (`--replication-snapshot-entries=10000`): the fault run's 500
 /// exercise the purge, which is not what a deployment pays.
-fn cost_flags(host: &str) -> Vec<String> {
-    member_flags(host)
+fn cost_flags(host: &str, members: &[&str]) -> Vec<String> {
+    member_flags_in(host, members)
         .into_iter()
         .filter(|f| !f.starts_with("--replication-snapshot-entries="))
         .collect()
 }
 
-/// The member all three say leads the replicated topic.
-fn leader_of_replicated() -> Option<String> {
-    agreed_leader_of(REPLICATED, &MEMBERS)
-}
-
 /// Every member's every group's snapshot index (`GET /replication`), in
 /// order; an unanswered member counts as none.
-fn snapshot_indexes() -> Vec<Option<u64>> {
-    MEMBERS
+fn snapshot_indexes(members: &[&str]) -> Vec<Option<u64>> {
+    members
         .iter()
         .flat_map(|h| {
             let groups = http(&nsqd_http(h), "GET", "/replication")

@@ -11,7 +11,7 @@ use nsq_tests::{http_request_timeout, now_ns, sleep_ms};
 
 use crate::topology::*;
 
-/// The members of the cost run, and of the fault run's three-member shape.
+/// The members of the three-member shape.
 pub const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
 pub const READERS: [&str; 2] = ["c2", "c3"];
 /// Port of each member's replication listener.
@@ -50,11 +50,6 @@ impl Shape {
             _ => FIVE,
         }
     }
-}
-
-/// A member's replication flags in the three-member cluster.
-pub fn member_flags(h: &str) -> Vec<String> {
-    member_flags_in(h, &MEMBERS)
 }
 
 /// A member's replication flags in a cluster of `members`: the same on
@@ -158,20 +153,26 @@ pub fn agreed_leader(hosts: &[&str]) -> Option<String> {
     agreed_leader_of(TOPIC, hosts)
 }
 
+/// `topic` in `host`'s JSON `/stats`.
+fn topic_stats(host: &str, topic: &str) -> Option<serde_json::Value> {
+    let v = http(
+        &nsqd_http(host),
+        "GET",
+        &format!("/stats?format=json&topic={topic}"),
+    )
+    .ok()?;
+    v["topics"]
+        .as_array()?
+        .iter()
+        .find(|t| t["topic_name"] == topic)
+        .cloned()
+}
+
 /// The member every one of `hosts` names as `topic`'s leader.
 pub fn agreed_leader_of(topic: &str, hosts: &[&str]) -> Option<String> {
     let mut seen = BTreeSet::new();
     for h in hosts {
-        let v = http(
-            &nsqd_http(h),
-            "GET",
-            &format!("/stats?format=json&topic={topic}"),
-        )
-        .ok()?;
-        let t = v["topics"]
-            .as_array()?
-            .iter()
-            .find(|t| t["topic_name"] == topic)?;
+        let t = topic_stats(h, topic)?;
         seen.insert(t["replication"]["leader"].as_u64()?);
     }
     match seen.len() {
@@ -182,17 +183,7 @@ pub fn agreed_leader_of(topic: &str, hosts: &[&str]) -> Option<String> {
 
 /// The voters of `TOPIC`'s group as member `host` lists them.
 pub fn topic_voters(host: &str) -> Option<Vec<String>> {
-    let v = http(
-        &nsqd_http(host),
-        "GET",
-        &format!("/stats?format=json&topic={TOPIC}"),
-    )
-    .ok()?;
-    let t = v["topics"]
-        .as_array()?
-        .iter()
-        .find(|t| t["topic_name"] == TOPIC)?;
-    t["replication"]["replicas"]
+    topic_stats(host, TOPIC)?["replication"]["replicas"]
         .as_array()?
         .iter()
         .map(|r| r["node_id"].as_u64().map(|id| format!("n{id}")))

@@ -3,8 +3,8 @@
 //! groups of three (placement computed here independently: docs/
 //! replication.md, "Groups smaller than the cluster"): only its three
 //! voters hold its log, every member knows the topic, the two outside it
-//! forward publishes to its leader and name it when a SUB is refused, and
-//! it fails over among its voters. With two of its three voters gone its
+//! forward publishes and channel changes to its leader and name it when a
+//! SUB is refused, and it fails over among its voters. With two of its three voters gone its
 //! publishes fail, while a topic of all five keeps taking them.
 
 use std::collections::BTreeSet;
@@ -59,6 +59,24 @@ fn agreed_topic_leader(ms: &[&Member], topic: &str, group: u64, not: Option<u64>
             (Some(first) != not && seen.iter().all(|s| *s == Some(first))).then_some(first)
         },
     )
+}
+
+/// Subscribes to channel `c` of `topic` on `m` and takes `n` messages,
+/// FINing the first `fin`: their bodies, and the connection (kept open,
+/// so what it did not FIN stays in flight).
+fn consume(m: &Member, topic: &str, n: usize, fin: usize) -> (BTreeSet<String>, nsq_tests::Conn) {
+    let mut consumer = m.nsqd.connect();
+    consumer.sub(topic, "c");
+    consumer.rdy(10);
+    let mut bodies = BTreeSet::new();
+    for i in 0..n {
+        let msg = consumer.expect_msg_within(Duration::from_secs(10));
+        bodies.insert(String::from_utf8(msg.body).unwrap());
+        if i < fin {
+            consumer.fin(&msg.id);
+        }
+    }
+    (bodies, consumer)
 }
 
 #[test]
@@ -142,18 +160,8 @@ fn a_topic_of_three_replicas_on_five_members_lives_on_its_three() {
             .collect();
         (ports == vec![u64::from(leader.nsqd.tcp_port)]).then_some(())
     });
-    let mut consumer = leader.nsqd.connect();
-    consumer.sub(t, "c");
-    consumer.rdy(10);
-    let mut bodies = BTreeSet::new();
-    for i in 0..6 {
-        let m = consumer.expect_msg_within(Duration::from_secs(10));
-        bodies.insert(String::from_utf8(m.body).unwrap());
-        // Two left unfinished for the next leader.
-        if i < 4 {
-            consumer.fin(&m.id);
-        }
-    }
+    // Two left unfinished for the next leader.
+    let (bodies, _consumer) = consume(leader, t, 6, 4);
     let want: BTreeSet<String> = (1..=5)
         .map(|i| format!("from {i}"))
         .chain(["over http".to_string()])
@@ -165,6 +173,28 @@ fn a_topic_of_three_replicas_on_five_members_lives_on_its_three() {
         .filter(|m| voters.contains(&m.id))
         .collect();
     wait_unfinished(&voting, t, 2);
+
+    // A member outside the group has none of its channels, yet takes a
+    // change to one: its group applies it.
+    assert!(outsider.nsqd.channel_stats(t, "c").is_none());
+    for (action, paused) in [("pause", true), ("unpause", false)] {
+        let r = outsider
+            .nsqd
+            .post(&format!("/channel/{action}?topic={t}&channel=c"), b"");
+        assert_eq!(r.status, 200, "{action}: {}", r.text());
+        wait_for(
+            WAIT,
+            &format!("the leader's channel after {action}"),
+            || {
+                let c = leader.nsqd.channel_stats(t, "c")?;
+                (c["paused"].as_bool() == Some(paused)).then_some(())
+            },
+        );
+    }
+    let r = leader
+        .nsqd
+        .post(&format!("/channel/pause?topic={t}&channel=nope"), b"");
+    assert_eq!(r.status, 404, "{}", r.text());
 
     // The leader lost: its two other voters elect one, every member
     // names it, a publish through a member outside reaches it, and its
@@ -178,15 +208,7 @@ fn a_topic_of_three_replicas_on_five_members_lives_on_its_three() {
         .nsqd
         .connect()
         .publish(t, b"after");
-    let mut consumer = by_id(&members, second).nsqd.connect();
-    consumer.sub(t, "c");
-    consumer.rdy(10);
-    let mut again = BTreeSet::new();
-    for _ in 0..3 {
-        let m = consumer.expect_msg_within(Duration::from_secs(10));
-        again.insert(String::from_utf8(m.body).unwrap());
-        consumer.fin(&m.id);
-    }
+    let (again, _consumer) = consume(by_id(&members, second), t, 3, 3);
     assert!(again.contains("after"), "{again:?}");
     assert!(
         again.iter().all(|b| want.contains(b) || b == "after"),

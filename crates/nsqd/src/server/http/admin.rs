@@ -187,7 +187,9 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
 
 /// `/channel/<action>` on a channel of a replicated topic: its `Channel*`
 /// entry, committed as [`commit_change`] does. A channel this member does
-/// not have is a 404 as in NSQ, except for a create.
+/// not have is a 404 as in NSQ, except for a create, and except on a
+/// member outside the topic's group, which has none of its channels: the
+/// group's members apply what they have.
 async fn channel_replicated(
     nsqd: &NsqdInner,
     topic: &Topic,
@@ -198,7 +200,8 @@ async fn channel_replicated(
         // kept from a start with the flags: nothing here can commit it
         return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
     };
-    if action != Action::Create && topic.get_channel(channel).is_none() {
+    let group = r.group_of(&topic.name, topic.replicas().unwrap_or(u8::MAX));
+    if action != Action::Create && topic.get_channel(channel).is_none() && r.votes_in(group) {
         return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
     }
     let (t, c) = (topic.name.clone(), channel.to_string());
@@ -220,7 +223,7 @@ async fn channel_replicated(
         // empties: applied on the leader, it drops everything the channel
         // holds then, which is every publish committed before it.
         Action::Empty => Entry::ChannelEmpty {
-            up_to: r.applied(r.group_of(&t, topic.replicas().unwrap_or(u8::MAX))),
+            up_to: r.applied(group),
             topic: t,
             channel: c,
         },

@@ -53,20 +53,20 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))')
 }
 stop_nsqd() { kill "$NSQD_PID"; wait "$NSQD_PID" 2>/dev/null || true; NSQD_PID=""; }
 
-# start_members [flags...]: three $A members of one replication cluster on
-# 127.0.0.1 (free ports; data in $WORK/n1..n3, logs $WORK/nI.log), each
-# with the extra flags, answering /ping when it returns. Sets MEMBER_PID
-# (by node id) and adds them to PIDS; tcp ID, http ID and raft ID give a
-# member's addresses.
+# start_members [flags...]: $MEMBERS (default three) $A members of one
+# replication cluster on 127.0.0.1 (free ports; data in $WORK/n1..nN, logs
+# $WORK/nI.log), each with the extra flags, answering /ping when it
+# returns. Sets MEMBER_PID (by node id) and adds them to PIDS; tcp ID,
+# http ID and raft ID give a member's addresses.
 start_members() {
-    read -r -a MEMBER_PORTS < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(9)]
+    local n="${MEMBERS:-3}" peers="" i
+    read -r -a MEMBER_PORTS < <(python3 -c 'import socket,sys
+ss=[socket.socket() for _ in range(3*int(sys.argv[1]))]
 [s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
-    local peers i
-    peers="1@$(raft 1),2@$(raft 2),3@$(raft 3)"
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$n")
+    for i in $(seq "$n"); do peers="$peers${peers:+,}$i@$(raft "$i")"; done
     MEMBER_PID=()
-    for i in 1 2 3; do
+    for i in $(seq "$n"); do
         rm -rf "$WORK/n$i"; mkdir -p "$WORK/n$i"
         "$A" --node-id="$i" --tcp-address="$(tcp "$i")" --http-address="$(http "$i")" \
             --data-path="$WORK/n$i" --replication-address="$(raft "$i")" \
@@ -74,7 +74,7 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))')
         MEMBER_PID[$i]=$!
         PIDS+=($!)
     done
-    for i in 1 2 3; do
+    for i in $(seq "$n"); do
         for _ in $(seq 100); do curl -sf "http://$(http "$i")/ping" >/dev/null 2>&1 && break; sleep 0.1; done
     done
 }

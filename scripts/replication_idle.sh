@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What an idle replication cluster costs (docs/replication.md, "Quiet
-# groups"): three nsqd members on 127.0.0.1 with --replication-groups=G and
-# no traffic; after SETTLE seconds, for SECS seconds: the CPU the three
-# processes use (percent of one core, summed), and the TCP segments with
+# groups"): three nsqd members (MEMBERS=5: five, which run groups of five
+# and of three) on 127.0.0.1 with --replication-groups=G and no traffic;
+# after SETTLE seconds, for SECS seconds: the CPU the members' processes
+# use (percent of one core, summed), and the TCP segments with
 # data and the bytes their sockets send (`ss -tip`), per second.
 #
 #   bash scripts/replication_idle.sh [GROUPS] [SECS]        # default 16, 20

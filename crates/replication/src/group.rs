@@ -25,7 +25,7 @@ use crate::committed::{Chunk, CommittedLog, ReadError};
 use crate::identity::Identity;
 use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
-use crate::network::hello::{ClusterConfig, Greeting};
+use crate::network::hello::{Abouts, ClusterConfig, Greeting};
 use crate::network::listener::{self, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
 use crate::placement::Placement;
@@ -62,6 +62,9 @@ pub struct MemberOptions {
     /// applying waits for it: a group whose `applied` is never read stops
     /// applying there (the log keeps committing).
     pub applied_capacity: usize,
+    /// What this member tells its peers about itself (opaque here; nsqd
+    /// gives the TCP address its consumers reach it at).
+    pub about: String,
 }
 
 /// Why a member did not start.
@@ -134,6 +137,7 @@ pub struct ClusterMember {
     pub groups: Vec<Group>,
     placement: Arc<Placement>,
     pulses: Pulses,
+    abouts: Abouts,
     peers_conf: BTreeMap<NodeId, String>,
     peers: Arc<Peers>,
     identity: Arc<Identity>,
@@ -195,7 +199,9 @@ impl ClusterMember {
                 peers: opts.peers.clone(),
             },
             identity.clone(),
+            opts.about.clone(),
         ));
+        let abouts = greeting.abouts.clone();
         let peers = Peers::new(
             opts.tls.as_ref().map(|t| t.client.clone()),
             Duration::from_secs(2),
@@ -281,6 +287,7 @@ impl ClusterMember {
             groups,
             placement,
             pulses,
+            abouts,
             peers_conf: opts.peers,
             peers,
             identity,
@@ -386,6 +393,12 @@ impl ClusterMember {
     /// Which members vote in which group.
     pub fn placement(&self) -> Arc<Placement> {
         self.placement.clone()
+    }
+
+    /// What each peer said about itself when the two last met
+    /// ([`MemberOptions::about`]).
+    pub fn abouts(&self) -> Abouts {
+        self.abouts.clone()
     }
 
     /// What the peers' pulses say (who leads the groups this member does

@@ -276,6 +276,7 @@ fn hello_frame(groups: u32, peers: &BTreeMap<NodeId, String>) -> BytesMut {
         },
         incarnation: 1,
         knew: None,
+        about: String::new(),
     });
     frame::encode(0, 1, &rpc, &mut out).unwrap();
     out

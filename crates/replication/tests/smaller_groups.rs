@@ -85,6 +85,10 @@ async fn a_group_of_three_of_five_commits_from_every_member() {
         leader(&members[0], g, None).await;
     }
 
+    // What each said about itself when they met.
+    assert_eq!(members[0].abouts().get(5).as_deref(), Some("member 5"));
+    assert_eq!(members[4].abouts().get(1).as_deref(), Some("member 1"));
+
     // Members 1 and 5 vote in neither: they forward to the leader.
     propose(&members[0], 5, 0..10).await;
     propose(&members[4], 5, 10..20).await;

@@ -66,7 +66,7 @@ pub fn leader_of(ms: &[&Member], topic: &str, not: Option<u64>) -> u64 {
 /// `lid` with the TCP address consumers reach it at, `lid`'s broadcast
 /// address and TCP port (a member names it once the leader's `Serving`
 /// entry reached it; before that, only the node id is allowed).
-fn sub_refused_naming(on: &Member, topic: &str, leader: &Member) {
+pub fn sub_refused_naming(on: &Member, topic: &str, leader: &Member) {
     let lid = leader.id;
     let bare = format!("E_SUB_FAILED SUB topic {topic} is led by node {lid}");
     let named = format!("{bare} (127.0.0.1:{})", leader.nsqd.tcp_port);

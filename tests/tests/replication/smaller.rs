@@ -10,9 +10,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nsq_tests::{wait_for, Lookupd, Nsqd, FRAME_ERROR};
+use nsq_tests::{wait_for, Lookupd, Nsqd};
 use serde_json::Value;
 
+use super::leader::sub_refused_naming;
 use super::members::*;
 
 /// The group of `topic` with `replicas=3` on five members with
@@ -142,15 +143,8 @@ fn a_topic_of_three_replicas_on_five_members_lives_on_its_three() {
     }
     outsider.nsqd.http_pub(t, b"over http");
     let leader = by_id(&members, lid);
-    let mut c = outsider.nsqd.connect();
-    c.cmd(&format!("SUB {t} c"));
-    let got = c.read_until_closed(Duration::from_secs(5));
-    let bare = format!("E_SUB_FAILED SUB topic {t} is led by node {lid}");
-    let text = String::from_utf8_lossy(&got);
-    assert!(
-        got.len() > 8 && got[4..8] == FRAME_ERROR.to_be_bytes() && text.contains(&bare),
-        "{text}"
-    );
+    // Named with the TCP address it told its peers when they met.
+    sub_refused_naming(outsider, t, leader);
     wait_for(WAIT, "the lookupd listing the leader alone", || {
         let v = lookupd.lookup(t)?;
         let ports: Vec<u64> = v["producers"]
@@ -209,6 +203,7 @@ fn a_topic_of_three_replicas_on_five_members_lives_on_its_three() {
         .connect()
         .publish(t, b"after");
     let (again, _consumer) = consume(by_id(&members, second), t, 3, 3);
+    sub_refused_naming(by_id(&members, outsiders[1]), t, by_id(&members, second));
     assert!(again.contains("after"), "{again:?}");
     assert!(
         again.iter().all(|b| want.contains(b) || b == "after"),

@@ -100,17 +100,9 @@ const ANNOUNCE_ATTEMPTS: u32 = 3;
 /// change of it with the next election.
 async fn announce_serving(nsqd: Arc<NsqdInner>, group: GroupId) {
     let Some(r) = nsqd.replication() else { return };
-    let port = nsqd.tcp_port.load(std::sync::atomic::Ordering::Relaxed);
-    let host = &nsqd.opts().broadcast_address;
-    // An IPv6 literal needs its brackets to be followed by a port.
-    let address = if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    };
     let entry = Entry::Serving {
         node: r.node_id(),
-        address,
+        address: nsqd.tcp_broadcast_address(),
     };
     for attempt in 1..=ANNOUNCE_ATTEMPTS {
         if !r.leads(group) || nsqd.ctx.cancel.is_cancelled() {

@@ -121,7 +121,8 @@ impl Nsqd {
             *inner.statsd_prefix.lock() = statsd_prefix(&inner.opts().statsd_prefix, &host_key);
         }
         if inner.opts().replication_enabled() {
-            let r = replication::Replication::start(inner.opts(), &inner.data_dir())
+            let about = inner.tcp_broadcast_address();
+            let r = replication::Replication::start(inner.opts(), &inner.data_dir(), about)
                 .await
                 .map_err(|e| Error::Replication(Box::new(e)))?;
             inner.set_replication(r);

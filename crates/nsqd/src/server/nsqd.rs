@@ -340,6 +340,19 @@ impl NsqdInner {
         Some(topic)
     }
 
+    /// The TCP address consumers reach this nsqd at: its broadcast address
+    /// and the port its TCP listener is bound to.
+    pub fn tcp_broadcast_address(&self) -> String {
+        let port = self.tcp_port.load(Ordering::Relaxed);
+        let host = &self.opts().broadcast_address;
+        // An IPv6 literal needs its brackets to be followed by a port.
+        if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        }
+    }
+
     /// Who leads the group of topic `name`, as this nsqd sees it.
     pub fn leader_of(&self, name: &str) -> Leader {
         match self.replication() {

@@ -23,6 +23,7 @@ use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
+use nsq_replication::network::hello::Abouts;
 use nsq_replication::network::ClusterTls;
 use nsq_replication::placement::Placement;
 use nsq_replication::propose::{ProposeError, Proposer};
@@ -146,6 +147,8 @@ pub struct Replication {
     placement: Arc<Placement>,
     /// Who leads the groups this member does not vote in.
     pulses: Pulses,
+    /// The TCP address each peer said its consumers reach it at.
+    abouts: Abouts,
     /// The groups this member votes in, by id.
     local: BTreeMap<GroupId, Local>,
     proposer: Proposer,
@@ -179,7 +182,13 @@ impl Replication {
     /// group's directory (a new cluster, or a group size a grown build
     /// offers); every other start joins by being a configured voter.
     /// Restarts keep their state and never initialise again.
-    pub async fn start(opts: &Options, data_dir: &Path) -> Result<Replication, ReplicationError> {
+    /// `about`: the TCP address this nsqd serves consumers at, told to
+    /// its peers.
+    pub async fn start(
+        opts: &Options,
+        data_dir: &Path,
+        about: String,
+    ) -> Result<Replication, ReplicationError> {
         let node_id = opts.node_id as NodeId;
         let peers = opts.replication_peers.0.clone();
         let tls = ClusterTls::from_flags(super::tls::daemon_tls(opts))?;
@@ -205,6 +214,7 @@ impl Replication {
             tls,
             log: LogOptions::default(),
             applied_capacity: APPLIED_CAPACITY,
+            about,
         })
         .await?;
         tracing::info!(
@@ -256,6 +266,7 @@ impl Replication {
             peers,
             placement: member.placement(),
             pulses: member.pulses(),
+            abouts: member.abouts(),
             local,
             proposer: member.proposer(),
             subscriptions: Mutex::new(subscriptions),
@@ -419,8 +430,9 @@ impl Replication {
 
     /// The TCP address consumers reach member `node` at, as its last
     /// `Serving` entry in `group` says, else in any other group (the
-    /// moment between its election and its entry's commit); None when it
-    /// has written none this member applied.
+    /// moment between its election and its entry's commit), else as it
+    /// said itself when the two members met (a group this member does not
+    /// vote in); None when neither is known.
     pub fn serving_address(&self, group: GroupId, node: NodeId) -> Option<String> {
         let serving = self.serving.lock();
         match serving.get(&group) {
@@ -428,7 +440,8 @@ impl Replication {
             _ => serving
                 .values()
                 .find(|(n, _)| *n == node)
-                .map(|(_, a)| a.clone()),
+                .map(|(_, a)| a.clone())
+                .or_else(|| self.abouts.get(node)),
         }
     }
 

@@ -13,7 +13,9 @@
 //! Accepted, the two also tell each other their data directory's
 //! incarnation and which incarnation of the other they knew: how a member
 //! that came back with an empty disk learns that it replaces one
-//! (`standing.rs`), and how its peers record it (`identity.rs`).
+//! (`standing.rs`), and how its peers record it (`identity.rs`); and what
+//! each says about itself for its users (opaque here: nsqd's TCP address
+//! for consumers), which a member keeps per peer ([`Abouts`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,6 +56,8 @@ pub struct Hello {
     pub incarnation: Incarnation,
     /// The listener's incarnation as the caller knew it.
     pub knew: Option<Incarnation>,
+    /// What the caller says about itself.
+    pub about: String,
 }
 
 /// The listener's side, when it accepts.
@@ -63,6 +67,24 @@ pub struct Welcome {
     pub incarnation: Incarnation,
     /// The caller's incarnation as the listener knew it.
     pub knew: Option<Incarnation>,
+    /// What the listener says about itself.
+    pub about: String,
+}
+
+/// What each peer said about itself in its last hello or welcome (cheap to
+/// clone).
+#[derive(Clone, Default)]
+pub struct Abouts(Arc<Mutex<BTreeMap<NodeId, String>>>);
+
+impl Abouts {
+    /// What peer `node` said, if it said anything.
+    pub fn get(&self, node: NodeId) -> Option<String> {
+        self.0.lock().get(&node).filter(|a| !a.is_empty()).cloned()
+    }
+
+    fn record(&self, node: NodeId, about: &str) {
+        self.0.lock().insert(node, about.to_string());
+    }
 }
 
 impl ClusterConfig {
@@ -93,16 +115,28 @@ pub struct Greeting {
     pub identity: Arc<Identity>,
     /// Refusals already logged, by peer address (calls) or node (listener).
     pub refusals: Refusals,
+    /// What this member says about itself.
+    pub about: String,
+    /// What its peers said about themselves.
+    pub abouts: Abouts,
 }
 
 impl Greeting {
-    pub fn new(config: ClusterConfig, identity: Arc<Identity>) -> Greeting {
+    pub fn new(config: ClusterConfig, identity: Arc<Identity>, about: String) -> Greeting {
         Greeting {
             me: identity.me,
             config,
             identity,
             refusals: Refusals::default(),
+            about,
+            abouts: Abouts::default(),
         }
+    }
+
+    /// A peer's welcome to this member's hello, accepted: what it said
+    /// about itself is kept.
+    pub fn welcomed(&self, peer: NodeId, welcome: &Welcome) {
+        self.abouts.record(peer, &welcome.about);
     }
 
     /// The hello to the peer at `addr`.
@@ -112,6 +146,7 @@ impl Greeting {
             config: self.config.clone(),
             incarnation: self.identity.incarnation,
             knew: self.node_at(addr).and_then(|id| self.identity.knew(id)),
+            about: self.about.clone(),
         }
     }
 
@@ -131,9 +166,11 @@ impl Greeting {
         let knew = self
             .identity
             .met(hello.from, hello.incarnation, hello.knew)?;
+        self.abouts.record(hello.from, &hello.about);
         Ok(Welcome {
             incarnation: self.identity.incarnation,
             knew,
+            about: self.about.clone(),
         })
     }
 }
@@ -181,6 +218,7 @@ mod tests {
             config,
             incarnation: 1,
             knew: None,
+            about: String::new(),
         };
         assert_eq!(ours.check(1, &hello(ours.clone(), 2)), Ok(()));
 

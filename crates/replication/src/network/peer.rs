@@ -144,6 +144,7 @@ impl Peer {
                     .identity
                     .met(peer, welcome.incarnation, welcome.knew)
                     .map_err(refused)?;
+                self.greeting.welcomed(peer, &welcome);
                 self.greeting.refusals.accepted(&self.addr);
                 Ok(())
             }

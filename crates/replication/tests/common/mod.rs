@@ -53,6 +53,7 @@ pub fn options(
         tls,
         log: LogOptions::default(),
         applied_capacity: 1024,
+        about: format!("member {id}"),
     }
 }
 

@@ -11,6 +11,8 @@
 #                  # (installs Debian's nats-server and rabbitmq-server)
 #   MEMBERS=3 bash scripts/replicated_cost.sh   # on three members (default five,
 #                  # the topic on a group of three of them)
+#   NSQ_REPLICATED_COST_OTHERS=0 bash scripts/replicated_cost.sh
+#                  # the topics alone, even with the other brokers installed
 #
 # With nats-server on the PATH each round also measures a NATS JetStream
 # R3 file stream, its servers on the members' hosts, driven by js_bench;

@@ -37,6 +37,44 @@ struct LatState {
     max_samples: usize,
     lat: Vec<i64>,
     client_lat: Vec<i64>,
+    /// Deliveries slower than [`SLOW_NS`]: when their messages were sent
+    /// (ns since `t0`), to tell a stall from a spread.
+    slow: Slow,
+}
+
+/// A delivery this slow is counted, with when its message was sent.
+const SLOW_NS: i64 = 50_000_000;
+
+/// The deliveries slower than [`SLOW_NS`].
+#[derive(Default)]
+struct Slow {
+    /// The unix time (ns) offsets count from: about when publishing began.
+    t0: i64,
+    count: u64,
+    first: Option<i64>,
+    last: Option<i64>,
+}
+
+impl Slow {
+    fn record(&mut self, sent: i64, latency: i64) {
+        if latency < SLOW_NS {
+            return;
+        }
+        let at = sent - self.t0;
+        self.count += 1;
+        self.first = Some(self.first.map_or(at, |f| f.min(at)));
+        self.last = Some(self.last.map_or(at, |l| l.max(at)));
+    }
+
+    fn json(&self) -> Value {
+        let s = |ns: Option<i64>| ns.map(|n| r3(n as f64 / 1e9));
+        json!({
+            "over_ms": SLOW_NS / 1_000_000,
+            "count": self.count,
+            "first_sent_s": s(self.first),
+            "last_sent_s": s(self.last),
+        })
+    }
 }
 
 impl LatState {
@@ -62,6 +100,7 @@ impl LatState {
             self.seen[w] |= bit;
         }
         self.unique.fetch_add(1, Ordering::Relaxed);
+        self.slow.record(sent, now - m.timestamp);
         if self.lat.len() < self.max_samples {
             self.lat.push(now - m.timestamp);
             self.client_lat.push(now - sent);
@@ -132,6 +171,10 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
         max_samples: a.max_samples,
         lat: Vec::with_capacity((expected as usize).min(a.max_samples)),
         client_lat: Vec::with_capacity((expected as usize).min(a.max_samples)),
+        slow: Slow {
+            t0: unix_ns(),
+            ..Slow::default()
+        },
     };
     let ctl = ConsumeCtl {
         stop: CancellationToken::new(),
@@ -293,6 +336,13 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
         fmt_ms(&lat, "mean_us")
     );
     eprintln!(
+        "[nsq_bench] latency over {} ms: {} messages, sent from {:?} s to {:?} s into the run",
+        SLOW_NS / 1_000_000,
+        st.slow.count,
+        st.slow.first.map(|n| r3(n as f64 / 1e9)),
+        st.slow.last.map(|n| r3(n as f64 / 1e9)),
+    );
+    eprintln!(
         "[nsq_bench] latency (receipt - client send time): p50 {} p99 {} p99.9 {} max {}",
         fmt_ms(&client_lat, "p50_us"),
         fmt_ms(&client_lat, "p99_us"),
@@ -329,6 +379,7 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
         "requeued_at_close": co.requeued,
         "latency": lat,
         "client_latency": client_lat,
+        "slow": st.slow.json(),
     });
     for k in ["p50_us", "p99_us", "p999_us", "max_us"] {
         v[k] = v["latency"].get(k).cloned().unwrap_or(Value::Null);

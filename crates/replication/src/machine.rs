@@ -139,6 +139,18 @@ fn save(
     Ok(true)
 }
 
+/// [`save`] on a blocking thread: its fsyncs would otherwise hold a
+/// runtime worker, and every task waiting on it, for their length.
+async fn save_off(
+    dir: PathBuf,
+    current: Arc<Mutex<Option<StoredSnapshot>>>,
+    stored: StoredSnapshot,
+) -> Result<bool, StorageError> {
+    tokio::task::spawn_blocking(move || save(&dir, &current, stored))
+        .await
+        .map_err(sm_err)?
+}
+
 fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
     StorageIOError::write_state_machine(&e).into()
 }
@@ -263,14 +275,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let data = snapshot.into_inner();
         let Data { state, image } =
             decode(&data).map_err(|e| StorageIOError::read_snapshot(Some(meta.signature()), &e))?;
-        let saved = save(
-            &self.dir,
-            &self.snapshot,
+        let saved = save_off(
+            self.dir.clone(),
+            self.snapshot.clone(),
             StoredSnapshot {
                 meta: meta.clone(),
                 data,
             },
-        )?;
+        )
+        .await?;
         if !saved {
             tracing::warn!(
                 snapshot = %meta.signature().snapshot_id,
@@ -373,7 +386,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: meta.clone(),
             data: data.clone(),
         };
-        if !save(&self.dir, &self.current, stored)? {
+        if !save_off(self.dir.clone(), self.current.clone(), stored).await? {
             // A newer one was installed meanwhile.
             return self.current_or_nothing();
         }

@@ -28,7 +28,7 @@ use tokio::sync::watch;
 
 use crate::committed::CommittedLog;
 use crate::log::lazy::LazyFile;
-use crate::log::{meta, LogError, LogOptions, SegmentLog};
+use crate::log::{meta, write_purged, LogError, LogOptions, SegmentLog};
 use crate::{Entry, NodeId, StorageError, TypeConfig};
 
 const VOTE: &str = "vote";
@@ -231,6 +231,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError> {
         let log = self.log.clone();
-        blocking(move || log.lock().purge(log_id).map_err(|e| write_err(as_any(e)))).await
+        blocking(move || {
+            // The marker's fsyncs and the files' removal without the log's
+            // lock, so appends (the group commit) go on meanwhile: a purge
+            // of a group's old segments held every publish for as long
+            // (hundreds of milliseconds on a busy disk). Only forgetting
+            // the segments here takes it.
+            let dir = {
+                let l = log.lock();
+                if !l.purges(log_id) {
+                    return Ok(());
+                }
+                l.dir().to_path_buf()
+            };
+            write_purged(&dir, log_id).map_err(|e| write_err(as_any(e)))?;
+            let files = log.lock().forget(log_id);
+            for path in files {
+                std::fs::remove_file(&path).map_err(|err| {
+                    write_err(as_any(LogError::Io {
+                        dir: dir.clone(),
+                        err,
+                    }))
+                })?;
+            }
+            Ok(())
+        })
+        .await
     }
 }

@@ -29,7 +29,8 @@
 //! message acked).
 //!
 //! `NSQ_REPLICATED_COST_ROUNDS` (default 3), `NSQ_REPLICATED_REPORT` (the
-//! table as Markdown, also printed).
+//! table as Markdown, also printed), `NSQ_REPLICATED_COST_OTHERS=0` (the
+//! topics alone, not the other brokers).
 
 use std::path::Path;
 use std::time::Duration;
@@ -84,6 +85,13 @@ struct Row {
     missing: i64,
     /// Snapshots the members took during the latency run (replicated only).
     snapshots: Option<usize>,
+    /// Messages of the topic committed and not finished when the latency
+    /// run began (replicated only): FINs of the consume phase still on
+    /// their way to the log.
+    unfinished: Option<u64>,
+    /// nsq_bench's deliveries over 50 ms: how many, and when in the run
+    /// their messages were sent.
+    slow: Option<String>,
 }
 
 impl Row {
@@ -91,15 +99,21 @@ impl Row {
     fn show(&self, messages: impl std::fmt::Display) {
         eprintln!(
             "round {} {}: publish {:.0} msgs/s, consume {:.0} msgs/s ({messages} messages), \
-             at {LATENCY_RATE} msgs/s p50 {:.2} ms p99 {:.2} ms, missing {}",
+             at {LATENCY_RATE} msgs/s p50 {:.2} ms p99 {:.2} ms, missing {}{}",
             self.round,
             self.label,
             self.publish,
             self.consume,
             self.p50_ms,
             self.p99_ms,
-            self.missing
+            self.missing,
+            self.unfinished
+                .map(|u| format!(", {u} unfinished when it began"))
+                .unwrap_or_default(),
         );
+        if let Some(s) = &self.slow {
+            eprintln!("round {} {}: {s}", self.round, self.label);
+        }
     }
 }
 
@@ -140,7 +154,9 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
         &format!("/channel/create?topic={UNREPLICATED}&channel=c"),
     )?;
     eprintln!("{REPLICATED} led by {leader}; load from {LOAD}");
-    let jetstream = match which("nats-server") {
+    // NSQ_REPLICATED_COST_OTHERS=0: the topics alone
+    let others = std::env::var("NSQ_REPLICATED_COST_OTHERS").map_or(true, |v| v != "0");
+    let jetstream = match which("nats-server").filter(|_| others) {
         Some(nats) => Some(start_jetstream(
             &mut cluster,
             dir,
@@ -153,7 +169,7 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
             None
         }
     };
-    let rabbitmq = if Path::new(RABBITMQ_SERVER).exists() {
+    let rabbitmq = if others && Path::new(RABBITMQ_SERVER).exists() {
         Some(start_rabbitmq(&mut cluster, dir, members, &replicas)?)
     } else {
         eprintln!("no {RABBITMQ_SERVER}: the quorum queue not measured");
@@ -212,7 +228,19 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
             })
             .ok_or(format!("{create} did not succeed within 30 s"))?;
             let rate = LATENCY_RATE.to_string();
+            let unfinished = (topic == REPLICATED)
+                .then(|| {
+                    let v = http(
+                        &nsqd_http(&leader),
+                        "GET",
+                        &format!("/stats?format=json&topic={topic}"),
+                    )
+                    .ok()?;
+                    v["topics"][0]["replication"]["unfinished"].as_u64()
+                })
+                .flatten();
             let before = snapshot_indexes(members);
+            let logged = log_lengths(dir, members);
             let latency = bench_result(
                 &cluster,
                 &bench,
@@ -220,6 +248,12 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
                 &["--rate", &rate, "--runfor", "3s"],
             )?;
             let after = snapshot_indexes(members);
+            if topic == REPLICATED {
+                // What the members logged meanwhile, past the routine.
+                for line in logged_since(dir, members, &logged) {
+                    eprintln!("round {round} during the latency run: {line}");
+                }
+            }
             let snapshots = (topic == REPLICATED)
                 .then(|| before.iter().zip(&after).filter(|(b, a)| b != a).count());
             let row = Row {
@@ -231,6 +265,16 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
                 p99_ms: latency["latency"]["p99_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
                 missing: latency["missing"].as_i64().unwrap_or(-1),
                 snapshots,
+                unfinished,
+                slow: latency["slow"]["count"]
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .map(|n| {
+                        format!(
+                            "{n} deliveries over 50 ms, sent {}-{} s into the run",
+                            latency["slow"]["first_sent_s"], latency["slow"]["last_sent_s"]
+                        )
+                    }),
             };
             row.show(n);
             rows.push(row);
@@ -472,6 +516,8 @@ fn other_round(
         p99_ms: latency["p99_ms"].as_f64().unwrap_or(f64::NAN),
         missing: latency["sent"].as_i64().unwrap_or(0) - latency["received"].as_i64().unwrap_or(0),
         snapshots: None,
+        unfinished: None,
+        slow: None,
     };
     row.show(&n);
     Ok(row)
@@ -498,6 +544,42 @@ fn snapshot_indexes(members: &[&str]) -> Vec<Option<u64>> {
                 .and_then(|v| v["groups"].as_array().cloned())
                 .unwrap_or_default();
             groups.into_iter().map(|g| g["snapshot"].as_u64())
+        })
+        .collect()
+}
+
+fn member_log(dir: &Path, host: &str) -> String {
+    std::fs::read_to_string(dir.join("logs").join(format!("nsqd@{host}.log"))).unwrap_or_default()
+}
+
+/// Each member's log length now, in lines.
+fn log_lengths(dir: &Path, members: &[&str]) -> Vec<usize> {
+    members
+        .iter()
+        .map(|h| member_log(dir, h).lines().count())
+        .collect()
+}
+
+/// The warnings and errors each member logged after `lengths`, and its
+/// lines about elections and votes, prefixed by the member (at most 20
+/// each).
+fn logged_since(dir: &Path, members: &[&str], lengths: &[usize]) -> Vec<String> {
+    members
+        .iter()
+        .zip(lengths)
+        .flat_map(|(h, n)| {
+            member_log(dir, h)
+                .lines()
+                .skip(*n)
+                .filter(|l| {
+                    l.contains("WARN")
+                        || l.contains("ERROR")
+                        || l.contains("vote")
+                        || l.contains("leader")
+                })
+                .take(20)
+                .map(|l| format!("{h}: {l}"))
+                .collect::<Vec<_>>()
         })
         .collect()
 }

@@ -460,10 +460,30 @@ impl SegmentLog {
     /// Forgets the entries up to and including `upto`: `purged` is written
     /// durably, then the segments wholly at or below it are removed.
     pub fn purge(&mut self, upto: LogId<NodeId>) -> Result<(), LogError> {
-        if self.purged.is_some_and(|p| p.index >= upto.index) {
+        if !self.purges(upto) {
             return Ok(());
         }
-        meta::write(&self.dir, PURGED, &upto).map_err(|e| self.io(e))?;
+        write_purged(&self.dir, upto)?;
+        for path in self.forget(upto) {
+            fs::remove_file(&path).map_err(|e| self.io(e))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a purge up to `upto` forgets anything not purged yet.
+    pub fn purges(&self, upto: LogId<NodeId>) -> bool {
+        self.purged.is_none_or(|p| p.index < upto.index)
+    }
+
+    /// The second half of a purge, once [`write_purged`] wrote `upto`:
+    /// the entries up to it are forgotten here, and the segment files
+    /// wholly at or below it are answered, for the caller to remove (a
+    /// crash before they are is recovered at open, as an interrupted
+    /// purge).
+    pub fn forget(&mut self, upto: LogId<NodeId>) -> Vec<PathBuf> {
+        if !self.purges(upto) {
+            return Vec::new();
+        }
         self.purged = Some(upto);
         let whole: Vec<u64> = self
             .segments
@@ -471,17 +491,27 @@ impl SegmentLog {
             .filter(|s| s.next() <= upto.index + 1)
             .map(|s| s.first)
             .collect();
-        for k in whole {
-            if let Some(s) = self.segments.remove(&k) {
-                fs::remove_file(&s.path).map_err(|e| self.io(e))?;
-            }
-        }
+        let files = whole
+            .into_iter()
+            .filter_map(|k| self.segments.remove(&k))
+            .map(|s| s.path.clone())
+            .collect();
         if self.next <= upto.index {
             self.next = upto.index + 1;
             self.last = Some(upto);
         }
-        Ok(())
+        files
     }
+}
+
+/// The first half of a purge: `dir`'s `purged` file written durably. It
+/// needs nothing of the log in memory, so the group commit goes on while
+/// its fsyncs run ([`SegmentLog::forget`] is the second half).
+pub fn write_purged(dir: &Path, upto: LogId<NodeId>) -> Result<(), LogError> {
+    meta::write(dir, PURGED, &upto).map_err(|err| LogError::Io {
+        dir: dir.to_path_buf(),
+        err,
+    })
 }
 
 /// The body of the record at `pos` in `buf` and where the next starts, if

@@ -370,3 +370,40 @@ fn a_failed_fsync_is_an_error_for_its_appends_and_every_later_one() {
     assert!(matches!(err, LogError::Failed(_)), "{err}");
     assert_eq!(failing.0.load(Ordering::SeqCst), 1);
 }
+
+/// A purge done in halves (the marker without the log, then the segments
+/// forgotten and their files removed by the caller) that stopped between
+/// the two, as a crash would: the log opens at the marker, the files left
+/// wholly below it are dropped at open.
+#[test]
+fn a_purge_stopped_after_its_marker_is_finished_at_open() {
+    let d = tempfile::tempdir().unwrap();
+    let mut log = SegmentLog::open(d.path(), small()).unwrap();
+    fill(&mut log, 1, 0, 40);
+    let names = segments(d.path());
+    let third: u64 = names[2].trim_end_matches(".seg").parse().unwrap();
+    let upto = ent(1, third - 1).log_id;
+    assert!(log.purges(upto));
+    write_purged(d.path(), upto).unwrap();
+    // Appends go on between the halves.
+    fill(&mut log, 1, 40, 42);
+    drop(log);
+
+    let mut log = SegmentLog::open(d.path(), small()).unwrap();
+    assert_eq!(log.purged(), Some(upto));
+    assert_eq!(indexes(&log), (third..42).collect::<Vec<_>>());
+    assert!(!log.purges(upto));
+    assert!(log.forget(upto).is_empty());
+
+    // Both halves: the files answered are those wholly below.
+    let fourth: u64 = names[3].trim_end_matches(".seg").parse().unwrap();
+    let upto = ent(1, fourth - 1).log_id;
+    write_purged(d.path(), upto).unwrap();
+    let files = log.forget(upto);
+    assert_eq!(files.len(), 1, "{files:?}");
+    for f in files {
+        std::fs::remove_file(f).unwrap();
+    }
+    assert_eq!(segments(d.path()), names[3..].to_vec());
+    assert_eq!(indexes(&log), (fourth..42).collect::<Vec<_>>());
+}

@@ -2,12 +2,13 @@
 # What a failover costs with a backlog (docs/replication.md, "A new leader
 # delivers what is unfinished"): three nsqd members on 127.0.0.1 (dist
 # profile), a replicas=3 topic with one channel, RUNFOR (default 7s) of
-# nsq_bench pub to its leader (2 writers, MPUB 200 x 200 B, 4 in flight)
-# and no consumer: the backlog is every acknowledged message. Then the
-# leader is SIGKILLed, and the two others are polled every 20 ms:
+# nsq_bench pub to its leader (2 writers, MPUB 200 x 200 B, 4 in flight;
+# its msgs/s printed) and no consumer: the backlog is every acknowledged
+# message. Then the leader is SIGKILLed, and the two others are polled
+# every 20 ms:
 #   elected    until one of them leads the topic's group;
-#   put back   until its channel holds the whole backlog again (read back
-#              from the log: every unfinished batch, 4 MiB at a time);
+#   put back   until its channel counts the whole backlog again (its
+#              places in the log: nothing is read before delivery);
 #   drained    nsq_bench sub reads the backlog to the end from the new
 #              leader (msgs/s), which also checks that none is missing.
 # With SNAPSHOT_ENTRIES=N (--replication-snapshot-entries) the members may
@@ -48,8 +49,9 @@ for round in $(seq "$ROUNDS"); do
     LEADER="$(curl -sf "http://$(http 1)/stats?format=json&topic=r" | python3 -c '
 import json, sys
 print(json.load(sys.stdin)["topics"][0]["replication"]["leader"])')"
-    "$NSQ_BENCH" pub --nsqd-tcp-address="$(tcp "$LEADER")" --topic r --runfor "$RUNFOR" \
-        --writers 2 --batch-size 200 --size 200 --pipeline 4 >/dev/null
+    published="$("$NSQ_BENCH" pub --nsqd-tcp-address="$(tcp "$LEADER")" --topic r --runfor "$RUNFOR" \
+        --writers 2 --batch-size 200 --size 200 --pipeline 4 |
+        sed -n 's/^RESULT .*"msgs_per_sec":\([0-9.]*\).*/\1/p')"
     read -r _ depth n < <(stat_of "$(http "$LEADER")")
     # Every member has applied the backlog before the leader goes.
     for i in 1 2 3; do
@@ -85,7 +87,7 @@ import json, sys
 d = json.load(sys.stdin)
 g = d["topics"][0]["replication"]["group"]
 print([x.get("snapshot") for x in d["replication"]["groups"] if x["group"] == g][0])')"
-    echo "failover#$round backlog=$n elected_s=$elected put_back_s=$put_back drained_msgs_per_sec=${drained%.*} snapshot_index=$snap"
+    echo "failover#$round published_msgs_per_sec=${published%.*} backlog=$n elected_s=$elected put_back_s=$put_back drained_msgs_per_sec=${drained%.*} snapshot_index=$snap"
     for p in "${MEMBER_PID[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${MEMBER_PID[@]}"; do wait "$p" 2>/dev/null || true; done
     PIDS=()

@@ -19,6 +19,7 @@ use openraft::{EntryPayload, LogId};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::log::read::Span;
 use crate::log::{LogError, SegmentLog};
 use crate::NodeId;
 
@@ -101,18 +102,7 @@ impl CommittedLog {
     /// [`Chunk::next`] reaches `end` (or the committed index + 1). A
     /// `start` at or below the purge point is [`ReadError::Purged`].
     pub async fn read(&self, start: u64, end: u64, max_bytes: usize) -> Result<Chunk, ReadError> {
-        let end = end.min(self.committed().map_or(0, |c| c.saturating_add(1)));
-        let span = {
-            let log = self.log.lock();
-            if let Some(p) = log.purged().filter(|p| start <= p.index) {
-                return Err(ReadError::Purged {
-                    start,
-                    purged: p.index,
-                });
-            }
-            log.span(start, end, max_bytes as u64)?
-        };
-        let Some(span) = span else {
+        let Some(span) = self.locate(start, end, max_bytes)? else {
             return Ok(Chunk {
                 entries: Vec::new(),
                 next: start,
@@ -122,15 +112,47 @@ impl CommittedLog {
         let read = tokio::task::spawn_blocking(move || span.read())
             .await
             .map_err(|e| ReadError::Task(e.to_string()))??;
-        let entries = read
-            .into_iter()
-            .filter_map(|e| match e.payload {
-                EntryPayload::Normal(p) => Some((e.log_id.index, p.0)),
-                EntryPayload::Blank | EntryPayload::Membership(_) => None,
-            })
-            .collect();
-        Ok(Chunk { entries, next })
+        Ok(chunk(read, next))
     }
+
+    /// [`CommittedLog::read`] on the calling thread, for a caller that is
+    /// already where blocking is allowed (a queue's refill, which nsqd runs
+    /// through `block_in_place`).
+    pub fn read_here(&self, start: u64, end: u64, max_bytes: usize) -> Result<Chunk, ReadError> {
+        let Some(span) = self.locate(start, end, max_bytes)? else {
+            return Ok(Chunk {
+                entries: Vec::new(),
+                next: start,
+            });
+        };
+        let next = span.next();
+        Ok(chunk(span.read()?, next))
+    }
+
+    /// Where the records of a read are, found under the log's lock.
+    fn locate(&self, start: u64, end: u64, max_bytes: usize) -> Result<Option<Span>, ReadError> {
+        let end = end.min(self.committed().map_or(0, |c| c.saturating_add(1)));
+        let log = self.log.lock();
+        if let Some(p) = log.purged().filter(|p| start <= p.index) {
+            return Err(ReadError::Purged {
+                start,
+                purged: p.index,
+            });
+        }
+        Ok(log.span(start, end, max_bytes as u64)?)
+    }
+}
+
+/// The payloads of the entries read, Raft's own left out.
+fn chunk(read: Vec<crate::Entry>, next: u64) -> Chunk {
+    let entries = read
+        .into_iter()
+        .filter_map(|e| match e.payload {
+            EntryPayload::Normal(p) => Some((e.log_id.index, p.0)),
+            EntryPayload::Blank | EntryPayload::Membership(_) => None,
+        })
+        .collect();
+    Chunk { entries, next }
 }
 
 #[cfg(test)]

@@ -180,3 +180,34 @@ async fn a_read_survives_a_purge_of_its_segment_after_it_was_located() {
     assert_eq!(got.first().map(|e| e.log_id.index), Some(1));
     assert_eq!(got.last().map(|e| e.log_id.index), Some(last));
 }
+
+#[tokio::test]
+async fn a_read_on_the_calling_thread_answers_as_the_async_one() {
+    let d = tempfile::tempdir().unwrap();
+    let f = log(d.path(), 60, 40, Some(44));
+    for (start, end, max) in [(1, u64::MAX, 150), (12, 30, 1 << 20), (44, 60, 10)] {
+        let here = f.reader.read_here(start, end, max).unwrap();
+        let there = f.reader.read(start, end, max).await.unwrap();
+        assert_eq!(here, there, "{start}..{end} by {max}");
+    }
+    // nothing above the committed index; the purged range is an error
+    let c = f.reader.read_here(45, 60, 1 << 20).unwrap();
+    assert_eq!((c.entries.len(), c.next), (0, 45));
+    f.log
+        .lock()
+        .purge(LogId::new(CommittedLeaderId::new(1, 1), 20))
+        .unwrap();
+    assert!(matches!(
+        f.reader.read_here(20, 30, 1 << 20),
+        Err(ReadError::Purged {
+            start: 20,
+            purged: 20
+        })
+    ));
+    assert!(!f
+        .reader
+        .read_here(21, 30, 1 << 20)
+        .unwrap()
+        .entries
+        .is_empty());
+}

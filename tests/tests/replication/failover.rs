@@ -7,8 +7,8 @@
 //! no channel, gives what it held to the first channel made on the new
 //! leader, as NSQ gives a topic's backlog to its first channel. The killed
 //! member comes back knowing the FINs; a leader stopped cleanly with
-//! messages queued keeps them on disk, shows none once back as a follower,
-//! and its successor delivers them from the log.
+//! messages queued shows none once back as a follower (the log is their
+//! store), and its successor delivers them from the log.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -126,9 +126,9 @@ fn a_new_leader_delivers_what_the_old_one_had_not_finished() {
     let all: Vec<&Member> = members.iter().collect();
     wait_unfinished(&all, t, 0);
 
-    // Ten more wait on the leader's channel when it stops cleanly: it
-    // keeps them in its disk queue, which does not count once it is back
-    // as a follower; the next leader delivers them from the log.
+    // Ten more wait on the leader's channel when it stops cleanly; once
+    // back as a follower it holds none of them, and the next leader
+    // delivers them from the log.
     let more: Vec<Vec<u8>> = bodies(100..110).into_iter().collect();
     let refs: Vec<&[u8]> = more.iter().map(Vec::as_slice).collect();
     follower_of(&members, second)

@@ -12,7 +12,9 @@
 //! Its channels are made, paused and deleted through its group, so a new
 //! leader has them (`channels.rs`). Every member shows a replicated
 //! topic's group, the leader each replica's lag, in `/stats`, `/metrics`
-//! and nsqadmin (`stats.rs`).
+//! and nsqadmin (`stats.rs`). What a replicated topic or channel does not
+//! hold in memory is a place in its group's log, never a disk queue
+//! (`store.rs`).
 
 #[path = "../../src/admin_util.rs"]
 mod admin_util;
@@ -25,6 +27,7 @@ mod replaced;
 mod smaller;
 mod snapshots;
 mod stats;
+mod store;
 mod topics;
 
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! Never: touches the disk; the server reports what it did.
 
 use std::collections::hash_map::Entry;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nsq_protocol::{Message, MessageId};
 
@@ -36,6 +36,30 @@ impl Channel {
     pub fn backend_grew(&mut self, now: Instant) {
         self.queue.grew();
         self.pump(now);
+    }
+
+    /// The server put `n` records in the backend itself (a new leader of a
+    /// replicated topic's group places there what the channel has not
+    /// finished, to be read from the log when its turn comes): counted as
+    /// the channel's messages and in its depth.
+    pub fn backend_added(&mut self, n: u64, now: Instant) {
+        if n == 0 || !self.queue.is_durable() {
+            return;
+        }
+        self.backend_len += n;
+        self.message_count += n;
+        self.queue.grew();
+        self.pump(now);
+    }
+
+    /// Records a refill brought back that are not due yet (a DPUB a new
+    /// leader put back before its delay ran out): deferred for what is
+    /// left of it.
+    pub fn refilled_deferred(&mut self, msgs: Vec<(Message, Duration)>, now: Instant) {
+        self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);
+        for (msg, left) in msgs {
+            self.defer(msg, now + left, now);
+        }
     }
 
     /// A refill from [`super::DiskWork`] is done: its records (decoded), their

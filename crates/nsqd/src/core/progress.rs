@@ -49,11 +49,12 @@
 //! ends where applying it once did: every rule depends on the entries and
 //! their indexes alone).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name};
 use nsq_protocol::MessageId;
 
+use super::ids::IdMap;
 use super::replicated::Entry;
 
 /// One group's progress: its replicated topics by name.
@@ -73,8 +74,10 @@ pub struct TopicProgress {
     /// By log index: the ids of each batch some channel, or the topic's
     /// hold, still needs.
     batches: BTreeMap<u64, Vec<MessageId>>,
-    /// Where each id of `batches` is: batch index and place in it.
-    ids: HashMap<MessageId, (u64, u32)>,
+    /// Where each id of `batches` is: batch index and place in it. Keyed
+    /// with the core's id hasher: every FIN a channel commits is looked up
+    /// here, and SipHash made this the largest cost of a replicated drain.
+    ids: IdMap<MessageId, (u64, u32)>,
     channels: BTreeMap<String, ChannelProgress>,
     paused: bool,
     /// As its `TopicCreate` said.
@@ -397,6 +400,12 @@ impl TopicProgress {
         self.ids.len()
     }
 
+    /// Where message `id` is kept: its batch's log index and its place in
+    /// the batch. None for an id no batch still needed holds.
+    pub fn place(&self, id: &MessageId) -> Option<(u64, u32)> {
+        self.ids.get(id).copied()
+    }
+
     /// The oldest batch a channel has unfinished, as the channel's cursor.
     pub fn cursor(&self, channel: &str) -> Option<u64> {
         let c = self.channels.get(channel)?;
@@ -511,16 +520,19 @@ impl TopicProgress {
         let Some(c) = self.channels.get_mut(name) else {
             return Outcome::Skipped(Skip::UnknownChannel);
         };
-        for id in ids {
-            let Some(&(index, k)) = self.ids.get(id) else {
-                continue;
-            };
-            if index < c.floor || index >= limit {
-                continue;
+        let mut places = ids
+            .iter()
+            .filter_map(|id| self.ids.get(id))
+            .filter(|&&(index, _)| index >= c.floor && index < limit)
+            .peekable();
+        // A FIN batch is mostly runs of one batch's ids: one map entry a run.
+        while let Some(&(index, k)) = places.next() {
+            let bits = c.finished.entry(index).or_default();
+            let mut newly = u64::from(bits.set(k));
+            while let Some(&(_, k)) = places.next_if(|p| p.0 == index) {
+                newly += u64::from(bits.set(k));
             }
-            if c.finished.entry(index).or_default().set(k) {
-                c.unfinished = c.unfinished.saturating_sub(1);
-            }
+            c.unfinished = c.unfinished.saturating_sub(newly);
         }
         c.advance(&self.batches, limit);
         Outcome::Applied
@@ -550,8 +562,11 @@ impl TopicProgress {
     fn drop_ids(&mut self, dropped: BTreeMap<u64, Vec<MessageId>>) {
         for (index, ids) in dropped {
             for id in ids {
-                if self.ids.get(&id).is_some_and(|&(i, _)| i == index) {
-                    self.ids.remove(&id);
+                // one lookup: put back in the rare case it was another's
+                if let Some(place) = self.ids.remove(&id) {
+                    if place.0 != index {
+                        self.ids.insert(id, place);
+                    }
                 }
             }
         }

@@ -23,11 +23,12 @@
 //!     u32 finished batches, each: u64 index | u32 count | u32 words | words × u64
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use nsq_protocol::message::MESSAGE_ID_LEN;
 
+use super::super::ids::IdMap;
 use super::super::replicated::{
     count, put_name, take_flag, take_id, take_name, take_u32, take_u64, take_u8, DecodeError,
     EncodeError,
@@ -124,7 +125,7 @@ impl Progress {
             let held_from = take_opt_u64(&mut buf, "held from")?;
             let held = take_u64(&mut buf, "held")?;
             let mut batches = BTreeMap::new();
-            let mut ids = HashMap::new();
+            let mut ids = IdMap::default();
             for _ in 0..take_count(&mut buf, "batches", 12)? {
                 let index = take_u64(&mut buf, "batch index")?;
                 let n = take_count(&mut buf, "batch ids", MESSAGE_ID_LEN)?;

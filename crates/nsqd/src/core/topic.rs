@@ -375,6 +375,17 @@ impl<C> Topic<C> {
         self.should_pump()
     }
 
+    /// The server put `n` records in the backend itself (a new leader of a
+    /// replicated topic's group places there what the topic holds, to be
+    /// read from the log): counted in its depth. True: pump.
+    pub fn backend_added(&mut self, n: u64) -> bool {
+        if n > 0 && self.backlog.is_durable() {
+            self.backend_len += n;
+            self.backlog.grew();
+        }
+        self.should_pump()
+    }
+
     /// A [`Pump::refill`]'s records (decoded) and whether the backend has more.
     pub fn refilled(&mut self, req: Refill, msgs: Vec<Message>, more: bool) {
         self.backend_len = self.backend_len.saturating_sub(msgs.len() as u64);

@@ -26,6 +26,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
 use super::health::Health;
+use super::log_store::LogBackend;
 use super::spill::SpillTicket;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -155,6 +156,9 @@ pub struct Read {
     pub reads: Vec<ReadSeq>,
     /// More records are unread.
     pub more: bool,
+    /// Messages not due yet, with what is left of their delay (a DPUB a
+    /// new leader put back into a queue kept in the log).
+    pub deferred: Vec<(Message, std::time::Duration)>,
 }
 
 /// Records appended to a disk queue (or to a channel's deferred run), to
@@ -320,6 +324,7 @@ impl DiskBackend {
             msgs: Vec::with_capacity(records.len()),
             reads: Vec::new(),
             more: self.queue.has_unread(),
+            deferred: Vec::new(),
         };
         let mut skipped = Vec::new();
         // the records of both calls are numbered in order from `first`
@@ -399,8 +404,18 @@ impl DiskBackend {
 
 /// A topic's or channel's backend, as its server-side owner sees it.
 pub struct Backend {
-    disk: Result<Option<DiskBackend>, BackendError>,
+    store: Store,
     io: Mutex<()>,
+}
+
+enum Store {
+    /// `#ephemeral`: nothing kept.
+    Nothing,
+    Disk(DiskBackend),
+    /// A replicated topic's, on a member of its group: places in the log.
+    Log(LogBackend),
+    /// The disk queue would not open.
+    Failed(BackendError),
 }
 
 impl Backend {
@@ -408,7 +423,19 @@ impl Backend {
     /// not open.
     pub fn new(disk: Result<Option<DiskBackend>, BackendError>) -> Backend {
         Backend {
-            disk,
+            store: match disk {
+                Ok(Some(d)) => Store::Disk(d),
+                Ok(None) => Store::Nothing,
+                Err(e) => Store::Failed(e),
+            },
+            io: Mutex::new(()),
+        }
+    }
+
+    /// A replicated topic's queue past memory, kept in its group's log.
+    pub fn log(log: LogBackend) -> Backend {
+        Backend {
+            store: Store::Log(log),
             io: Mutex::new(()),
         }
     }
@@ -421,25 +448,49 @@ impl Backend {
     }
 
     fn disk(&self) -> Option<&DiskBackend> {
-        self.disk.as_ref().ok().and_then(|d| d.as_ref())
+        match &self.store {
+            Store::Disk(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The log's places, for a replicated topic's queue kept there.
+    pub fn in_log(&self) -> Option<&LogBackend> {
+        match &self.store {
+            Store::Log(l) => Some(l),
+            _ => None,
+        }
     }
 
     /// Whether a read may return a record (see [`DiskBackend::has_unread`]).
     pub fn has_unread(&self) -> bool {
-        self.disk().is_some_and(|d| d.has_unread())
+        match &self.store {
+            Store::Disk(d) => d.has_unread(),
+            Store::Log(l) => l.depth() > 0,
+            _ => false,
+        }
     }
 
-    /// The records' ticket (`None` where nothing is kept).
+    /// The records' ticket (`None` where nothing is kept, or where the
+    /// log already holds them).
     pub fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
-        match &self.disk {
-            Ok(Some(d)) => d.append(msgs),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e.clone()),
+        match &self.store {
+            Store::Disk(d) => d.append(msgs),
+            Store::Log(l) => {
+                l.append(msgs);
+                Ok(None)
+            }
+            Store::Nothing => Ok(None),
+            Store::Failed(e) => Err(e.clone()),
         }
     }
 
     pub fn read(&self, max: usize) -> Read {
-        self.disk().map_or_else(Read::default, |d| d.read(max))
+        match &self.store {
+            Store::Disk(d) => d.read(max),
+            Store::Log(l) => l.read(max),
+            _ => Read::default(),
+        }
     }
 
     /// See [`DiskBackend::ack`].
@@ -450,7 +501,11 @@ impl Backend {
     }
 
     pub fn depth(&self) -> i64 {
-        self.disk().map_or(0, |d| d.depth())
+        match &self.store {
+            Store::Disk(d) => d.depth(),
+            Store::Log(l) => l.depth() as i64,
+            _ => 0,
+        }
     }
 
     /// With durable acknowledgements: a receiver that changes after every
@@ -460,10 +515,18 @@ impl Backend {
     }
 
     pub fn empty(&self) -> Result<(), BackendError> {
-        self.disk().map_or(Ok(()), |d| d.empty())
+        match &self.store {
+            Store::Disk(d) => d.empty(),
+            Store::Log(l) => {
+                l.empty();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
-    /// Clean shutdown: `msgs` (what memory held) written, then closed.
+    /// Clean shutdown: `msgs` (what memory held) written, then closed. The
+    /// log keeps a replicated topic's: nothing to write.
     pub fn close_with(&self, msgs: &[Message]) -> Result<(), BackendError> {
         match self.disk() {
             Some(d) => {
@@ -477,7 +540,14 @@ impl Backend {
     }
 
     pub fn delete(&self) -> Result<(), BackendError> {
-        self.disk().map_or(Ok(()), |d| d.delete())
+        match &self.store {
+            Store::Disk(d) => d.delete(),
+            Store::Log(l) => {
+                l.empty();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn sync_if_needed(&self) {

@@ -23,7 +23,9 @@ use super::backend::{blocking, Backend, BackendError, Ticket};
 use super::channel_commit::CommitState;
 use super::client::Client;
 use super::context::{now, now_unix_ns, Context};
+use super::log_store::{LogBackend, LogSource};
 use super::spill::{to_instant, to_unix_ns, Spill};
+use crate::core::progress::Pending;
 
 mod fins;
 
@@ -93,15 +95,23 @@ impl std::fmt::Debug for Channel {
 }
 
 impl Channel {
-    /// Opens the channel's disk queue (`<topic>:<channel>`); the caller
-    /// spawns [`Channel::run_timer`].
+    /// Opens the channel's disk queue (`<topic>:<channel>`), or with `log`
+    /// (its topic is replicated and this member votes in its group) keeps
+    /// its overflow as places in the group's log, unless it is
+    /// `#ephemeral`; the caller spawns [`Channel::run_timer`].
     pub fn new(
         topic_name: &str,
         name: &str,
         ctx: &Arc<Context>,
         parent: &CancellationToken,
+        log: Option<&LogSource>,
     ) -> Arc<Channel> {
-        let backend = ctx.open_backend(&format!("{topic_name}:{name}"), true);
+        let backend = match log {
+            Some(source) if !nsq_protocol::names::is_ephemeral(name) => {
+                Backend::log(LogBackend::new(source.clone()))
+            }
+            _ => ctx.open_backend(&format!("{topic_name}:{name}"), true),
+        };
         let spill = ctx.open_spill(&format!("{topic_name}:{name}"));
         let cfg = ctx.channel_config(name, &backend, spill.as_deref());
         Arc::new(Channel {
@@ -218,6 +228,9 @@ impl Channel {
                 }
                 if let Some((r, read)) = refilled {
                     st.core.refilled(r, read.msgs, read.reads, read.more, now);
+                    if !read.deferred.is_empty() {
+                        st.core.refilled_deferred(read.deferred, now);
+                    }
                 }
                 if let Some((msgs, acks)) = refused {
                     st.core.dead_letters_refused(msgs, acks, now);
@@ -510,6 +523,20 @@ impl Channel {
     /// The ids FINed since the last call (a replicated topic's channel).
     pub fn take_finished(&self) -> Vec<MessageId> {
         self.lock().core.take_finished()
+    }
+
+    /// A new leader's put-back into a channel whose queue is kept in its
+    /// group's log: the places of what it has not finished, read when
+    /// their turn comes. None when its queue is not kept there (the caller
+    /// puts the messages in); else how many were placed.
+    pub fn place_back(&self, pending: &[Pending]) -> Option<u64> {
+        let log = self.backend.in_log()?;
+        let n = {
+            let _io = self.backend.lock_io();
+            log.place_ids(pending.iter().flat_map(|p| p.ids.iter().copied()))
+        };
+        self.run(|st| st.core.backend_added(n, now()));
+        Some(n)
     }
 
     /// `/channel/empty`: memory, in flight, deferred and the disk queue.

@@ -31,6 +31,7 @@ pub mod finisher;
 pub mod health;
 pub mod http;
 pub mod leadership;
+pub mod log_store;
 pub mod lookup;
 pub mod metadata;
 pub mod metrics;

@@ -25,6 +25,7 @@ const FIRST_LOOKUP_ROUND: std::time::Duration = std::time::Duration::from_secs(5
 
 use super::client::Client;
 use super::context::{now_unix_ns, Context, Event};
+use super::log_store::LogSource;
 use super::metadata::{self, Metadata, TopicMeta};
 use super::replication::Replication;
 use super::topic::Topic;
@@ -283,6 +284,19 @@ impl NsqdInner {
         self.get_or_create_topic_with(name, Some(replicas))
     }
 
+    /// Where a replicated topic's queues keep what memory does not hold:
+    /// its group's log, when this member votes in the group (None: a disk
+    /// queue, as for any topic).
+    fn log_source(&self, name: &str, replicas: u8) -> Option<LogSource> {
+        let r = self.replication()?;
+        let group = r.group_of(name, replicas);
+        Some(LogSource::new(
+            name,
+            r.progress(group)?.clone(),
+            r.committed_log(group)?.clone(),
+        ))
+    }
+
     fn get_or_create_topic_with(&self, name: &str, replicas: Option<u8>) -> Option<Arc<Topic>> {
         if let Some(t) = self.get_topic(name) {
             return Some(t);
@@ -300,7 +314,8 @@ impl NsqdInner {
             if let Some(t) = topics.get(name) {
                 return Some(t.clone());
             }
-            let t = Topic::new(name, &self.ctx, !loading && !precreate);
+            let log = replicas.and_then(|n| self.log_source(name, n));
+            let t = Topic::new(name, &self.ctx, !loading && !precreate, log);
             if let Some(n) = replicas {
                 t.set_replicas(n);
             }
@@ -453,14 +468,13 @@ impl NsqdInner {
                 tracing::warn!(topic = %t.name, "skipping creation of invalid topic");
                 continue;
             }
-            let Some(topic) = self.get_or_create_topic(&t.name) else {
+            // A replicated topic is made replicated, so its queues are kept
+            // in its group's log from the start.
+            let Some(topic) = self.get_or_create_topic_with(&t.name, t.replicas) else {
                 break;
             };
             if t.paused {
                 topic.set_paused(true);
-            }
-            if let Some(n) = t.replicas {
-                topic.set_replicas(n);
             }
             let limit = limit_from_meta(&t.name, t.max_depth, t.max_depth_policy.as_deref());
             if limit.is_set() || t.mem_queue_size.is_some() {

@@ -106,8 +106,12 @@ fn empty(t: &Topic) {
 /// the topic itself (it holds them for channels to come).
 type Target = Option<String>;
 
-/// Puts back what `t`'s group has not finished, read from the log; the
-/// number of messages put.
+/// Puts back what `t`'s group has not finished; the number of messages
+/// put. A topic or channel whose queue is kept in the log (this member
+/// votes in the group: always, unless the topic was made here before its
+/// group made it replicated) gets only the places, read when its turn
+/// comes, so delivery starts at once; any other gets the messages, read
+/// from the log now.
 async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
     let Some(r) = nsqd.replication() else {
         return 0;
@@ -115,29 +119,39 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
     let (Some(progress), Some(log)) = (r.progress(group), r.committed_log(group)) else {
         return 0;
     };
-    // By log index, each target with the ids it takes of that batch.
-    let mut wanted: BTreeMap<u64, Vec<(Target, Vec<MessageId>)>> = BTreeMap::new();
+    let mut targets: Vec<(Target, Vec<Pending>)> = Vec::new();
     {
         let p = progress.lock();
-        let mut add = |target: Target, pending: Vec<Pending>| {
-            for Pending { index, ids } in pending {
-                wanted.entry(index).or_default().push((target.clone(), ids));
-            }
-        };
-        add(None, p.held(&t.name).unwrap_or_default());
+        targets.push((None, p.held(&t.name).unwrap_or_default()));
         if let Some(tp) = p.topic(&t.name) {
             for (name, _) in tp.channels() {
-                add(
+                targets.push((
                     Some(name.to_string()),
                     p.unfinished(&t.name, name).unwrap_or_default(),
-                );
+                ));
             }
         }
     }
     let mut put = 0;
+    // By log index, each target with the ids it takes of that batch.
+    let mut wanted: BTreeMap<u64, Vec<(Target, Vec<MessageId>)>> = BTreeMap::new();
+    for (target, pending) in targets {
+        let placed = match &target {
+            None => t.place_back(&pending),
+            Some(name) => t.get_channel(name).and_then(|ch| ch.place_back(&pending)),
+        };
+        match placed {
+            Some(n) => put += n as usize,
+            None => {
+                for Pending { index, ids } in pending {
+                    wanted.entry(index).or_default().push((target.clone(), ids));
+                }
+            }
+        }
+    }
     let mut queues: BTreeMap<Target, Vec<Published>> = BTreeMap::new();
     let (Some(&first), Some(&last)) = (wanted.keys().next(), wanted.keys().next_back()) else {
-        return 0;
+        return put;
     };
     let mut at = first;
     while at <= last {

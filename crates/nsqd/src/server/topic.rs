@@ -25,9 +25,11 @@ use tokio_util::sync::CancellationToken;
 use super::backend::{Backend, BackendError, Ticket};
 use super::channel::Channel;
 use super::context::{now, now_unix_ns, Context, Event};
+use super::log_store::{LogBackend, LogSource};
 use super::metadata::{ChannelMeta, TopicMeta};
 use crate::core::channel_entries::replicates;
 use crate::core::e2e::quantiles;
+use crate::core::progress::Pending as Unfinished;
 use crate::core::replicated::{Entry, Published};
 use crate::core::topic::{copies, PUMP_BATCH};
 use crate::core::{self, DiskWork, Exiting, Full, Limit, Refused};
@@ -68,6 +70,9 @@ pub struct Topic {
     replicas: AtomicU8,
     state: Mutex<State>,
     backend: Backend,
+    /// A replicated topic's group log, on a member of its group: where the
+    /// topic and its channels keep what does not fit in memory.
+    log: Option<LogSource>,
     pump: Notify,
     pub cancel: CancellationToken,
     ctx: Arc<Context>,
@@ -105,9 +110,19 @@ fn carry_out(pending: Pending, tickets: &mut Vec<Ticket>) -> Result<(), BackendE
 }
 
 impl Topic {
-    /// Opens the topic's disk queue; the caller spawns [`Topic::run_pump`].
-    pub fn new(name: &str, ctx: &Arc<Context>, started: bool) -> Arc<Topic> {
-        let backend = ctx.open_backend(name, false);
+    /// Opens the topic's disk queue, or with `log` (a replicated topic on
+    /// a member of its group) keeps its overflow as places in the group's
+    /// log; the caller spawns [`Topic::run_pump`].
+    pub fn new(
+        name: &str,
+        ctx: &Arc<Context>,
+        started: bool,
+        log: Option<LogSource>,
+    ) -> Arc<Topic> {
+        let backend = match &log {
+            Some(source) => Backend::log(LogBackend::new(source.clone())),
+            None => ctx.open_backend(name, false),
+        };
         let cfg = ctx.topic_config(name, &backend, started);
         Arc::new(Topic {
             name: name.to_string(),
@@ -115,6 +130,7 @@ impl Topic {
             replicas: AtomicU8::new(0),
             state: Mutex::new(core::Topic::new(cfg)),
             backend,
+            log,
             pump: Notify::new(),
             cancel: ctx.cancel.child_token(),
             ctx: ctx.clone(),
@@ -306,7 +322,10 @@ impl Topic {
                 let _ = carry_out(pending, &mut Vec::new());
                 if let Some(r) = p.refill {
                     let _io = self.backend.lock_io();
-                    let read = self.backend.read(r.max);
+                    let mut read = self.backend.read(r.max);
+                    // A topic's backlog keeps no delay (as a disk queue
+                    // does): a DPUB it held goes on at once.
+                    read.msgs.extend(read.deferred.drain(..).map(|(m, _)| m));
                     self.state.lock().refilled(r, read.msgs, read.more);
                 } else if !p.more {
                     break;
@@ -314,6 +333,22 @@ impl Topic {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// A new leader's put-back into a topic whose queue is kept in its
+    /// group's log: the places of what it holds, read when it moves on.
+    /// None when its queue is not kept there (the caller puts the
+    /// messages in); else how many were placed.
+    pub fn place_back(&self, pending: &[Unfinished]) -> Option<u64> {
+        let log = self.backend.in_log()?;
+        let n = {
+            let _io = self.backend.lock_io();
+            log.place_ids(pending.iter().flat_map(|p| p.ids.iter().copied()))
+        };
+        if self.state.lock().backend_added(n) {
+            self.pump.notify_one();
+        }
+        Some(n)
     }
 
     pub fn get_channel(&self, name: &str) -> Option<Arc<Channel>> {
@@ -348,7 +383,7 @@ impl Topic {
             }
             // Opened under the topic's lock, so two SUBs racing for a new
             // channel cannot open its disk queue twice.
-            let ch = Channel::new(&self.name, name, &self.ctx, &self.cancel);
+            let ch = Channel::new(&self.name, name, &self.ctx, &self.cancel, self.log.as_ref());
             if let Some(size) = st.mem_queue_size() {
                 ch.set_mem_queue_size(size);
             }

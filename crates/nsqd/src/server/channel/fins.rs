@@ -279,7 +279,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let ctx = Arc::new(Context::new(Options::default(), dir.path().into(), tx));
-        let ch = Channel::new("t", "c", &ctx, &CancellationToken::new());
+        let ch = Channel::new("t", "c", &ctx, &CancellationToken::new(), None);
         let (client, outbox) = Client::new("127.0.0.1:1".parse().unwrap(), 0);
         let client = Arc::new(client);
         ch.subscribe(&client, Duration::from_secs(60), 0).unwrap();

@@ -1214,22 +1214,29 @@
   function lookupPage(p) {
     p.title = "Lookup";
     var form = ADMIN ? '<h2>Create Topic/Channel</h2><div class="info">Set up topics and channels before producers and consumers are deployed. ' +
-      "If <i>Channel Name</i> is empty, only the topic is created.</div>" +
+      "If <i>Channel Name</i> is empty, only the topic is created. With <i>Replicas</i> (nsq-rs), the topic is replicated: " +
+      "created through the replication cluster its nsqds belong to, and acknowledged only once that many of them have each message.</div>" +
       '<form id="create" class="form-row"><input type="text" id="new-topic" placeholder="Topic Name" autocomplete="off">' +
-      '<input type="text" id="new-channel" placeholder="Channel Name" autocomplete="off"><button class="btn plain" type="submit">Create</button></form>' : "";
+      '<input type="text" id="new-channel" placeholder="Channel Name" autocomplete="off">' +
+      '<input type="number" id="new-replicas" min="1" max="255" placeholder="Replicas" title="replicated topic: replicas=N (empty: an NSQ topic)">' +
+      '<button class="btn plain" type="submit">Create</button></form>' : "";
     app.innerHTML = '<h1>Lookup</h1><br><div id="banners"></div><div id="content"><p class="muted">Loading…</p></div>' + form;
     if (ADMIN) {
       document.getElementById("create").addEventListener("submit", function (e) {
         e.preventDefault();
         var t = document.getElementById("new-topic").value.trim();
         var c = document.getElementById("new-channel").value.trim();
+        var n = document.getElementById("new-replicas").value.trim();
         if (!t) { flash(p, "error", "Topic Name is required"); return; }
         var body = { topic: t };
         if (c) { body.channel = c; }
+        if (n) { body.replicas = n; }
         api("POST", "/api/topics", body).then(function (d) {
-          flash(p, d.message ? "warn" : "ok", d.message || ("Created topic " + t + (c ? " and channel " + c : "")));
+          var what = (n ? "replicated topic " + t + " (replicas " + n + ")" : "topic " + t) + (c ? " and channel " + c : "");
+          flash(p, d.message ? "warn" : "ok", d.message || ("Created " + what));
           document.getElementById("new-topic").value = "";
           document.getElementById("new-channel").value = "";
+          document.getElementById("new-replicas").value = "";
           p.refresh();
         }, function (err) { flash(p, "error", err.message); });
       });

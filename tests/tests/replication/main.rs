@@ -16,6 +16,7 @@
 //! hold in memory is a place in its group's log, never a disk queue
 //! (`store.rs`).
 
+mod admin;
 #[path = "../../src/admin_util.rs"]
 mod admin_util;
 mod channels;

@@ -34,6 +34,33 @@ pub enum ClusterError {
     Nsqds(String),
 }
 
+/// An nsqd's refusal of an action, to pass on: its status and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub status: u16,
+    pub text: String,
+}
+
+impl Refused {
+    /// The status and `message` of an nsqd's error answer (502 when it
+    /// could not be reached).
+    fn from_nsqd(e: &nsq_http::client::Error) -> Refused {
+        let text = match e {
+            nsq_http::client::Error::Status { body, .. } => {
+                serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v["message"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string())
+            }
+            other => format!("UPSTREAM_ERROR: {other}"),
+        };
+        Refused {
+            status: e.status_code().unwrap_or(502),
+            text,
+        }
+    }
+}
+
 /// A result plus the upstream failures it survived.
 pub type Fetched<T> = Result<(T, Vec<String>), ClusterError>;
 
@@ -511,6 +538,66 @@ impl ClusterInfo {
             errs.extend(self.post_producers(&producers, "channel/create", &qs).await);
         }
         Ok(errs)
+    }
+
+    /// Creates a replicated topic (nsq-rs, docs/replication.md) through one
+    /// member nsqd: its group commits it on every member, and its leader
+    /// registers it with the lookupds, so nothing is sent to them. Then
+    /// the channel, if given, the same way, on the same nsqd. The nsqds
+    /// are asked in turn until one takes it: one without the replication
+    /// flags (`REPLICATION_NOT_ENABLED`), one that cannot be reached and a
+    /// 5xx (a member without a majority) send it to the next; any other
+    /// refusal (`replicas` too large, the topic already there
+    /// unreplicated) would be every member's, and is the answer.
+    pub async fn create_replicated_topic(
+        &self,
+        topic: &str,
+        channel: &str,
+        replicas: &str,
+        up: &Upstreams,
+    ) -> Result<Vec<String>, Refused> {
+        let (producers, mut errs) = self.producers(up).await.map_err(|e| Refused {
+            status: 502,
+            text: format!("UPSTREAM_ERROR: {e}"),
+        })?;
+        let qs = format!(
+            "topic={}&replicas={}",
+            query_escape(topic),
+            query_escape(replicas)
+        );
+        let mut last = Refused {
+            status: 502,
+            text: "UPSTREAM_ERROR: no nsqd to create the topic on".into(),
+        };
+        for p in &producers {
+            let url = format!("http://{}/topic/create?{qs}", p.http_address());
+            tracing::info!("CI: querying {url}");
+            let e = match self.client.v1(Method::POST, &url, None).await {
+                Ok(_) => {
+                    if !channel.is_empty() {
+                        let cq = format!(
+                            "topic={}&channel={}",
+                            query_escape(topic),
+                            query_escape(channel)
+                        );
+                        errs.extend(
+                            self.post_each(&[p.http_address()], "channel/create", &cq)
+                                .await,
+                        );
+                    }
+                    return Ok(errs);
+                }
+                Err(e) => e,
+            };
+            let refused = Refused::from_nsqd(&e);
+            let next = refused.status >= 500 || refused.text == "REPLICATION_NOT_ENABLED";
+            if !next {
+                return Err(refused);
+            }
+            errs.push(e.to_string());
+            last = refused;
+        }
+        Err(last)
     }
 
     /// Deletes a topic on every lookupd and on every nsqd producing it

@@ -166,16 +166,46 @@ pub async fn create_topic_channel(s: &Arc<Shared>, req: &Req) -> ApiResult {
     if !channel.is_empty() && !is_valid_channel_name(channel) {
         return Err(ApiErr::new(400, "INVALID_CHANNEL"));
     }
-    let lookupds = s.upstreams().lookupds;
-    let errs =
-        s.ci.create_topic_channel(topic, channel, &lookupds)
-            .await
-            .map_err(upstream)?;
+    let errs = match replicas_field(&req.body)? {
+        // nsq-rs: a replicated topic is made through its group, on a member
+        Some(n) => {
+            s.ci.create_replicated_topic(topic, channel, &n, &s.upstreams())
+                .await
+                .map_err(|r| ApiErr::new(r.status, r.text))?
+        }
+        None => {
+            let lookupds = s.upstreams().lookupds;
+            s.ci.create_topic_channel(topic, channel, &lookupds)
+                .await
+                .map_err(upstream)?
+        }
+    };
     notify(s, req, "create_topic", topic, "", "");
     if !channel.is_empty() {
         notify(s, req, "create_channel", topic, channel, "");
     }
     done(errs)
+}
+
+/// `replicas` of a create's body (nsq-rs): a whole number, as a JSON
+/// number or string; absent, null or empty for NSQ's unreplicated topic.
+fn replicas_field(body: &[u8]) -> Result<Option<String>, ApiErr> {
+    let bad = || ApiErr::new(400, "INVALID_ARG_REPLICAS");
+    let v = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut o)) => o.remove("replicas"),
+        _ => None,
+    };
+    let n = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
+        Some(Value::String(s)) => s.trim().to_string(),
+        Some(_) => return Err(bad()),
+    };
+    match n.parse::<u8>() {
+        Ok(k) if k > 0 => Ok(Some(n)),
+        _ => Err(bad()),
+    }
 }
 
 /// The settings of a `{"action":"config", …}` body (nsq-rs) as the query
@@ -316,6 +346,25 @@ mod tests {
         assert!(decode_fields(br#"{"action":1}"#, &["action"])
             .unwrap_err()
             .starts_with("json: cannot unmarshal number"));
+    }
+
+    #[test]
+    fn replicas_is_a_whole_number_or_absent() {
+        let got = |b: &[u8]| replicas_field(b).map_err(|e| e.text);
+        assert_eq!(got(br#"{"topic":"t"}"#), Ok(None));
+        assert_eq!(got(br#"{"replicas":null}"#), Ok(None));
+        assert_eq!(got(br#"{"replicas":" "}"#), Ok(None));
+        assert_eq!(got(br#"{"replicas":3}"#), Ok(Some("3".into())));
+        assert_eq!(got(br#"{"replicas":" 5 "}"#), Ok(Some("5".into())));
+        for bad in [
+            &br#"{"replicas":0}"#[..],
+            br#"{"replicas":256}"#,
+            br#"{"replicas":"x"}"#,
+            br#"{"replicas":1.5}"#,
+            br#"{"replicas":[3]}"#,
+        ] {
+            assert_eq!(got(bad), Err("INVALID_ARG_REPLICAS".into()), "{bad:?}");
+        }
     }
 
     #[test]

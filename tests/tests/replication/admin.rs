@@ -1,0 +1,70 @@
+//! nsqadmin creates a replicated topic (the Lookup page's Replicas field:
+//! `POST /api/topics` with `replicas`) through a member nsqd, so every
+//! member has it with its replicas, and its channel too. An nsqd without
+//! the replication flags, listed first, is passed over and gets nothing; a
+//! refusal a member makes (`replicas` larger than the cluster) is passed on
+//! as it is, with nothing created; a `replicas` that is not a number never
+//! leaves nsqadmin.
+
+use std::time::Duration;
+
+use nsq_tests::{wait_for, Nsqd};
+
+use super::admin_util::start_admin;
+use super::members::*;
+
+fn message(r: &nsq_tests::HttpResponse) -> String {
+    r.json()["message"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn nsqadmin_creates_a_replicated_topic_through_a_member() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = start_cluster(&dirs, |_| Vec::new());
+    let plain = Nsqd::start(&[]);
+    let flags: Vec<String> = std::iter::once(&plain.http_addr)
+        .chain(members.iter().map(|m| &m.nsqd.http_addr))
+        .map(|a| format!("--nsqd-http-address={a}"))
+        .collect();
+    let admin = start_admin(&flags.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let r = admin.post_json(
+        "/api/topics",
+        r#"{"topic":"from_admin","channel":"c","replicas":3}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_replicas(&members, "from_admin", 3);
+    for m in &members {
+        wait_for(WAIT, &format!("channel c on node {}", m.id), || {
+            m.nsqd.channel_stats("from_admin", "c").map(|_| ())
+        });
+    }
+    assert!(plain.topic_stats("from_admin").is_none());
+
+    // A member's refusal is passed on; nothing is made anywhere.
+    let r = admin.post_json("/api/topics", r#"{"topic":"too_many","replicas":"5"}"#);
+    assert_eq!(
+        (r.status, message(&r)),
+        (400, "REPLICAS_EXCEED_CLUSTER_SIZE".to_string())
+    );
+    let r = admin.post_json("/api/topics", r#"{"topic":"not_a_number","replicas":"x"}"#);
+    assert_eq!(
+        (r.status, message(&r)),
+        (400, "INVALID_ARG_REPLICAS".to_string())
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    for n in members.iter().map(|m| &m.nsqd).chain([&plain]) {
+        assert!(n.topic_stats("too_many").is_none());
+        assert!(n.topic_stats("not_a_number").is_none());
+    }
+
+    // Without any member, it says so.
+    let flag = format!("--nsqd-http-address={}", plain.http_addr);
+    let alone = start_admin(&[flag.as_str()]);
+    let r = alone.post_json("/api/topics", r#"{"topic":"nowhere","replicas":3}"#);
+    assert_eq!(
+        (r.status, message(&r)),
+        (400, "REPLICATION_NOT_ENABLED".to_string())
+    );
+    assert!(plain.topic_stats("nowhere").is_none());
+}

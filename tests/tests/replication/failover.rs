@@ -168,3 +168,53 @@ fn a_new_leader_delivers_what_the_old_one_had_not_finished() {
 fn follower_of(ms: &[Member], not: u64) -> &Member {
     ms.iter().find(|m| m.id != not).expect("another member")
 }
+
+/// A message a consumer requeued with a delay on the leader (REQ) is not
+/// delivered by the next leader before that delay runs out: the delay
+/// reached the group as a `Deferred` entry. The other message, in flight
+/// at the loss, comes again at once.
+#[test]
+fn a_requeue_delay_outlives_the_leader_that_took_it() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    let all: Vec<&Member> = members.iter().collect();
+    let t = "failover_req_delay";
+    let lid = led_topic_with_channel(&members, t);
+    let leader = by_id(&members, lid);
+    leader.nsqd.connect().mpublish(t, &[b"later", b"again"]);
+    wait_unfinished(&all, t, 2);
+
+    let mut consumer = leader.nsqd.connect();
+    consumer.sub(t, "c");
+    consumer.rdy(2);
+    let got = receive(&mut consumer, 2);
+    let (later, _) = got.iter().find(|(_, b)| b == b"later").unwrap();
+    let delay = Duration::from_secs(10);
+    consumer.req(later, delay.as_millis() as i64);
+    let requeued = std::time::Instant::now();
+    // FINs and requeue delays reach the group every 100 ms.
+    std::thread::sleep(Duration::from_secs(1));
+
+    let mut gone = members.remove(members.iter().position(|m| m.id == lid).unwrap());
+    gone.nsqd.kill9();
+    drop(consumer);
+    let left: Vec<&Member> = members.iter().collect();
+    let next = by_id(&members, leader_of(&left, t, Some(lid)));
+    let mut consumer = next.nsqd.connect();
+    consumer.sub(t, "c");
+    consumer.rdy(10);
+    let first = consumer.expect_msg_within(Duration::from_secs(20));
+    assert_eq!(first.body, b"again");
+    consumer.fin(&first.id);
+    let second = consumer.expect_msg_within(Duration::from_secs(30));
+    assert_eq!(second.body, b"later");
+    assert!(
+        requeued.elapsed() >= delay - Duration::from_millis(500),
+        "delivered {:?} after its REQ of {delay:?}",
+        requeued.elapsed()
+    );
+    consumer.fin(&second.id);
+    let survivors: Vec<&Member> = members.iter().collect();
+    wait_unfinished(&survivors, t, 0);
+    drop(gone);
+}

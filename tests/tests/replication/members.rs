@@ -261,3 +261,18 @@ pub fn wait_unfinished(ms: &[&Member], topic: &str, want: u64) {
         );
     }
 }
+
+/// `topic` (replicas=3) and its channel `c`, made through the topic's
+/// group leader among `members`; that leader's id.
+pub fn led_topic_with_channel(members: &[Member], topic: &str) -> u64 {
+    let all: Vec<&Member> = members.iter().collect();
+    let lid = super::leader::leader_of(&all, topic, None);
+    let leader = by_id(members, lid);
+    assert_eq!(create(&leader.nsqd, topic, 3), (200, String::new()));
+    wait_replicas(members, topic, 3);
+    let r = leader
+        .nsqd
+        .post(&format!("/channel/create?topic={topic}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    lid
+}

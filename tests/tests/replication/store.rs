@@ -56,15 +56,7 @@ fn depths(m: &Member, topic: &str) -> (u64, u64) {
 /// with channel `c`, made through its group's leader; that leader's id.
 fn cluster_with_channel(dirs: &[tempfile::TempDir], topic: &str) -> (Vec<Member>, u64) {
     let members = start_cluster(dirs, |_| vec!["--mem-queue-size=10".into()]);
-    let all: Vec<&Member> = members.iter().collect();
-    let lid = leader_of(&all, topic, None);
-    let leader = by_id(&members, lid);
-    assert_eq!(create(&leader.nsqd, topic, 3), (200, String::new()));
-    wait_replicas(&members, topic, 3);
-    let r = leader
-        .nsqd
-        .post(&format!("/channel/create?topic={topic}&channel=c"), b"");
-    assert_eq!(r.status, 200, "{}", r.text());
+    let lid = led_topic_with_channel(&members, topic);
     (members, lid)
 }
 

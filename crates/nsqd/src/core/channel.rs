@@ -140,6 +140,9 @@ pub struct Channel {
     effects: Effects,
     /// FINed ids for a replicated topic's group (`channel_finished.rs`).
     finished: Option<Vec<MessageId>>,
+    /// Messages requeued with a delay, and when due (Unix ms), for the
+    /// same group (`channel_finished.rs`).
+    deferrals: Option<Vec<(MessageId, i64)>>,
     /// When the timer will next wake, so we know when an earlier deadline
     /// must wake it.
     scheduled_wake: Option<Instant>,
@@ -172,6 +175,7 @@ impl Channel {
             unacked: IdMap::default(),
             effects: Effects::default(),
             finished: None,
+            deferrals: None,
             scheduled_wake: None,
         }
     }

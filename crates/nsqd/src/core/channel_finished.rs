@@ -1,6 +1,8 @@
-//! The ids a channel of a replicated topic finished, kept for its group:
-//! the leader proposes them as `Finished` entries (`server::finisher`), so
-//! a member that gains the group does not deliver them again. A child of
+//! The ids a channel of a replicated topic finished, and those its
+//! consumers requeued with a delay, kept for its group: the leader
+//! proposes them as `Finished` and `Deferred` entries
+//! (`server::finisher`), so a member that gains the group does not deliver
+//! the first again, nor the others before they are due. A child of
 //! [`super`]; off for every other channel, which keeps nothing.
 //!
 //! Only FINs count: a message sent to the dead-letter topic may come back
@@ -15,6 +17,24 @@ impl Channel {
     /// Keeps the ids of FINs from now on, until taken.
     pub fn record_finished(&mut self) {
         self.finished.get_or_insert_with(Vec::new);
+        self.deferrals.get_or_insert_with(Vec::new);
+    }
+
+    /// Keeps that message `id` was requeued with a delay and is due at
+    /// `due_ms` (Unix ms), when recording.
+    pub fn record_deferred(&mut self, id: MessageId, due_ms: i64) {
+        if let Some(d) = self.deferrals.as_mut() {
+            d.push((id, due_ms));
+        }
+    }
+
+    /// The messages requeued with a delay since the last call, with when
+    /// each is due, oldest first.
+    pub fn take_deferred(&mut self) -> Vec<(MessageId, i64)> {
+        match self.deferrals.as_mut() {
+            Some(d) => std::mem::take(d),
+            None => Vec::new(),
+        }
     }
 
     /// The ids finished since the last call (nothing when not recording).

@@ -105,6 +105,9 @@ pub struct ChannelProgress {
     unfinished: u64,
     /// As its last `ChannelPause` said.
     paused: bool,
+    /// Messages it has not finished that a consumer requeued with a delay
+    /// (`Deferred`): when each is due, Unix ms.
+    due: BTreeMap<MessageId, i64>,
 }
 
 /// Which messages of a batch are finished on a channel.
@@ -268,6 +271,12 @@ impl Progress {
                 }
                 t.finish(channel, ids)
             }
+            Entry::Deferred { channel, until, .. } => {
+                if !replicated(channel) {
+                    return Outcome::Skipped(Skip::NotReplicated);
+                }
+                t.defer(channel, until)
+            }
             Entry::TopicCreate { .. } | Entry::TopicDelete { .. } | Entry::Serving { .. } => {
                 Outcome::Skipped(Skip::NotProgress)
             }
@@ -406,6 +415,15 @@ impl TopicProgress {
         self.ids.get(id).copied()
     }
 
+    /// When the messages of `channel` a consumer requeued with a delay are
+    /// due (Unix ms); empty for a channel the group does not have.
+    pub fn due(&self, channel: &str) -> BTreeMap<MessageId, i64> {
+        self.channels
+            .get(channel)
+            .map(|c| c.due.clone())
+            .unwrap_or_default()
+    }
+
     /// The oldest batch a channel has unfinished, as the channel's cursor.
     pub fn cursor(&self, channel: &str) -> Option<u64> {
         let c = self.channels.get(channel)?;
@@ -509,6 +527,29 @@ impl TopicProgress {
         c.finished = c.finished.split_off(&c.floor);
         c.recount(&self.batches, limit);
         c.advance(&self.batches, limit);
+        let (ids, floor) = (&self.ids, c.floor);
+        c.due
+            .retain(|id, _| ids.get(id).is_some_and(|&(i, _)| i >= floor));
+        Outcome::Applied
+    }
+
+    /// `Deferred`: these messages are due on the channel at their times
+    /// (the last `Deferred` of a message counts). One the channel does not
+    /// have unfinished changes nothing.
+    fn defer(&mut self, name: &str, until: &[(MessageId, i64)]) -> Outcome {
+        let limit = self.limit();
+        let Some(c) = self.channels.get_mut(name) else {
+            return Outcome::Skipped(Skip::UnknownChannel);
+        };
+        for (id, due) in until {
+            let Some(&(index, k)) = self.ids.get(id) else {
+                continue;
+            };
+            let done = c.finished.get(&index).is_some_and(|b| b.get(k));
+            if index >= c.floor && index < limit && !done {
+                c.due.insert(*id, *due);
+            }
+        }
         Outcome::Applied
     }
 
@@ -533,6 +574,11 @@ impl TopicProgress {
                 newly += u64::from(bits.set(k));
             }
             c.unfinished = c.unfinished.saturating_sub(newly);
+        }
+        if !c.due.is_empty() {
+            for id in ids {
+                c.due.remove(id);
+            }
         }
         c.advance(&self.batches, limit);
         Outcome::Applied

@@ -12,7 +12,7 @@
 //! could fill.
 //!
 //! ```text
-//! u8 version (1)
+//! u8 version (1, or 2 when a channel has messages requeued with a delay)
 //! u8 has applied | u64 applied
 //! u8 has serving | u64 node | name address
 //! u32 topics, each:
@@ -21,7 +21,11 @@
 //!   u32 channels, each:
 //!     name channel | u8 paused | u64 from | u64 floor | u64 unfinished
 //!     u32 finished batches, each: u64 index | u32 count | u32 words | words × u64
+//!     (version 2) u32 due, each: 16-byte id | i64 due (Unix ms)
 //! ```
+//!
+//! Version 1 is written while no channel has a message requeued with a
+//! delay, so a member of an earlier build can still read the image.
 
 use std::collections::BTreeMap;
 
@@ -35,7 +39,9 @@ use super::super::replicated::{
 };
 use super::{Bits, ChannelProgress, Progress, TopicProgress};
 
+/// The image without any channel's due messages, and with them.
 const VERSION: u8 = 1;
+const VERSION_DUE: u8 = 2;
 
 /// Why bytes are not a group's image.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,7 +63,11 @@ impl Progress {
     /// entry applied.
     pub fn image(&self) -> Result<Bytes, ImageError> {
         let mut out = BytesMut::with_capacity(64 + self.remembered_hint());
-        out.put_u8(VERSION);
+        let with_due = self
+            .topics
+            .values()
+            .any(|t| t.channels.values().any(|c| !c.due.is_empty()));
+        out.put_u8(if with_due { VERSION_DUE } else { VERSION });
         put_opt_u64(&mut out, self.applied);
         match &self.serving {
             Some((node, address)) => {
@@ -98,6 +108,13 @@ impl Progress {
                         out.put_u64(*w);
                     }
                 }
+                if with_due {
+                    out.put_u32(count("due", c.due.len())?);
+                    for (id, due) in &c.due {
+                        out.put_slice(&id.0);
+                        out.put_i64(*due);
+                    }
+                }
             }
         }
         Ok(out.freeze())
@@ -106,7 +123,7 @@ impl Progress {
     /// The progress an image holds.
     pub fn from_image(mut buf: Bytes) -> Result<Progress, ImageError> {
         let version = take_u8(&mut buf, "version")?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_DUE {
             return Err(ImageError::Version(version));
         }
         let applied = take_opt_u64(&mut buf, "applied")?;
@@ -158,6 +175,13 @@ impl Progress {
                     }
                     finished.insert(index, Bits { words, count });
                 }
+                let mut due = BTreeMap::new();
+                if version == VERSION_DUE {
+                    for _ in 0..take_count(&mut buf, "due", MESSAGE_ID_LEN + 8)? {
+                        let id = take_id(&mut buf, "due id")?;
+                        due.insert(id, take_u64(&mut buf, "due time")? as i64);
+                    }
+                }
                 channels.insert(
                     name,
                     ChannelProgress {
@@ -166,6 +190,7 @@ impl Progress {
                         finished,
                         unfinished,
                         paused,
+                        due,
                     },
                 );
             }
@@ -353,6 +378,32 @@ mod tests {
         b.apply(20, &fin);
         assert_eq!(a, b);
         assert_eq!(a.unfinished("t", "b"), Some(Vec::new()));
+    }
+
+    #[test]
+    fn requeue_delays_make_a_version_2_image_and_come_back() {
+        let mut p = sample();
+        let plain = p.image().unwrap();
+        assert_eq!(plain[0], VERSION, "no delays: an image earlier builds read");
+        p.apply(
+            30,
+            &Entry::Deferred {
+                topic: "t".into(),
+                channel: "b".into(),
+                until: vec![(id(5), 1_796_000_000_123), (id(71), 7)],
+            },
+        );
+        let image = p.image().unwrap();
+        assert_eq!(image[0], VERSION_DUE);
+        let back = Progress::from_image(image.clone()).unwrap();
+        assert_eq!(back, p);
+        assert_eq!(back.topic("t").unwrap().due("b").len(), 2);
+        for cut in 0..image.len() {
+            assert!(
+                Progress::from_image(image.slice(..cut)).is_err(),
+                "cut {cut}"
+            );
+        }
     }
 
     #[test]

@@ -299,6 +299,44 @@ fn emptying_a_topic_drops_its_hold_but_not_its_channels_messages() {
     assert_eq!(g.pending("a"), vec![(i2, vec![2])]);
 }
 
+fn defer(c: &str, due: &[(u64, i64)]) -> Entry {
+    Entry::Deferred {
+        topic: T.into(),
+        channel: c.into(),
+        until: due.iter().map(|&(n, d)| (id(n), d)).collect(),
+    }
+}
+
+fn dues(g: &Group, c: &str) -> Vec<(u64, i64)> {
+    g.topic().due(c).iter().map(|(i, &d)| (num(i), d)).collect()
+}
+
+#[test]
+fn requeue_delays_are_kept_for_unfinished_messages_until_finished_or_emptied() {
+    let mut g = Group::new();
+    g.at(create("a"));
+    g.at(create("b"));
+    g.at(publish(&[1, 2, 3]));
+    g.at(fin("a", &[1]));
+    // 1 is finished on a, 9 is unknown: neither is kept; the last of 2 counts
+    g.at(defer("a", &[(1, 10), (2, 20), (3, 30), (9, 90), (2, 25)]));
+    g.at(defer("b", &[(1, 15)]));
+    assert_eq!(dues(&g, "a"), vec![(2, 25), (3, 30)]);
+    assert_eq!(dues(&g, "b"), vec![(1, 15)]);
+    assert_eq!(g.pending("a").len(), 1, "deferred is still unfinished");
+    g.at(fin("a", &[2]));
+    assert_eq!(dues(&g, "a"), vec![(3, 30)]);
+    g.at(empty("a"));
+    assert_eq!(dues(&g, "a"), Vec::new());
+    assert_eq!(dues(&g, "b"), vec![(1, 15)]);
+    assert_eq!(
+        g.try_at(defer("nope", &[(1, 1)])),
+        Outcome::Skipped(Skip::UnknownChannel)
+    );
+    g.at(delete("b"));
+    assert_eq!(dues(&g, "b"), Vec::new());
+}
+
 #[test]
 fn emptying_a_channel_finishes_what_it_had_at_that_point_of_the_log() {
     let mut g = Group::new();

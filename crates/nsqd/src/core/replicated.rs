@@ -21,6 +21,7 @@
 //! 9 Serving        u64 node | name address (host:port, at most 255 bytes)
 //! 10 TopicPause    topic | u8 paused (0 or 1)
 //! 11 TopicEmpty    topic
+//! 12 Deferred      topic | channel | u32 count | count × (16-byte id | i64 due, Unix ms)
 //! ```
 //!
 //! Hand-written rather than serde: decoding slices each body out of the
@@ -47,6 +48,7 @@ const TOPIC_DELETE: u8 = 8;
 const SERVING: u8 = 9;
 const TOPIC_PAUSE: u8 = 10;
 const TOPIC_EMPTY: u8 = 11;
+const DEFERRED: u8 = 12;
 
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
@@ -111,6 +113,14 @@ pub enum Entry {
         channel: String,
         cursor: Cursor,
         ids: Vec<MessageId>,
+    },
+    /// Messages a consumer requeued with a delay (REQ): each is due on
+    /// the channel at its time (Unix ms), not before, wherever it is
+    /// delivered next.
+    Deferred {
+        topic: String,
+        channel: String,
+        until: Vec<(MessageId, i64)>,
     },
     TopicDelete {
         topic: String,
@@ -177,6 +187,7 @@ impl Entry {
             | Entry::ChannelPause { topic, .. }
             | Entry::ChannelEmpty { topic, .. }
             | Entry::Finished { topic, .. }
+            | Entry::Deferred { topic, .. }
             | Entry::TopicDelete { topic }
             | Entry::TopicPause { topic, .. }
             | Entry::TopicEmpty { topic } => topic,
@@ -247,6 +258,19 @@ impl Entry {
                     out.put_slice(&id.0);
                 }
             }
+            Entry::Deferred {
+                topic,
+                channel,
+                until,
+            } => {
+                out.put_u8(DEFERRED);
+                put_names(&mut out, topic, channel)?;
+                out.put_u32(count("deferred ids", until.len())?);
+                for (id, due) in until {
+                    out.put_slice(&id.0);
+                    out.put_i64(*due);
+                }
+            }
             Entry::TopicDelete { topic } => {
                 out.put_u8(TOPIC_DELETE);
                 put_name(&mut out, "topic", topic)?;
@@ -283,6 +307,7 @@ impl Entry {
                         .sum::<usize>()
             }
             Entry::Finished { ids, .. } => names + 16 + ids.len() * MESSAGE_ID_LEN,
+            Entry::Deferred { until, .. } => names + 4 + until.len() * (MESSAGE_ID_LEN + 8),
             _ => names + 8,
         }
     }
@@ -370,6 +395,20 @@ impl Entry {
                     channel,
                     cursor,
                     ids,
+                }
+            }
+            DEFERRED => {
+                let (topic, channel) = take_names(buf)?;
+                let n = take_u32(buf, "deferred count")? as usize;
+                let mut until = Vec::with_capacity(n.min(buf.remaining() / (MESSAGE_ID_LEN + 8)));
+                for _ in 0..n {
+                    let id = take_id(buf, "deferred ids")?;
+                    until.push((id, take_u64(buf, "deferred due")? as i64));
+                }
+                Entry::Deferred {
+                    topic,
+                    channel,
+                    until,
                 }
             }
             TOPIC_DELETE => Entry::TopicDelete {

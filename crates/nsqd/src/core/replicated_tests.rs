@@ -69,6 +69,11 @@ fn every_kind() -> Vec<Entry> {
             },
             ids: vec![id(9), id(10), id(1 << 40)],
         },
+        Entry::Deferred {
+            topic: t.clone(),
+            channel: c.clone(),
+            until: vec![(id(4), 1_796_000_000_000), (id(5), -1)],
+        },
         Entry::TopicPause {
             topic: t.clone(),
             paused: true,
@@ -128,6 +133,15 @@ fn the_layout_is_the_documented_one() {
     assert_eq!(&e.encode().unwrap()[..], &[1, 10, 1, b't', 1]);
     let e = Entry::TopicEmpty { topic: "t".into() };
     assert_eq!(&e.encode().unwrap()[..], &[1, 11, 1, b't']);
+    let e = Entry::Deferred {
+        topic: "t".into(),
+        channel: "c".into(),
+        until: vec![(MessageId(*b"0123456789abcdef"), 7)],
+    };
+    let mut want = vec![1, 12, 1, b't', 1, b'c', 0, 0, 0, 1];
+    want.extend_from_slice(b"0123456789abcdef");
+    want.extend_from_slice(&7i64.to_be_bytes());
+    assert_eq!(&e.encode().unwrap()[..], &want[..]);
     let e = Entry::Serving {
         node: 2,
         address: "h:1".into(),
@@ -190,7 +204,7 @@ fn unknown_versions_kinds_and_bad_fields_are_errors() {
         b[0] = v;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Version(v)));
     }
-    for k in [0u8, 12, 255] {
+    for k in [0u8, 13, 255] {
         let mut b = good.to_vec();
         b[1] = k;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Kind(k)));

@@ -461,7 +461,16 @@ impl Channel {
         delay: Duration,
         now: Instant,
     ) -> Result<(), InFlightError> {
-        self.run(|st| st.core.requeue(client, id, delay, now))
+        // a replicated topic's group keeps when it is due (Unix ms)
+        let due_ms =
+            (!delay.is_zero()).then(|| now_unix_ns() / 1_000_000 + delay.as_millis() as i64);
+        self.run(|st| {
+            st.core.requeue(client, id, delay, now)?;
+            if let Some(due) = due_ms {
+                st.core.record_deferred(*id, due);
+            }
+            Ok(())
+        })
     }
 
     pub fn touch(
@@ -523,6 +532,12 @@ impl Channel {
     /// The ids FINed since the last call (a replicated topic's channel).
     pub fn take_finished(&self) -> Vec<MessageId> {
         self.lock().core.take_finished()
+    }
+
+    /// The messages requeued with a delay since the last call, with when
+    /// each is due (Unix ms; a replicated topic's channel).
+    pub fn take_deferred(&self) -> Vec<(MessageId, i64)> {
+        self.lock().core.take_deferred()
     }
 
     /// A new leader's put-back into a channel whose queue is kept in its

@@ -1,10 +1,12 @@
 //! FINs of replicated topics reaching their groups: every
 //! [`FINISH_INTERVAL`] one task takes the ids each replicated channel has
-//! finished (its core keeps them, `core::channel_finished`) and, where
-//! this member leads the channel's group, commits them as one `Finished`
-//! entry per channel, so every member's `core::progress` knows them and a
-//! member that gains the group does not deliver them again. Never: what a
-//! `Finished` entry does (the progress), or the FINs themselves.
+//! finished, and those its consumers requeued with a delay (its core keeps
+//! them, `core::channel_finished`) and, where this member leads the
+//! channel's group, commits them as a `Deferred` and a `Finished` entry
+//! per channel, so every member's `core::progress` knows them and a member
+//! that gains the group neither delivers the finished ones again nor the
+//! requeued ones before they are due. Never: what the entries do (the
+//! progress), or the FINs themselves.
 //!
 //! A FIN is acknowledged to nobody (NSQ answers none), so batching costs
 //! only this: FINs not yet committed when the leader is lost are delivered
@@ -56,8 +58,10 @@ async fn run(nsqd: Arc<NsqdInner>) {
     }
 }
 
-/// Takes every replicated channel's FINs and commits those of the groups
-/// this member leads, all channels at once.
+/// Takes every replicated channel's FINs and requeues with a delay, and
+/// commits those of the groups this member leads, all channels at once:
+/// per channel, its `Deferred` entries before its `Finished` ones (a
+/// message requeued and then finished in the same round ends finished).
 async fn round(nsqd: &Arc<NsqdInner>) {
     let Some(r) = nsqd.replication() else { return };
     let mut commits = JoinSet::new();
@@ -67,43 +71,54 @@ async fn round(nsqd: &Arc<NsqdInner>) {
         };
         let group = r.group_of(&t.name, replicas);
         for ch in t.channels() {
+            let deferred = ch.take_deferred();
             let ids = ch.take_finished();
-            if ids.is_empty() {
+            if (ids.is_empty() && deferred.is_empty()) || !r.leads(group) {
+                // Not leading: its consumers are being closed, and the
+                // group's next leader delivers these again.
                 continue;
             }
-            if !r.leads(group) {
-                // Its consumers are being closed: the group's next leader
-                // delivers these again.
-                continue;
-            }
-            for part in ids.chunks(MAX_IDS) {
-                let entry = Entry::Finished {
-                    topic: t.name.clone(),
-                    channel: ch.name.clone(),
-                    // Informational only (every member computes the
-                    // cursor itself), and the log has what it needs.
-                    cursor: Cursor {
-                        index: 0,
-                        offset: 0,
-                    },
-                    ids: part.to_vec(),
-                };
-                let nsqd = nsqd.clone();
-                let (topic, channel, n) = (t.name.clone(), ch.name.clone(), part.len());
-                commits.spawn(async move {
-                    let Some(r) = nsqd.replication() else { return };
-                    if let Err(e) = r.commit_to(group, &entry).await {
+            let (topic, channel) = (t.name.clone(), ch.name.clone());
+            let mut entries: Vec<Entry> = deferred
+                .chunks(MAX_IDS)
+                .map(|part| Entry::Deferred {
+                    topic: topic.clone(),
+                    channel: channel.clone(),
+                    until: part.to_vec(),
+                })
+                .collect();
+            entries.extend(ids.chunks(MAX_IDS).map(|part| Entry::Finished {
+                topic: topic.clone(),
+                channel: channel.clone(),
+                // Informational only (every member computes the cursor
+                // itself), and the log has what it needs.
+                cursor: Cursor {
+                    index: 0,
+                    offset: 0,
+                },
+                ids: part.to_vec(),
+            }));
+            let nsqd = nsqd.clone();
+            commits.spawn(async move {
+                let Some(r) = nsqd.replication() else { return };
+                for entry in &entries {
+                    if let Err(e) = r.commit_to(group, entry).await {
+                        let (what, n) = match entry {
+                            Entry::Deferred { until, .. } => ("requeue delays", until.len()),
+                            Entry::Finished { ids, .. } => ("FINs", ids.len()),
+                            _ => ("entries", 0),
+                        };
                         tracing::warn!(
                             group,
                             topic = %topic,
                             channel = %channel,
                             messages = n,
                             error = %e.detail(),
-                            "REPLICATION: FINs not committed; a failover delivers them again"
+                            "REPLICATION: {what} not committed; a failover delivers them again"
                         );
                     }
-                });
-            }
+                }
+            });
         }
     }
     while commits.join_next().await.is_some() {}

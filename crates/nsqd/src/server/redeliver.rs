@@ -111,7 +111,8 @@ type Target = Option<String>;
 /// votes in the group: always, unless the topic was made here before its
 /// group made it replicated) gets only the places, read when its turn
 /// comes, so delivery starts at once; any other gets the messages, read
-/// from the log now.
+/// from the log now. So do the messages a consumer requeued with a delay
+/// that has not run out (`Deferred` entries): they are deferred until due.
 async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
     let Some(r) = nsqd.replication() else {
         return 0;
@@ -119,15 +120,18 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
     let (Some(progress), Some(log)) = (r.progress(group), r.committed_log(group)) else {
         return 0;
     };
-    let mut targets: Vec<(Target, Vec<Pending>)> = Vec::new();
+    let now_ms = now_unix_ns() / 1_000_000;
+    let mut targets: Vec<(Target, Vec<Pending>, Dues)> = Vec::new();
     {
         let p = progress.lock();
-        targets.push((None, p.held(&t.name).unwrap_or_default()));
+        targets.push((None, p.held(&t.name).unwrap_or_default(), Dues::new()));
         if let Some(tp) = p.topic(&t.name) {
             for (name, _) in tp.channels() {
+                let due = tp.due(name).into_iter().filter(|&(_, d)| d > now_ms);
                 targets.push((
                     Some(name.to_string()),
                     p.unfinished(&t.name, name).unwrap_or_default(),
+                    due.collect(),
                 ));
             }
         }
@@ -135,19 +139,44 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
     let mut put = 0;
     // By log index, each target with the ids it takes of that batch.
     let mut wanted: BTreeMap<u64, Vec<(Target, Vec<MessageId>)>> = BTreeMap::new();
-    for (target, pending) in targets {
-        let placed = match &target {
-            None => t.place_back(&pending),
-            Some(name) => t.get_channel(name).and_then(|ch| ch.place_back(&pending)),
+    let mut dues: BTreeMap<Target, Dues> = BTreeMap::new();
+    for (target, pending, due) in targets {
+        // Those not due yet are read now, to be deferred.
+        let (later, soon): (Vec<Pending>, Vec<Pending>) = if due.is_empty() {
+            (Vec::new(), pending)
+        } else {
+            let split = |keep: bool| {
+                pending
+                    .iter()
+                    .map(|p| Pending {
+                        index: p.index,
+                        ids: p
+                            .ids
+                            .iter()
+                            .filter(|id| due.contains_key(*id) == keep)
+                            .copied()
+                            .collect(),
+                    })
+                    .filter(|p| !p.ids.is_empty())
+                    .collect()
+            };
+            (split(true), split(false))
         };
-        match placed {
-            Some(n) => put += n as usize,
-            None => {
-                for Pending { index, ids } in pending {
-                    wanted.entry(index).or_default().push((target.clone(), ids));
-                }
+        let placed = match &target {
+            None => t.place_back(&soon),
+            Some(name) => t.get_channel(name).and_then(|ch| ch.place_back(&soon)),
+        };
+        let eager = match placed {
+            Some(n) => {
+                put += n as usize;
+                later
             }
+            None => soon.into_iter().chain(later).collect(),
+        };
+        for Pending { index, ids } in eager {
+            wanted.entry(index).or_default().push((target.clone(), ids));
         }
+        dues.insert(target, due);
     }
     let mut queues: BTreeMap<Target, Vec<Published>> = BTreeMap::new();
     let (Some(&first), Some(&last)) = (wanted.keys().next(), wanted.keys().next_back()) else {
@@ -193,7 +222,7 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
                     put += 1;
                 }
                 if q.len() >= PUT_BATCH {
-                    flush(t, &target, std::mem::take(q));
+                    flush(t, &target, std::mem::take(q), dues.get(&target));
                 }
             }
         }
@@ -204,24 +233,28 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
         }
     }
     for (target, q) in queues {
-        flush(t, &target, q);
+        flush(t, &target, q, dues.get(&target));
     }
     put
 }
 
+/// When messages a consumer requeued with a delay are due (Unix ms).
+type Dues = BTreeMap<MessageId, i64>;
+
 /// Puts `batch` into its target, each message deferred for what is left of
-/// its DPUB delay.
-fn flush(t: &Topic, target: &Target, batch: Vec<Published>) {
+/// its requeue's delay (`dues`), else of its DPUB delay.
+fn flush(t: &Topic, target: &Target, batch: Vec<Published>, dues: Option<&Dues>) {
     let now_ms = now_unix_ns() / 1_000_000;
     let mut at_once = Vec::new();
     let mut deferred = Vec::new();
     for m in batch {
-        let due_ms = m.timestamp / 1_000_000 + m.defer_ms as i64;
+        let requeued = dues.and_then(|d| d.get(&m.id)).copied();
+        let due_ms = requeued.unwrap_or(m.timestamp / 1_000_000 + m.defer_ms as i64);
         // Copied: the body is a slice of a whole chunk read from the log,
         // which a message kept in memory would keep alive.
         let msg = Message::new(m.id, m.timestamp, Bytes::copy_from_slice(&m.body));
         match u64::try_from(due_ms - now_ms) {
-            Ok(left) if m.defer_ms > 0 && left > 0 => {
+            Ok(left) if (m.defer_ms > 0 || requeued.is_some()) && left > 0 => {
                 deferred.push((msg, Duration::from_millis(left)))
             }
             _ => at_once.push(msg),

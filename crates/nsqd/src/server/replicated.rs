@@ -239,9 +239,10 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry, delivering:
                 r.record_serving(group, node, address);
             }
         }
-        // What it changes is the group's progress, fed above: the
-        // leader's channel finished the messages before proposing it.
-        Entry::Finished { .. } => {}
+        // What they change is the group's progress, fed above: the
+        // leader's channel finished (or deferred) the messages before
+        // proposing them.
+        Entry::Finished { .. } | Entry::Deferred { .. } => {}
     }
 }
 

@@ -100,18 +100,58 @@ pub fn since_sent(body: &[u8], at: u64) -> Option<u64> {
     Some(at.saturating_sub(sent))
 }
 
-/// The `latency` result: percentiles of `lat` (nanoseconds) in ms.
-pub fn latency_result(rate: u64, sent: u64, mut lat: Vec<u64>) -> Value {
-    lat.sort_unstable();
-    let pct = |q: f64| -> f64 {
-        if lat.is_empty() {
+/// When each publish of a latency run was written (by its number, from 0)
+/// and how long each took to be acknowledged. The publisher marks a
+/// tick's messages just before it flushes them; the acknowledgement
+/// reader records each as its acknowledgement arrives.
+#[derive(Default)]
+pub struct Acks {
+    sent: std::sync::Mutex<Vec<u64>>,
+    lat: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Acks {
+    /// Messages up to (not including) number `upto` are being written now.
+    pub fn written(&self, upto: u64) {
+        let now = now_ns();
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        while (sent.len() as u64) < upto {
+            sent.push(now);
+        }
+    }
+
+    /// Message number `n` was acknowledged now.
+    pub fn acked(&self, n: u64) {
+        let now = now_ns();
+        let sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&t) = sent.get(n as usize) {
+            let mut lat = self.lat.lock().unwrap_or_else(|e| e.into_inner());
+            lat.push(now.saturating_sub(t));
+        }
+    }
+
+    /// The acknowledgement latencies recorded (nanoseconds).
+    pub fn take(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.lat.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// The `latency` result: percentiles of `lat` (publish to delivery) and of
+/// `ack` (publish to its acknowledgement), nanoseconds, in ms.
+pub fn latency_result(rate: u64, sent: u64, mut lat: Vec<u64>, mut ack: Vec<u64>) -> Value {
+    fn pct(v: &[u64], q: f64) -> f64 {
+        if v.is_empty() {
             return 0.0;
         }
-        let i = ((q * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
-        lat[i] as f64 / 1e6
-    };
+        let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        v[i] as f64 / 1e6
+    }
+    lat.sort_unstable();
+    ack.sort_unstable();
     json!({"mode": "latency", "rate": rate, "sent": sent, "received": lat.len(),
-          "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": pct(1.0)})
+          "p50_ms": pct(&lat, 0.5), "p99_ms": pct(&lat, 0.99), "max_ms": pct(&lat, 1.0),
+          "acked": ack.len(), "ack_p50_ms": pct(&ack, 0.5), "ack_p99_ms": pct(&ack, 0.99),
+          "ack_max_ms": pct(&ack, 1.0)})
 }
 
 /// The `pub` and `sub` results.
@@ -188,11 +228,32 @@ mod tests {
     #[test]
     fn percentiles_in_milliseconds() {
         let lat: Vec<u64> = (1..=100).map(|ms| ms * 1_000_000).collect();
-        let v = latency_result(20_000, 100, lat);
+        let ack: Vec<u64> = (1..=10).rev().map(|ms| ms * 1_000_000).collect();
+        let v = latency_result(20_000, 100, lat, ack);
         assert_eq!(v["p50_ms"], 50.0);
         assert_eq!(v["p99_ms"], 99.0);
         assert_eq!(v["max_ms"], 100.0);
         assert_eq!(v["received"], 100);
-        assert_eq!(latency_result(1, 0, vec![])["p99_ms"], 0.0);
+        assert_eq!(
+            (v["ack_p50_ms"].as_f64(), v["ack_max_ms"].as_f64()),
+            (Some(5.0), Some(10.0))
+        );
+        assert_eq!(v["acked"], 10);
+        assert_eq!(latency_result(1, 0, vec![], vec![])["p99_ms"], 0.0);
+    }
+
+    #[test]
+    fn acknowledgements_count_from_when_their_tick_was_written() {
+        let acks = Acks::default();
+        acks.acked(0); // before it was written: not counted
+        acks.written(3);
+        std::thread::sleep(Duration::from_millis(2));
+        for n in [2, 0, 1, 7] {
+            acks.acked(n);
+        }
+        let lat = acks.take();
+        assert_eq!(lat.len(), 3, "the three written, each once");
+        assert!(lat.iter().all(|&l| l >= 2_000_000), "{lat:?}");
+        assert!(acks.take().is_empty());
     }
 }

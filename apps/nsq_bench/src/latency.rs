@@ -1,6 +1,7 @@
 //! `latency` mode: fixed-rate publishing on one connection, one consumer
 //! with default IDENTIFY settings, publish-to-delivery latency =
-//! receipt time − the message's timestamp field (same machine clock).
+//! receipt time − the message's timestamp field (same machine clock), and
+//! each publish's acknowledgement latency (its `OK` − when it was written).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -205,18 +206,24 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
     let io_timeout = c.io_timeout;
     let Conn { stream, rbuf, .. } = pconn;
     let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<u64>(1 << 16);
+    // Each PUB/MPUB's count and when it was written: nsqd answers them in
+    // order, so the `OK`s give each one's acknowledgement latency.
+    let (tx, mut rx) = mpsc::channel::<(u64, Instant)>(1 << 16);
     let acked = Arc::new(AtomicU64::new(0));
     let nop_due = Arc::new(AtomicBool::new(false));
     let (racked, rnop) = (acked.clone(), nop_due.clone());
     let reader = tokio::spawn(async move {
         let mut rbuf = rbuf;
-        while let Some(n) = rx.recv().await {
+        let mut ack_lat: Vec<i64> = Vec::new();
+        while let Some((n, written)) = rx.recv().await {
             loop {
                 let f = read_frame_from(&mut rd, &mut rbuf, io_timeout).await?;
                 match f.frame_type {
                     FrameType::Response if &f.data[..] == OK => {
                         racked.fetch_add(n, Ordering::Relaxed);
+                        // per message, as the other brokers' benches count
+                        let took = written.elapsed().as_nanos() as i64;
+                        ack_lat.extend(std::iter::repeat_n(took, n as usize));
                         break;
                     }
                     FrameType::Response if f.data == HEARTBEAT => {
@@ -232,7 +239,7 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
                 }
             }
         }
-        Ok::<(), anyhow::Error>(())
+        Ok::<Vec<i64>, anyhow::Error>(ack_lat)
     });
 
     let mut errors = Errors::default();
@@ -279,7 +286,7 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
                 .context("writing to nsqd: timed out")?
                 .context("writing to nsqd")?;
             wbuf.clear();
-            tx.send(n)
+            tx.send((n, Instant::now()))
                 .await
                 .context("publish response reader stopped")?;
             sent += n;
@@ -290,11 +297,17 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
     if let Err(e) = write_result {
         errors.add("publisher", format!("{e:#}"));
     }
-    match reader.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => errors.add("publisher", format!("{e:#}")),
-        Err(e) => errors.add("publisher", format!("response reader failed: {e}")),
-    }
+    let mut ack_lat = match reader.await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            errors.add("publisher", format!("{e:#}"));
+            Vec::new()
+        }
+        Err(e) => {
+            errors.add("publisher", format!("response reader failed: {e}"));
+            Vec::new()
+        }
+    };
     let pub_secs = start.elapsed().as_secs_f64();
     let acked = acked.load(Ordering::Relaxed);
 
@@ -318,6 +331,7 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
     let lost = acked.saturating_sub(received);
     let lat = summary(&mut st.lat);
     let client_lat = summary(&mut st.client_lat);
+    let ack = summary(&mut ack_lat);
 
     eprintln!(
         "[nsq_bench] latency @ {} msgs/s: published {acked} (acknowledged; {:.1} msgs/s), received {received}, missing {lost}, duplicates {}, foreign {}",
@@ -349,6 +363,13 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
         fmt_ms(&client_lat, "p999_us"),
         fmt_ms(&client_lat, "max_us")
     );
+    eprintln!(
+        "[nsq_bench] publish acknowledged (OK - written): p50 {} p99 {} p99.9 {} max {}",
+        fmt_ms(&ack, "p50_us"),
+        fmt_ms(&ack, "p99_us"),
+        fmt_ms(&ack, "p999_us"),
+        fmt_ms(&ack, "max_us")
+    );
     if lost > 0 {
         errors.add(
             "consumer",
@@ -378,6 +399,7 @@ pub async fn run(a: &Flags) -> Result<ExitCode> {
         "server_error_frames": co.server_errors,
         "requeued_at_close": co.requeued,
         "latency": lat,
+        "ack_latency": ack,
         "client_latency": client_lat,
         "slow": st.slow.json(),
     });

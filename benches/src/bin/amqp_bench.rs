@@ -398,6 +398,7 @@ async fn confirming(
     window: Arc<Semaphore>,
     acked: Arc<AtomicU64>,
     refused: Arc<AtomicU64>,
+    clock: Option<Arc<broker::Acks>>,
 ) -> Result<(Writer, tokio::task::JoinHandle<Result<()>>)> {
     let (mut rd, mut wr) = connect(&a.server).await?;
     wr.method(1, CONFIRM_SELECT, Args091::default().u8(0))
@@ -420,6 +421,12 @@ async fn confirming(
             } else {
                 1
             };
+            if let (Some(c), true) = (&clock, id == BASIC_ACK) {
+                // delivery tags count publishes from 1
+                for t in tag + 1 - n..=tag {
+                    c.acked(t - 1);
+                }
+            }
             confirmed = confirmed.max(tag);
             if id == BASIC_ACK {
                 acked.fetch_add(n, Ordering::Relaxed);
@@ -441,7 +448,7 @@ async fn publisher(
     refused: Arc<AtomicU64>,
 ) -> Result<()> {
     let window = Arc::new(Semaphore::new(a.window));
-    let (mut wr, reader) = confirming(&a, window.clone(), acked, refused).await?;
+    let (mut wr, reader) = confirming(&a, window.clone(), acked, refused, None).await?;
     let body = vec![b'x'; a.size];
     while Instant::now() < deadline {
         let permit = match window.try_acquire() {
@@ -571,11 +578,13 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
     // Confirms are read (and the window never fills: it is as large as
     // the whole run), so the publisher is never held back by them.
     let window = Arc::new(Semaphore::new(total as usize + 1));
+    let clock = Arc::new(broker::Acks::default());
     let (mut wr, reader) = confirming(
         &a,
         window,
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
+        Some(clock.clone()),
     )
     .await?;
     let start = Instant::now();
@@ -590,6 +599,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
             wr.publish(&a.target, &body).await?;
             sent += 1;
         }
+        clock.written(sent);
         wr.flush().await?;
     }
     let (r, lat) = consumer.await?;
@@ -601,7 +611,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
             lat.len()
         ),
     }
-    Ok(broker::latency_result(a.rate, sent, lat))
+    Ok(broker::latency_result(a.rate, sent, lat, clock.take()))
 }
 
 #[tokio::main]

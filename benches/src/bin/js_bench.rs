@@ -428,14 +428,25 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
         })
     };
     let (mut rd, mut wr, inbox) = connect(&a.server, "latpub").await?;
+    let clock = Arc::new(broker::Acks::default());
+    let acked = clock.clone();
     let acks = tokio::spawn(async move {
-        let mut n = 0u64;
+        // Each publish's reply subject ends with its number.
         while let Ok(m) = rd.next().await {
-            if let In::Msg { .. } = m {
-                n += 1;
+            if let In::Msg {
+                subject,
+                status,
+                payload,
+                ..
+            } = m
+            {
+                let n = subject.rsplit('.').next().and_then(|n| n.parse().ok());
+                let refused = status.is_some() || payload.windows(7).any(|w| w == b"\"error\"");
+                if let (Some(n), false) = (n, refused) {
+                    acked.acked(n);
+                }
             }
         }
-        n
     });
     let start = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(1));
@@ -450,6 +461,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
                 .await?;
             sent += 1;
         }
+        clock.written(sent);
         wr.flush().await?;
     }
     let (r, lat) = consumer.await?;
@@ -461,7 +473,7 @@ async fn run_latency(a: Arc<Args>) -> Result<Value> {
             lat.len()
         ),
     }
-    Ok(broker::latency_result(a.rate, sent, lat))
+    Ok(broker::latency_result(a.rate, sent, lat, clock.take()))
 }
 
 #[tokio::main]

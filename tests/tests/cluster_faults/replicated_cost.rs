@@ -82,6 +82,10 @@ struct Row {
     consume: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// Publish to its acknowledgement (`OK`, a JetStream ack, a publisher
+    /// confirm), per message, at the same rate.
+    ack_p50_ms: f64,
+    ack_p99_ms: f64,
     missing: i64,
     /// Snapshots the members took during the latency run (replicated only).
     snapshots: Option<usize>,
@@ -99,13 +103,16 @@ impl Row {
     fn show(&self, messages: impl std::fmt::Display) {
         eprintln!(
             "round {} {}: publish {:.0} msgs/s, consume {:.0} msgs/s ({messages} messages), \
-             at {LATENCY_RATE} msgs/s p50 {:.2} ms p99 {:.2} ms, missing {}{}",
+             at {LATENCY_RATE} msgs/s p50 {:.2} ms p99 {:.2} ms (acknowledged p50 {:.2} ms p99 {:.2} ms), \
+             missing {}{}",
             self.round,
             self.label,
             self.publish,
             self.consume,
             self.p50_ms,
             self.p99_ms,
+            self.ack_p50_ms,
+            self.ack_p99_ms,
             self.missing,
             self.unfinished
                 .map(|u| format!(", {u} unfinished when it began"))
@@ -263,6 +270,14 @@ fn run(dir: &Path, rounds: usize) -> Result<Vec<Row>, String> {
                 consume: consume["msgs_per_sec"].as_f64().unwrap_or(0.0),
                 p50_ms: latency["latency"]["p50_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
                 p99_ms: latency["latency"]["p99_us"].as_f64().unwrap_or(f64::NAN) / 1e3,
+                ack_p50_ms: latency["ack_latency"]["p50_us"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+                    / 1e3,
+                ack_p99_ms: latency["ack_latency"]["p99_us"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+                    / 1e3,
                 missing: latency["missing"].as_i64().unwrap_or(-1),
                 snapshots,
                 unfinished,
@@ -514,6 +529,8 @@ fn other_round(
         consume: consume["msgs_per_sec"].as_f64().unwrap_or(0.0),
         p50_ms: latency["p50_ms"].as_f64().unwrap_or(f64::NAN),
         p99_ms: latency["p99_ms"].as_f64().unwrap_or(f64::NAN),
+        ack_p50_ms: latency["ack_p50_ms"].as_f64().unwrap_or(f64::NAN),
+        ack_p99_ms: latency["ack_p99_ms"].as_f64().unwrap_or(f64::NAN),
         missing: latency["sent"].as_i64().unwrap_or(0) - latency["received"].as_i64().unwrap_or(0),
         snapshots: None,
         unfinished: None,
@@ -632,18 +649,20 @@ fn bench_result(
 
 fn render(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| round | topic | publish msgs/s | consume msgs/s | p50 / p99 ms at 20,000 msgs/s | missing | snapshots meanwhile |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| round | topic | publish msgs/s | consume msgs/s | at 20,000 msgs/s: publish to delivery p50 / p99 ms | publish acknowledged p50 / p99 ms | missing | snapshots meanwhile |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} / {:.2} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.2} / {:.2} | {:.2} / {:.2} | {} | {} |\n",
             r.round,
             r.label,
             r.publish,
             r.consume,
             r.p50_ms,
             r.p99_ms,
+            r.ack_p50_ms,
+            r.ack_p99_ms,
             r.missing,
             r.snapshots.map_or("-".to_string(), |n| n.to_string())
         ));

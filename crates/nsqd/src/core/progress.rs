@@ -110,35 +110,6 @@ pub struct ChannelProgress {
     due: BTreeMap<MessageId, i64>,
 }
 
-/// Which messages of a batch are finished on a channel.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct Bits {
-    words: Vec<u64>,
-    count: u32,
-}
-
-impl Bits {
-    /// Sets bit `k`; whether it was clear.
-    fn set(&mut self, k: u32) -> bool {
-        let (w, b) = ((k / 64) as usize, k % 64);
-        if self.words.len() <= w {
-            self.words.resize(w + 1, 0);
-        }
-        let was = self.words[w] & (1 << b) != 0;
-        self.words[w] |= 1 << b;
-        if !was {
-            self.count += 1;
-        }
-        !was
-    }
-
-    fn get(&self, k: u32) -> bool {
-        self.words
-            .get((k / 64) as usize)
-            .is_some_and(|w| w & (1 << (k % 64)) != 0)
-    }
-}
-
 /// A batch to put again: its log index (to read it back and decode its
 /// `Publish`) and which of its ids (only those, in the batch's order).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -619,54 +590,6 @@ impl TopicProgress {
     }
 }
 
-impl ChannelProgress {
-    /// Messages the channel has and has not finished.
-    pub fn unfinished(&self) -> u64 {
-        self.unfinished
-    }
-
-    /// Whether its last `ChannelPause` paused it.
-    pub fn is_paused(&self) -> bool {
-        self.paused
-    }
-
-    /// Counts again what the channel has unfinished below `limit`.
-    fn recount(&mut self, batches: &BTreeMap<u64, Vec<MessageId>>, limit: u64) {
-        self.unfinished = within(batches, self.floor, limit)
-            .map(|(i, ids)| {
-                let done = self.finished.get(i).map_or(0, |b| b.count);
-                (ids.len() as u64).saturating_sub(u64::from(done))
-            })
-            .sum();
-    }
-
-    /// Moves the floor past the oldest batches fully finished.
-    fn advance(&mut self, batches: &BTreeMap<u64, Vec<MessageId>>, limit: u64) {
-        let mut floor = self.floor;
-        for (&i, ids) in within(batches, self.floor, limit) {
-            match self.finished.get(&i) {
-                Some(b) if b.count as usize >= ids.len() => floor = i + 1,
-                _ => break,
-            }
-        }
-        if floor != self.floor {
-            self.floor = floor;
-            self.finished = self.finished.split_off(&floor);
-        }
-    }
-}
-
-/// The batches of `from..to`; none when `to` is not above `from` (the
-/// rules keep a channel's floor at or below its topic's hold, and a range
-/// the other way round must not panic if they ever did not).
-fn within(
-    batches: &BTreeMap<u64, Vec<MessageId>>,
-    from: u64,
-    to: u64,
-) -> std::collections::btree_map::Range<'_, u64, Vec<MessageId>> {
-    batches.range(from..to.max(from))
-}
-
 fn replicated(channel: &str) -> bool {
     is_valid_channel_name(channel) && !is_ephemeral(channel)
 }
@@ -674,6 +597,10 @@ fn replicated(channel: &str) -> bool {
 #[cfg(test)]
 #[path = "progress_tests.rs"]
 mod tests;
+
+#[path = "progress_channel.rs"]
+mod channel;
+use channel::{within, Bits};
 
 #[path = "progress_image.rs"]
 mod image;

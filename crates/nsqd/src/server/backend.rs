@@ -539,14 +539,12 @@ impl Backend {
         }
     }
 
+    /// Removes the disk queue's files; places in the log are only
+    /// forgotten, as an empty does (the log is the group's).
     pub fn delete(&self) -> Result<(), BackendError> {
         match &self.store {
             Store::Disk(d) => d.delete(),
-            Store::Log(l) => {
-                l.empty();
-                Ok(())
-            }
-            _ => Ok(()),
+            _ => self.empty(),
         }
     }
 

@@ -35,6 +35,12 @@ use fins::LeftFins;
 
 use crate::core::{self, ClientId, DiskWork, IdMap, InFlightError, Limit, SubError};
 
+/// How long [`Channel::enter`] spins for a taken lock before it sleeps.
+const LOCK_SPIN: Duration = Duration::from_micros(50);
+
+/// Tries of the lock between two readings of the clock while spinning.
+const SPINS_PER_CLOCK_READ: usize = 32;
+
 struct Locked {
     core: core::Channel,
     /// The subscribed clients, whose outboxes the core's frames go to.
@@ -123,9 +129,34 @@ impl Channel {
     /// Calls the core under the lock, hands its frames to the clients'
     /// outboxes and pokes the timer if needed; returns the disk work left.
     fn enter<R>(&self, f: impl FnOnce(&mut Locked) -> R) -> (R, DiskWork) {
-        let (r, work) = self.enter_locked(self.state.lock(), f);
+        let (r, work) = self.enter_locked(self.lock_spinning(), f);
         self.check_left();
         (r, work)
+    }
+
+    /// The state's lock, spun for (the CPU's pause between tries) for up to
+    /// [`LOCK_SPIN`] before this thread sleeps on it. parking_lot's own
+    /// wait spins a little, then gives the core away with `sched_yield` up
+    /// to seven times before it parks: on two cores every yield ran a
+    /// runnable consumer instead, a context switch each. Holders keep the
+    /// lock for one core call (a FIN batch with its deliveries: tens of
+    /// microseconds), so spinning mostly ends with the lock. Measured: a
+    /// disk-queue backlog drained by four consumers made 24,000 yields for
+    /// 7.5M messages, and its refills' reports waited behind FIN batches;
+    /// spinning took the four from 0.83-0.95 to 0.96-1.09 of one consumer.
+    fn lock_spinning(&self) -> MutexGuard<'_, Locked> {
+        let start = Instant::now();
+        loop {
+            for _ in 0..SPINS_PER_CLOCK_READ {
+                if let Some(st) = self.state.try_lock() {
+                    return st;
+                }
+                std::hint::spin_loop();
+            }
+            if start.elapsed() >= LOCK_SPIN {
+                return self.state.lock();
+            }
+        }
     }
 
     /// [`enter`](Channel::enter) with the lock already taken: FIN batches

@@ -371,4 +371,25 @@ mod tests {
         }
         panic!("the left batch was never done");
     }
+
+    #[test]
+    fn an_operation_that_finds_the_lock_held_past_its_spin_waits_for_it() {
+        let Setup { ch, outbox, .. } = two_in_flight();
+        let held = ch.state.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let putter = {
+            let ch = ch.clone();
+            std::thread::spawn(move || {
+                let msg = Message::new(MessageId::from_guid(3), 1, Bytes::from_static(b"third"));
+                let work = ch.put(vec![msg], None, now());
+                tx.send(work.is_empty()).unwrap();
+            })
+        };
+        // a hundred times the spin: the putter has gone to sleep on the lock
+        assert!(rx.recv_timeout(super::super::LOCK_SPIN * 100).is_err());
+        drop(held);
+        assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+        putter.join().unwrap();
+        assert!(contains(&frames(&outbox), b"third"));
+    }
 }

@@ -31,7 +31,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use nsq_protocol::{Message, MessageId};
 
 use super::deferred::{Deferred, RestoredRun, SpillBatch, SpillConfig};
@@ -535,10 +535,13 @@ impl Channel {
     /// Hands each client's frames of this call to `send` (its outbox), once
     /// per client: the outbox lock is shared with the client's writer on
     /// another core, and taking it per message was nsqd's hottest line.
-    pub fn flush_deliveries(&mut self, mut send: impl FnMut(ClientId, &[u8])) {
+    /// `send` may take the buffer itself and leave another in its place
+    /// (an empty outbox swaps instead of copying); whatever it leaves is
+    /// kept for the next call.
+    pub fn flush_deliveries(&mut self, mut send: impl FnMut(ClientId, &mut BytesMut)) {
         let out = &mut self.effects;
         for (client, mut frames) in out.deliveries.drain(..) {
-            send(client, &frames);
+            send(client, &mut frames);
             frames.clear();
             if out.spare.len() < 8 {
                 out.spare.push(frames);

@@ -93,7 +93,7 @@ impl Harness {
         loop {
             let got = &mut self.got;
             self.ch.flush_deliveries(|c, frames| {
-                got.entry(c).or_default().extend(decode_frames(frames))
+                got.entry(c).or_default().extend(decode_frames(&frames[..]))
             });
             let work = self.ch.take_disk_work();
             if work.is_empty() {

@@ -143,7 +143,7 @@ impl Harness {
         ch.set_rdy(99, 10_000, now);
         let mut out = Vec::new();
         ch.flush_deliveries(|_, frames| {
-            let mut f = frames;
+            let mut f = &frames[..];
             while !f.is_empty() {
                 let size = u32::from_be_bytes(f[..4].try_into().unwrap()) as usize;
                 out.push(Message::decode(Bytes::copy_from_slice(&f[8..4 + size])).unwrap());

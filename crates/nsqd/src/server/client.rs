@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use nsq_protocol::frame::{encode_frame, FrameType};
 use nsq_protocol::stats::{ClientStats, PubCount};
 use parking_lot::Mutex;
@@ -66,10 +67,19 @@ impl Client {
     }
 
     /// Queues frames already encoded (a channel's deliveries of one pass).
-    /// False when the connection is gone (the messages then stay in flight
-    /// and time out, as in nsqd).
-    pub fn send_frames(&self, frames: &[u8]) -> bool {
-        self.outbox.push(|st| st.frames.extend_from_slice(frames))
+    /// An empty outbox takes `frames` whole and gives its own (empty)
+    /// buffer back in its place: no copy of the bodies a second time. False
+    /// when the connection is gone (the messages then stay in flight and
+    /// time out, as in nsqd).
+    pub fn send_frames(&self, frames: &mut BytesMut) -> bool {
+        self.outbox.push(|st| {
+            if st.frames.is_empty() {
+                // controls queued before sit at 0: they still go first
+                std::mem::swap(&mut st.frames, frames);
+            } else {
+                st.frames.extend_from_slice(frames);
+            }
+        })
     }
 
     /// Queues a response frame (type 0).
@@ -137,5 +147,56 @@ impl Client {
     /// Every topic it published to with its count, in first-published order.
     pub fn pub_counts(&self) -> Vec<PubCount> {
         self.info.lock().pub_counts.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::Client;
+    use crate::server::outbox::{Control, WriterSettings};
+
+    fn take(outbox: &crate::server::outbox::Outbox) -> (Vec<u8>, Vec<usize>) {
+        let mut frames = BytesMut::new();
+        let mut controls = Vec::new();
+        outbox.take(&mut frames, &mut controls);
+        (
+            frames.to_vec(),
+            controls.iter().map(|(at, _)| *at).collect(),
+        )
+    }
+
+    #[test]
+    fn frames_for_an_empty_outbox_are_taken_whole_and_keep_their_order() {
+        let (client, outbox) = Client::new("127.0.0.1:1".parse().unwrap(), 0);
+        let settings = WriterSettings {
+            heartbeat_ms: None,
+            output_buffer_size: 16384,
+        };
+        assert!(client.send_control(Control::Settings(settings)));
+
+        // empty outbox: the buffer itself moves in, an empty one comes back
+        let mut a = BytesMut::with_capacity(64);
+        a.extend_from_slice(b"first");
+        let ptr = a.as_ptr();
+        assert!(client.send_frames(&mut a));
+        assert!(a.is_empty());
+        // then appended after what is queued
+        let mut b = BytesMut::from(&b"second"[..]);
+        assert!(client.send_frames(&mut b));
+        assert_eq!(b, &b"second"[..], "a copy leaves the caller's buffer alone");
+
+        let mut frames = BytesMut::new();
+        let mut controls = Vec::new();
+        outbox.take(&mut frames, &mut controls);
+        assert_eq!(frames.as_ptr(), ptr, "not copied");
+        assert_eq!(&frames[..], b"firstsecond");
+        // the control queued before both still runs before them
+        assert_eq!(controls.iter().map(|(at, _)| *at).collect::<Vec<_>>(), [0]);
+
+        let mut c = BytesMut::from(&b"third"[..]);
+        assert!(client.send_frames(&mut c));
+        assert_eq!(take(&outbox), (b"third".to_vec(), vec![]));
     }
 }

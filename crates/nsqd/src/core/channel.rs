@@ -31,7 +31,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use nsq_protocol::{Message, MessageId};
 
 use super::deferred::{Deferred, RestoredRun, SpillBatch, SpillConfig};
@@ -530,38 +530,6 @@ impl Channel {
         }
     }
 
-    // ---- what the server carries out ----
-
-    /// Hands each client's frames of this call to `send` (its outbox), once
-    /// per client: the outbox lock is shared with the client's writer on
-    /// another core, and taking it per message was nsqd's hottest line.
-    /// `send` may take the buffer itself and leave another in its place
-    /// (an empty outbox swaps instead of copying); whatever it leaves is
-    /// kept for the next call.
-    pub fn flush_deliveries(&mut self, mut send: impl FnMut(ClientId, &mut BytesMut)) {
-        let out = &mut self.effects;
-        for (client, mut frames) in out.deliveries.drain(..) {
-            send(client, &mut frames);
-            frames.clear();
-            if out.spare.len() < 8 {
-                out.spare.push(frames);
-            }
-        }
-    }
-
-    /// Backend work this call produced (the server does it unlocked).
-    pub fn take_disk_work(&mut self) -> DiskWork {
-        DiskWork {
-            append: std::mem::take(&mut self.effects.append),
-            refill: self.effects.refill.take(),
-            skip: std::mem::take(&mut self.effects.skip),
-            dead_letters: std::mem::take(&mut self.effects.dead_letters),
-            acks: std::mem::take(&mut self.effects.acks),
-            dead_letter_acks: std::mem::take(&mut self.effects.dead_letter_acks),
-            deferred: self.deferred.take_work(),
-        }
-    }
-
     pub fn max_attempts(&self) -> u16 {
         self.max_attempts
     }
@@ -570,11 +538,6 @@ impl Channel {
     pub fn set_max_attempts(&mut self, max: u16, now: Instant) {
         self.max_attempts = max;
         self.pump(now);
-    }
-
-    /// Whether the timer must be woken (an earlier deadline appeared).
-    pub fn take_wake(&mut self) -> bool {
-        std::mem::take(&mut self.effects.wake)
     }
 
     // ---- administration ----
@@ -628,6 +591,10 @@ impl Channel {
         self.deferred.clear();
     }
 }
+
+// what a call leaves for the server: frames per client, disk work, a wake
+#[path = "channel_drain.rs"]
+mod drain;
 
 // the channel's side of its depth limit
 #[path = "channel_limits.rs"]

@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# One consumer against four on the same channel load, in the same run
+# One consumer against four (MANY) on the same channel load, in the same run
 # (issue 23 part 2, docs/performance.md).
 #
 #   bash scripts/readers.sh [ROUNDS]
+#   MANY=1 bash scripts/readers.sh [ROUNDS]   # 1 reader against 1: the noise floor
 #
 # A (default: this repository's nsqd, dist profile as shipped) is the nsqd.
 # Each round, for each shape — memory (--mem-queue-size=10000000) and disk
-# (--mem-queue-size=0) — and for 1 reader (RDY 2500) and 4 readers (RDY 625
-# each: the same total), the order alternating between rounds: an nsqd on
-# a fresh data dir and free 127.0.0.1 ports, a topic with one channel
-# filled by nsq_bench pub (2 writers, MPUB 200 x 200 B) for FILL (default
-# 3s), then the channel read to the end, FIN each. One nsqd per
-# measurement: with two channels in one nsqd the second one read frees the
-# message bodies both shared, which cost it ~300 ns a message more. Output: a line per
-# measurement, `shape readers=N msgs_per_sec=R cpu_ns_per_msg=C` (nsqd's
-# user + system CPU during the read, per message), then per shape the
-# medians of the ratios 4 readers / 1 reader over the rounds.
+# (--mem-queue-size=0) — and for 1 reader (RDY 2500) and MANY (default 4)
+# readers (RDY 2500 / MANY each: the same total), the order alternating
+# between rounds: an nsqd on a fresh data dir and free 127.0.0.1 ports, a
+# topic with one channel filled by nsq_bench pub (2 writers, MPUB 200 x
+# 200 B) for FILL (default 3s), then the channel read to the end, FIN
+# each. One nsqd per measurement: with two channels in one nsqd the second
+# one read frees the message bodies both shared, which cost it ~300 ns a
+# message more. Output: a line per measurement,
+# `shape side readers=N msgs_per_sec=R cpu_ns_per_msg=C` (side: one or
+# many; nsqd's user + system CPU during the read, per message), then per
+# shape the medians of the ratios many / one over the
+# rounds. With MANY=1 both sides are one reader: how far apart two equal
+# measurements land on this machine, to read the other ratios against.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROUNDS="${1:-3}"
+MANY="${MANY:-4}"
 FILL="${FILL:-3s}"
 . "$ROOT/scripts/nsqd_lib.sh"
 bench_prepare readers
@@ -37,9 +42,9 @@ sub() { # channel readers count: prints "msgs/s ns-of-nsqd-CPU-per-msg"
     echo "${r%.*} $(( (t1 - t0) * 1000000000 / $(getconf CLK_TCK) / $3 ))"
 }
 
-one() { # readers flags...: a fresh nsqd, filled, its channel read by N readers
-    local readers="$1" n r
-    shift
+one() { # side readers flags...: a fresh nsqd, filled, its channel read by N readers
+    local side="$1" readers="$2" n r
+    shift 2
     start_nsqd "$A" "$@"
     curl -sf -X POST "http://$HTTP/topic/create?topic=t" >/dev/null
     curl -sf -X POST "http://$HTTP/channel/create?topic=t&channel=c" >/dev/null
@@ -52,16 +57,16 @@ d = d.get("data", d)
 print(min(c["depth"] for t in d["topics"] for c in t["channels"]))')"
     r="$(sub c "$readers" "$n")"
     stop_nsqd
-    echo "readers=$readers msgs_per_sec=${r% *} cpu_ns_per_msg=${r#* } messages=$n"
+    echo "$side readers=$readers msgs_per_sec=${r% *} cpu_ns_per_msg=${r#* } messages=$n"
 }
 
 run() { # shape round flags...
     local shape="$1" round="$2"
     shift 2
     if [ $((round % 2)) -eq 1 ]; then
-        echo "$shape $(one 1 "$@")"; echo "$shape $(one 4 "$@")"
+        echo "$shape $(one one 1 "$@")"; echo "$shape $(one many "$MANY" "$@")"
     else
-        echo "$shape $(one 4 "$@")"; echo "$shape $(one 1 "$@")"
+        echo "$shape $(one many "$MANY" "$@")"; echo "$shape $(one one 1 "$@")"
     fi
 }
 
@@ -70,19 +75,20 @@ for round in $(seq "$ROUNDS"); do
     run disk "$round" --mem-queue-size=0 | tee -a "$WORK/results"
 done
 
-python3 - "$WORK/results" <<'EOF'
+python3 - "$WORK/results" "$MANY" <<'EOF'
 import collections, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
+many = sys.argv[2]
 by = collections.defaultdict(list)
-for shape, readers, rate, cpu, _ in rows:
-    by[(shape, readers)].append((float(rate.split("=")[1]), float(cpu.split("=")[1])))
+for shape, side, _, rate, cpu, _ in rows:
+    by[(shape, side)].append((float(rate.split("=")[1]), float(cpu.split("=")[1])))
 for shape in ("memory", "disk"):
-    one, four = by[(shape, "readers=1")], by[(shape, "readers=4")]
-    ratios = [f[0] / o[0] for o, f in zip(one, four) if o[0] > 0]
+    one, more = by[(shape, "one")], by[(shape, "many")]
+    ratios = [f[0] / o[0] for o, f in zip(one, more) if o[0] > 0]
     # CPU per message is steadier than throughput on a shared machine:
-    # above 1 means 4 readers cost nsqd more per message than 1
-    cpu = [f[1] / o[1] for o, f in zip(one, four) if o[1] > 0]
-    print(f"ratio {shape} 4 readers / 1 reader: msgs/s median {statistics.median(ratios):.2f} "
+    # above 1 means the many readers cost nsqd more per message than 1
+    cpu = [f[1] / o[1] for o, f in zip(one, more) if o[1] > 0]
+    print(f"ratio {shape} {many} readers / 1 reader: msgs/s median {statistics.median(ratios):.2f} "
           f"(rounds: {', '.join(f'{r:.2f}' for r in ratios)}); nsqd CPU per message median "
           f"{statistics.median(cpu):.2f} (rounds: {', '.join(f'{r:.2f}' for r in cpu)}); "
           f"1 reader {statistics.median(o[1] for o in one):.0f} ns/msg")

@@ -7,7 +7,8 @@
 # of them wait: on sockets, timers and the daemons they start (the
 # workspace's suites took 317 s one by one for 31 CPU-seconds, 2026-12-02).
 # This script builds them (`cargo test --workspace --no-run`), then runs
-# them SUITE_JOBS at a time (default 8), the slowest known ones first, and
+# them SUITE_JOBS at a time (default 8), the slowest known ones first, the
+# heavy ones (HEAVY below) one after another in one of those slots, and
 # the doc tests beside them. Each executable runs in its package's
 # directory, as cargo runs it, with its default test threads. A suite's
 # output is printed whole when it fails; a passing one prints how many of
@@ -32,7 +33,13 @@ JOBS="${SUITE_JOBS:-8}"
 # The longest suites measured (one by one, idle): nsqd_tcp 77 s, faults
 # 32 s, hostile 22 s, then 10-18 s each; starting them first keeps the
 # last one from starting late.
-SLOW_FIRST=(nsqd_tcp faults hostile tls_cluster load long_defer nsqd_durability nsq_diskqueue replication nsqadmin http_access)
+SLOW_FIRST=(nsqd_tcp faults hostile tls_cluster nsqd_durability nsq_diskqueue replication nsqadmin http_access)
+# Suites that load the machine in bursts (long_defer: 47 MiB of deferred
+# messages spilled to disk and read back; load: 2,000 connections and
+# 40,000 deliveries) run one after the other in a slot of their own,
+# started first: side by side with each other and everything else, a
+# fresh-clone run saw both time out waiting for nsqd's answers.
+HEAVY=(long_defer load)
 
 OUT="$(mktemp -d "${TMPDIR:-/tmp}/nsq-rs-suites.XXXXXX")"
 trap 'rm -rf "$OUT"' EXIT
@@ -57,7 +64,14 @@ for line in open(path):
     print(f'{pkg}/{m["target"]["kind"][0]}/{name}', m["executable"], os.path.dirname(m["manifest_path"]))
 PY
 
-# The slowest first, then the rest in cargo's order.
+# The heavy ones in their lane; the slowest of the rest first, then the
+# rest in cargo's order.
+heavy=()
+for name in "${HEAVY[@]}"; do
+    while read -r id exe dir; do
+        [ "${id##*/}" = "$name" ] && heavy+=("$id $exe $dir")
+    done <"$OUT/list"
+done
 ordered=()
 for slow in "${SLOW_FIRST[@]}"; do
     while read -r id exe dir; do
@@ -66,7 +80,7 @@ for slow in "${SLOW_FIRST[@]}"; do
 done
 while read -r id exe dir; do
     found=0
-    for slow in "${SLOW_FIRST[@]}"; do [ "${id##*/}" = "$slow" ] && found=1; done
+    for name in "${SLOW_FIRST[@]}" "${HEAVY[@]}"; do [ "${id##*/}" = "$name" ] && found=1; done
     [ "$found" = 1 ] || ordered+=("$id $exe $dir")
 done <"$OUT/list"
 
@@ -119,6 +133,17 @@ drain() {
 
 run_one "doc-tests" cargo test --workspace --doc --quiet ${CARGO_TEST_FLAGS:-} &
 running+=("doc-tests")
+# The heavy lane: one job slot, its suites one at a time.
+(
+    for entry in "${heavy[@]}"; do
+        read -r id exe dir <<<"$entry"
+        run_one "$id" bash -c 'cd "$1" && exec "$2"' _ "$dir" "$exe"
+    done
+) &
+for entry in "${heavy[@]}"; do
+    read -r id _ <<<"$entry"
+    running+=("$id")
+done
 for entry in "${ordered[@]}"; do
     read -r id exe dir <<<"$entry"
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do

@@ -906,6 +906,15 @@ pub fn http_put(addr: &str, path: &str, body: &[u8]) -> HttpResponse {
 // ---------------------------------------------------------------------------
 
 pub const MAGIC_V2: &[u8; 4] = b"  V2";
+/// How long a [`Conn`] waits for a frame nsqd must send (its default
+/// `timeout`: `recv`, `expect_*`, a fatal error's close). A wait for
+/// something that must come, sized for the test command's own load (every
+/// suite side by side with the cluster under faults, pytest and the
+/// browser on 2 cores), not for a quiet machine: with 5 s, a fresh-clone
+/// run timed out in `long_defer` and `load` waiting for a PUB's or DPUB's
+/// `OK`, which each suite gets within a second when run alone. A passing
+/// test never waits it out; tests that judge timing pass their own bounds.
+pub const FRAME_WAIT: Duration = Duration::from_secs(30);
 pub const FRAME_RESPONSE: i32 = 0;
 pub const FRAME_ERROR: i32 = 1;
 pub const FRAME_MESSAGE: i32 = 2;
@@ -1100,7 +1109,7 @@ impl Conn {
             stream,
             buf: Vec::new(),
             closed: false,
-            timeout: Duration::from_secs(5),
+            timeout: FRAME_WAIT,
             heartbeats_seen: 0,
         }
     }
@@ -1346,7 +1355,7 @@ impl Conn {
     /// Nothing but that frame may arrive (heartbeats excepted if they precede it).
     pub fn expect_error_fatal(&mut self, msg: impl AsRef<[u8]>) {
         let msg = msg.as_ref();
-        let mut got = self.read_until_closed(Duration::from_secs(5));
+        let mut got = self.read_until_closed(self.timeout);
         // Strip leading heartbeats (possible on long tests only).
         let hb = frame(FRAME_RESPONSE, HEARTBEAT);
         while got.starts_with(&hb) {
@@ -1366,7 +1375,7 @@ impl Conn {
     /// error frame is lost: whatever arrived must be a prefix of `F(1,msg)`.
     /// Returns true if the full frame arrived.
     pub fn expect_error_fatal_or_reset(&mut self, msg: &str) -> bool {
-        let got = self.read_until_closed(Duration::from_secs(5));
+        let got = self.read_until_closed(self.timeout);
         let want = frame(FRAME_ERROR, msg.as_bytes());
         assert!(
             want.starts_with(&got),

@@ -3,7 +3,10 @@
 //! per channel with `/channel/config`; a message that would be delivered
 //! for attempt `max_attempts + 1` goes, body unchanged, to the channel's
 //! dead-letter topic; settings survive a restart; bad settings change
-//! nothing.
+//! nothing. The default dead-letter topic's name past NSQ's 64 characters
+//! is cut with a hash of the full name; a dead letter that topic refuses
+//! stays in the channel and is sent again only at its next delivery, i.e.
+//! while a consumer is subscribed with RDY.
 
 #![forbid(unsafe_code)]
 
@@ -189,4 +192,112 @@ fn per_channel_settings_are_checked_applied_and_survive_a_restart() {
     );
     assert_eq!(r.json()["dead_letter_topic"], "t.c.dead");
     assert!(!n.read_metadata().unwrap().contains("max_attempts"));
+}
+
+fn post_ok(n: &Nsqd, path: &str) {
+    let r = n.post(path, b"");
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+}
+
+/// CRC-32 (IEEE), as the dead-letter topic's shortened name carries it.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn a_default_dead_letter_topic_past_64_characters_is_cut_with_a_hash_of_the_full_name() {
+    let n = Nsqd::start(&[]);
+    let topic = "orders-from-the-european-warehouses-2026";
+    let (a, b) = (
+        "billing-and-invoicing-service-a",
+        "billing-and-invoicing-service-b",
+    );
+    create_channel(&n, topic, a);
+    create_channel(&n, topic, b);
+    let full = format!("{topic}.{a}.dead");
+    assert!(full.len() > 64);
+    let name = config(&n, &format!("topic={topic}&channel={a}"))["dead_letter_topic"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        name,
+        format!("{}.{:08x}.dead", &full[..50], crc32(full.as_bytes())),
+        "the first 50 characters, the CRC-32 of the whole name, .dead: 64 in all"
+    );
+    assert_eq!(name.len(), 64);
+    let other = config(&n, &format!("topic={topic}&channel={b}"))["dead_letter_topic"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(name, other, "channels whose names differ late still differ");
+    // `#ephemeral` is dropped from both parts
+    post_ok(&n, "/topic/create?topic=t");
+    post_ok(&n, "/channel/create?topic=t&channel=c%23ephemeral");
+    assert_eq!(
+        config(&n, "topic=t&channel=c%23ephemeral")["dead_letter_topic"],
+        "t.c.dead"
+    );
+}
+
+#[test]
+fn a_dead_letter_the_dead_letter_topic_refuses_waits_in_the_channel_for_its_next_delivery() {
+    let n = Nsqd::start(&[]);
+    create_channel(&n, "t", "c");
+    post_ok(&n, "/channel/config?topic=t&channel=c&max_attempts=1");
+    // the dead-letter topic is full: a reject limit of 1, one message in it
+    post_ok(&n, "/topic/create?topic=t.c.dead");
+    post_ok(&n, "/topic/config?topic=t.c.dead&max_depth=1");
+    n.http_pub("t.c.dead", b"filler");
+    n.http_pub("t", b"poison");
+    {
+        // attempt 1, requeued; attempt 2 would be next: dead-lettered,
+        // refused, kept
+        let mut c = n.connect();
+        c.sub("t", "c");
+        c.rdy(1);
+        let m = recv_msgs(&mut c, 1, secs(10), false).remove(0);
+        c.req(&m.id, 0);
+        c.expect_nothing(Duration::from_millis(1500));
+    }
+    // No consumer: it stays in the channel, however long, and is not tried.
+    wait_for(
+        secs(10),
+        "the refused dead letter back in the channel",
+        || {
+            let ch = n.channel_stats("t", "c")?;
+            (int(&ch, "depth") == 1 && int(&ch, "client_count") == 0).then_some(())
+        },
+    );
+    post_ok(&n, "/topic/empty?topic=t.c.dead");
+    sleep_ms(2500);
+    let ch = n.channel_stats("t", "c").unwrap();
+    assert_eq!(
+        (int(&ch, "depth"), ch.get("dead_letter_count")),
+        (1, None),
+        "not tried while no consumer is subscribed (the count shows once one is sent)"
+    );
+    assert_eq!(int(&n.topic_stats("t.c.dead").unwrap(), "depth"), 0);
+    // A consumer with RDY: at its next delivery it goes to the dead-letter topic.
+    let mut c = n.connect();
+    c.sub("t", "c");
+    c.rdy(1);
+    wait_for(secs(10), "dead-lettered once a consumer is ready", || {
+        let t = n.topic_stats("t.c.dead")?;
+        (int(&t, "depth") == 1).then_some(())
+    });
+    c.expect_nothing(Duration::from_millis(500));
+    let ch = n.channel_stats("t", "c").unwrap();
+    assert_eq!((int(&ch, "depth"), int(&ch, "dead_letter_count")), (0, 1));
 }

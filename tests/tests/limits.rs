@@ -5,7 +5,9 @@
 //! a `reject` limit refuses a publish whole over TCP and HTTP and
 //! `drop-oldest` keeps the depth at the limit and counts what it dropped;
 //! bad settings change nothing; settings and queued messages survive a
-//! restart.
+//! restart. Deferred messages are not in the depth a limit counts (a DPUB
+//! is refused only while the channel's depth is at its limit), and a
+//! topic's `max_depth` bounds what waits in the topic, not its channels.
 
 #![forbid(unsafe_code)]
 
@@ -440,4 +442,48 @@ fn concurrent_producers_never_take_a_channel_past_its_limit() {
         (100, 100),
         "{d}"
     );
+}
+
+#[test]
+fn reject_does_not_count_deferred_messages_nor_refuse_them_when_they_fall_due() {
+    let n = Nsqd::start(&[]);
+    create(&n, "t", &["c"]);
+    set(&n, "channel", "topic=t&channel=c&max_depth=2");
+    let mut c = n.connect();
+    // Deferred messages are not in the depth: five DPUBs pass a limit of 2.
+    for i in 0..5 {
+        c.send(&dpub_cmd("t", 1500, format!("d{i}").as_bytes()));
+        c.expect_ok();
+    }
+    let ch = n.channel_stats("t", "c").unwrap();
+    assert_eq!((int(&ch, "depth"), int(&ch, "deferred_count")), (0, 5));
+    // Due, they join the depth whatever the limit: they were accepted.
+    wait_for(secs(20), "every deferred message due and queued", || {
+        let ch = n.channel_stats("t", "c")?;
+        (int(&ch, "depth") == 5).then_some(())
+    });
+    // Now the channel is past its limit: a PUB and a DPUB are refused.
+    c.send(&pub_cmd("t", b"p"));
+    c.expect_error_nonfatal("E_PUB_FAILED PUB failed channel c is at max_depth 2");
+    c.send(&dpub_cmd("t", 1000, b"d"));
+    c.expect_error_nonfatal("E_DPUB_FAILED DPUB failed channel c is at max_depth 2");
+}
+
+#[test]
+fn a_topics_max_depth_bounds_its_own_backlog_not_its_channels() {
+    let n = Nsqd::start(&[]);
+    create(&n, "t", &["c"]);
+    set(&n, "topic", "topic=t&max_depth=1");
+    // With a channel the topic flows straight to it: nothing waits in the
+    // topic, and the channel's depth is not the topic's limit.
+    let mut c = n.connect();
+    c.mpublish("t", &[b"1", b"2", b"3"]);
+    assert_eq!(depth(&n, "t", "c"), 3);
+    assert_eq!(int(&n.topic_stats("t").unwrap(), "depth"), 0);
+    // Paused, the topic keeps what is published: there its limit applies.
+    assert_eq!(n.post("/topic/pause?topic=t", b"").status, 200);
+    c.publish("t", b"4");
+    c.send(&pub_cmd("t", b"5"));
+    c.expect_error_nonfatal("E_PUB_FAILED PUB failed topic is at max_depth 1");
+    assert_eq!(int(&n.topic_stats("t").unwrap(), "depth"), 1);
 }

@@ -128,10 +128,8 @@ if ! out="$("${P[@]}" "${RUN[@]}" --rm "$IMAGE" /nsqd --version 2>&1)"; then
     exit 0
 fi
 t0=$SECONDS
-read -r LT LH NT NH AH < <(python3 -c 'import socket
-ss=[socket.socket() for _ in range(5)]
-[s.bind(("127.0.0.1",0)) for s in ss]
-print(" ".join(str(s.getsockname()[1]) for s in ss))')
+read -r LT LH NT NH AH < <(python3 "$ROOT/scripts/free_ports.py" 5)
+[ -n "${AH:-}" ] || fail "no free ports"
 wait_ping() { # NAME ADDR
     for _ in $(seq 300); do
         curl -sf "http://$2/ping" >/dev/null 2>&1 && return 0

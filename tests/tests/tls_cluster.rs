@@ -429,7 +429,16 @@ fn bad_tls_settings_are_clear_startup_errors() {
             "--tls-client-auth-policy=require-verify",
             &format!("--tls-root-ca-file={not_pem}"),
         ],
-        "failed to append certificate to pool",
+        &format!("failed to append certificate to pool (--tls-root-ca-file={not_pem})"),
+    );
+    // A certificate or key file that is not PEM: Go's words, the flag and the file.
+    fails(
+        &[&tcp, &http, &https, &format!("--tls-cert={not_pem}"), &key],
+        &format!("tls: failed to find any PEM data in certificate input (--tls-cert={not_pem})"),
+    );
+    fails(
+        &[&tcp, &http, &https, &cert, &format!("--tls-key={not_pem}")],
+        &format!("tls: failed to find any PEM data in key input (--tls-key={not_pem})"),
     );
 
     // A consumer with an unreadable CA file fails at once, naming it.

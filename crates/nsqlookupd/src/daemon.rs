@@ -120,7 +120,7 @@ impl Options {
             min_version: self.tls_min_version.0,
         }
         .config()
-        .map_err(|e| format!("failed to load TLS config - {e}"))
+        .map_err(|e| format!("failed to load TLS config - {}", e.naming_file()))
     }
 
     /// The HTTP access control, with `--http-auth-required`; the auth
@@ -135,7 +135,7 @@ impl Options {
             ..Default::default()
         }
         .config()
-        .map_err(|e| format!("--tls-root-ca-file: {e}"))?;
+        .map_err(|e| format!("{e} (--tls-root-ca-file={})", self.tls_root_ca_file))?;
         let client = nsq_http::Client::new(
             nsq_http::ClientOptions::new(
                 self.http_client_connect_timeout,

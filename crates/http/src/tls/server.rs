@@ -22,21 +22,54 @@ use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, SignatureS
 
 use super::{add_pem, provider, system_roots};
 
-/// A certificate, key or CA file that cannot be used; the texts are Go's.
+/// A certificate, key or CA file that cannot be used; the texts are Go's,
+/// and [`TlsError::naming_file`] adds the flag and the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("open {path}: {err}")]
-    Read { path: String, err: String },
+    Read {
+        flag: &'static str,
+        path: String,
+        err: String,
+    },
     #[error("tls: failed to find any PEM data in certificate input")]
-    NoCert,
+    NoCert { path: String },
     #[error("tls: failed to find any PEM data in key input")]
-    NoKey,
+    NoKey { path: String },
     #[error("failed to append certificate to pool")]
-    BadCa,
+    BadCa { path: String },
     #[error("{0}")]
     Rustls(#[from] rustls::Error),
     #[error("{0}")]
     Verifier(String),
+}
+
+const CERT_FLAG: &str = "--tls-cert";
+const KEY_FLAG: &str = "--tls-key";
+const CA_FLAG: &str = "--tls-root-ca-file";
+
+impl TlsError {
+    /// The flag and the file the error is about, where it is about one.
+    pub fn file(&self) -> Option<(&'static str, &str)> {
+        match self {
+            TlsError::Read { flag, path, .. } => Some((flag, path)),
+            TlsError::NoCert { path } => Some((CERT_FLAG, path)),
+            TlsError::NoKey { path } => Some((KEY_FLAG, path)),
+            TlsError::BadCa { path } => Some((CA_FLAG, path)),
+            TlsError::Rustls(_) | TlsError::Verifier(_) => None,
+        }
+    }
+
+    /// Go's words, then the flag and the file they are about (Go's name
+    /// neither: a file that is not PEM would leave the operator guessing
+    /// which of three flags to fix), e.g. `tls: failed to find any PEM
+    /// data in certificate input (--tls-cert=/etc/nsq/cert.pem)`.
+    pub fn naming_file(&self) -> String {
+        match self.file() {
+            Some((flag, path)) => format!("{self} ({flag}={path})"),
+            None => self.to_string(),
+        }
+    }
 }
 
 static TLS13_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS13];
@@ -51,8 +84,9 @@ fn versions(min: u16) -> &'static [&'static rustls::SupportedProtocolVersion] {
     }
 }
 
-fn read(path: &str) -> Result<Vec<u8>, TlsError> {
+fn read(flag: &'static str, path: &str) -> Result<Vec<u8>, TlsError> {
     std::fs::read(path).map_err(|e| TlsError::Read {
+        flag,
         path: path.to_string(),
         err: e.to_string(),
     })
@@ -77,23 +111,29 @@ impl ServerTls<'_> {
             return Ok(system_roots());
         }
         let mut store = RootCertStore::empty();
-        if add_pem(&mut store, &read(self.root_ca_file)?) == 0 {
-            return Err(TlsError::BadCa);
+        if add_pem(&mut store, &read(CA_FLAG, self.root_ca_file)?) == 0 {
+            return Err(TlsError::BadCa {
+                path: self.root_ca_file.to_string(),
+            });
         }
         Ok(store)
     }
 
     /// The certificate chain and key of the cert and key files.
     fn identity(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
-        let cert_pem = read(self.cert_file)?;
-        let key_pem = read(self.key_file)?;
+        let cert_pem = read(CERT_FLAG, self.cert_file)?;
+        let key_pem = read(KEY_FLAG, self.key_file)?;
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
             .filter_map(Result::ok)
             .collect();
         if chain.is_empty() {
-            return Err(TlsError::NoCert);
+            return Err(TlsError::NoCert {
+                path: self.cert_file.to_string(),
+            });
         }
-        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey)?;
+        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey {
+            path: self.key_file.to_string(),
+        })?;
         Ok((chain, key))
     }
 

@@ -43,6 +43,14 @@ for tool in podman runc; do
 done
 for b in "${BINS[@]}"; do [ -x "$BIN_DIR/$b" ] || fail "$BIN_DIR/$b is missing (build the binaries first)"; done
 
+# A Python with PyYAML for the YAML files (Debian's python3-yaml, which
+# scripts/test.sh installs, serves /usr/bin/python3).
+PY_YAML=""
+for py in python3 /usr/bin/python3; do
+    if "$py" -c 'import yaml' 2>/dev/null; then PY_YAML="$py"; break; fi
+done
+[ -n "$PY_YAML" ] || fail "no python3 with PyYAML (apt-get install python3-yaml)"
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/nsq-check-image.XXXXXX")"
 # Debian's default crun refuses some hybrid cgroup layouts; runc runs there.
 # No systemd to manage cgroups or take events; vfs needs no kernel overlay.
@@ -92,7 +100,7 @@ for b in "${BINS[@]}"; do [ -x "$mnt/$b" ] || fail "the image has no /$b"; done
 echo "ok   image $IMAGE built in $((SECONDS - t0)) s: $((size / 1000000)) MB (debug binaries, debug info stripped), ${BINS[*]/#//}, user 65532:65532, volume /data, SIGTERM"
 
 # --- deploy/compose.yaml: every command runs against the image's binaries -----
-python3 - "$ROOT/deploy/compose.yaml" >"$WORK/compose.cmds" <<'EOF' || fail "deploy/compose.yaml: could not read its services"
+"$PY_YAML" - "$ROOT/deploy/compose.yaml" >"$WORK/compose.cmds" <<'EOF' || fail "deploy/compose.yaml: could not read its services"
 import shlex, sys, yaml
 doc = yaml.safe_load(open(sys.argv[1]))
 services = doc["services"]

@@ -37,6 +37,14 @@ for tool in promtool prometheus; do
 done
 for b in nsqd nsqlookupd nsq_tail; do [ -x "$BIN_DIR/$b" ] || fail "$BIN_DIR/$b is missing (build the binaries first)"; done
 
+# A Python with PyYAML for the YAML files (Debian's python3-yaml, which
+# scripts/test.sh installs, serves /usr/bin/python3).
+PY_YAML=""
+for py in python3 /usr/bin/python3; do
+    if "$py" -c 'import yaml' 2>/dev/null; then PY_YAML="$py"; break; fi
+done
+[ -n "$PY_YAML" ] || fail "no python3 with PyYAML (apt-get install python3-yaml)"
+
 # --- promtool ------------------------------------------------------------------
 out="$(promtool check config "$PROM_DIR/prometheus.yml" 2>&1)" || fail "promtool check config:"$'\n'"$out"
 echo "ok   promtool check config: prometheus.yml, $(grep -o '[0-9]* rules found' <<<"$out" | paste -sd, | sed 's/,/, /g')"
@@ -56,7 +64,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 - "$PROM_DIR" >"$WORK/names" <<'EOF' || fail "could not read the rules and the dashboard"
+"$PY_YAML" - "$PROM_DIR" >"$WORK/names" <<'EOF' || fail "could not read the rules and the dashboard"
 import json, re, sys, yaml
 d = sys.argv[1]
 exprs, records = [], []
@@ -159,7 +167,7 @@ post "http://$(member 1 1)/channel/create?topic=ledger&channel=books"
 post "http://$(member 1 1)/pub?topic=ledger" -d entry
 
 # --- Prometheus -------------------------------------------------------------------
-python3 - "$PROM_DIR/prometheus.yml" "$WORK/prometheus.yml" "$LH" "${TARGETS[@]}" <<'EOF'
+"$PY_YAML" - "$PROM_DIR/prometheus.yml" "$WORK/prometheus.yml" "$LH" "${TARGETS[@]}" <<'EOF'
 import os, sys, yaml
 src, dst, lookupd, *nsqds = sys.argv[1:]
 c = yaml.safe_load(open(src))

@@ -7,7 +7,13 @@
 #    (cargo clippy --workspace --all-targets -- -D warnings),
 # 2. builds every binary (debug),
 # 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
-#    systemd-analyze verify where systemd is installed),
+#    systemd-analyze verify where systemd is installed), then what
+#    docs/deploying.md ships, each a phase: the container image built from
+#    the Containerfile and its daemons run in containers
+#    (scripts/check_image.sh), the Debian package installed into a
+#    throwaway root (scripts/check_package.sh), the Prometheus alerts'
+#    unit tests and a real Prometheus scraping a cluster
+#    (scripts/check_monitoring.sh); each says SKIPPED where it cannot run,
 # 4. builds every test executable, then runs the tests side by side, since
 #    most of them wait on sockets and timers rather than compute: a
 #    ~3.5-minute run of a 13-host cluster under faults in network
@@ -21,6 +27,8 @@
 #
 # What it installs, each announced before it is installed:
 #   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
+#   - Debian's podman, runc, prometheus (with promtool) and python3-yaml
+#     (apt-get), when missing: scripts/check_image.sh, check_monitoring.sh
 #   - the pinned Python packages of tests/python/requirements.txt, into
 #     .venv/ in this repository (created if missing), before the Rust tests
 #   - playwright-core from npm, into tests/browser/node_modules/, and Debian's
@@ -67,6 +75,14 @@ if ! command -v strace >/dev/null; then
     echo "==> installing Debian's strace with apt-get (needed by tests/tests/durable_acks.rs)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
 fi
+# the deployment checks: the image (podman, and runc as its runtime), the
+# alerts (promtool, prometheus), the YAML they read (python3-yaml)
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v promtool >/dev/null ||
+    ! command -v prometheus >/dev/null || ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
+    echo "==> installing Debian's podman, runc, prometheus and python3-yaml with apt-get (needed by scripts/check_image.sh and scripts/check_monitoring.sh)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        podman runc prometheus python3-yaml >/dev/null
+fi
 # The browser test's installs (Debian's chromium, npm's playwright-core;
 # each announced as it starts) wait on the network and the disk, not the
 # CPU, so they run while clippy and the build compile.
@@ -81,6 +97,12 @@ cargo build --workspace --bins
 
 phase "systemd units (scripts/check_deploy.sh)"
 bash scripts/check_deploy.sh "$NSQ_BIN_DIR"
+phase "container image (scripts/check_image.sh)"
+bash scripts/check_image.sh "$NSQ_BIN_DIR"
+phase "Debian package (scripts/check_package.sh)"
+bash scripts/check_package.sh "$NSQ_BIN_DIR"
+phase "Prometheus alerts and scrape (scripts/check_monitoring.sh)"
+bash scripts/check_monitoring.sh "$NSQ_BIN_DIR"
 
 # before the Rust tests: the cluster test's pynsq consumer host needs it too
 phase "pynsq into .venv"

@@ -42,14 +42,16 @@ mod conn;
 pub mod consumer;
 pub mod error;
 pub mod lookup;
-pub mod message;
 pub mod producer;
 pub mod rdy;
 mod transport;
 
 pub use config::{Config, ConfigError, USER_AGENT};
+/// The handler contract; it lives with the consumer, which alone delivers
+/// messages, and keeps its public path here.
+pub use consumer::message;
+pub use consumer::message::{handler_fn, Handler, HandlerError, HandlerFn, HandlerResult, Message};
 pub use consumer::{Consumer, ConsumerStats};
 pub use error::{ConnectError, ConsumerError, LookupError, PublishError};
-pub use message::{handler_fn, Handler, HandlerError, HandlerFn, HandlerResult, Message};
 pub use nsq_protocol::MessageId;
 pub use producer::Producer;

@@ -74,7 +74,7 @@ impl LookupdEndpoint {
 /// The HTTP client a consumer asks its lookupds with; `https://` ones are
 /// verified with the TLS settings that verify nsqd (an unreadable CA file
 /// is an error here, before any lookupd is asked).
-pub fn client(cfg: &crate::Config) -> Result<nsq_http::Client, LookupError> {
+pub fn client(cfg: &crate::config::Config) -> Result<nsq_http::Client, LookupError> {
     let tls = nsq_http::tls::ClientTls {
         root_ca_file: cfg.tls_root_ca_file.as_deref().unwrap_or_default(),
         insecure_skip_verify: cfg.tls_insecure_skip_verify,

@@ -68,7 +68,10 @@ impl std::fmt::Debug for Producer {
 
 impl Producer {
     /// A producer for nsqd's TCP address `addr` (`host:port`). Does not connect yet.
-    pub fn new(addr: impl Into<String>, config: Config) -> Result<Producer, crate::ConfigError> {
+    pub fn new(
+        addr: impl Into<String>,
+        config: Config,
+    ) -> Result<Producer, crate::config::ConfigError> {
         config.validate()?;
         Ok(Producer {
             inner: Arc::new(Inner {

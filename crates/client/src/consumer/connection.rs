@@ -11,7 +11,7 @@ use nsq_protocol::frame::{FrameType, CLOSE_WAIT, HEARTBEAT};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::Event;
+use super::event::Event;
 use crate::config::Config;
 use crate::conn::{self, Handshake};
 use crate::rdy::ConnId;

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::{Action, Event, Shared};
+use super::event::{Action, Event};
+use super::message::Message;
+use super::Shared;
 use crate::conn::line;
-use crate::message::Message;
 use crate::rdy::{ConnId, Outcome, RdyConfig, RdyState, RdyUpdate};
 
 /// How long a stop waits for connections to drain before giving up.

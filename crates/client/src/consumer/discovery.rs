@@ -18,7 +18,8 @@ use std::time::Duration;
 use rand::Rng;
 use tokio::sync::mpsc;
 
-use super::{connect_nsqd, Event, Shared};
+use super::event::Event;
+use super::{connect_nsqd, Shared};
 use crate::error::ConsumerError;
 use crate::lookup;
 

@@ -16,15 +16,14 @@
 mod connection;
 mod core;
 mod discovery;
+mod event;
+pub mod message;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
-use nsq_protocol::MessageId;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -35,49 +34,9 @@ use crate::config::Config;
 use crate::conn;
 use crate::error::ConsumerError;
 use crate::lookup::LookupdEndpoint;
-use crate::message::{Handler, Message};
 use crate::rdy::ConnId;
-
-/// Everything that reaches the core task.
-pub(crate) enum Event {
-    /// `ack` fires once the core has counted the connection and sent its RDY.
-    Connected {
-        conn: ConnId,
-        addr: String,
-        cmds: mpsc::UnboundedSender<Bytes>,
-        max_rdy: i64,
-        ack: oneshot::Sender<()>,
-    },
-    Message {
-        conn: ConnId,
-        msg: nsq_protocol::Message,
-    },
-    Respond {
-        conn: ConnId,
-        id: MessageId,
-        action: Action,
-    },
-    CloseWait {
-        conn: ConnId,
-    },
-    Lost {
-        conn: ConnId,
-        reason: String,
-    },
-    Disconnect {
-        addr: String,
-    },
-    SetMaxInFlight(i64),
-    Stop,
-}
-
-/// A handler's answer to one message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
-    Finish,
-    Requeue { delay: Duration, backoff: bool },
-    Touch,
-}
+use event::Event;
+use message::{Handler, Message};
 
 /// Counters of a consumer (go-nsq's `ConsumerStats`, plus RDY accounting).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

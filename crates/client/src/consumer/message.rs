@@ -25,7 +25,7 @@ use bytes::Bytes;
 use nsq_protocol::MessageId;
 use tokio::sync::mpsc;
 
-use crate::consumer::{Action, Event};
+use super::event::{Action, Event};
 use crate::rdy::ConnId;
 
 struct Inner {

@@ -32,7 +32,7 @@ use hyper::StatusCode;
 use tokio::sync::OnceCell;
 
 use crate::auth::{query_any_refused, AuthConfig, AuthQuery, AuthState, Permission};
-use crate::server::reply;
+use crate::reply;
 
 /// How long a refused secret is answered from the cache, so that a client
 /// repeating a bad secret costs the auth server one request per this long.

@@ -10,7 +10,9 @@
 //! * [`router`] and `server` (feature `server`): the daemons' side —
 //!   httprouter's routing rules as a pure table, one serving path for HTTP
 //!   and HTTPS on hyper with Go's header case, NSQ's response conventions,
-//!   and the daemons' axum routers behind them.
+//!   and the daemons' axum routers behind them; [`reply`] (feature
+//!   `server`): NSQ's response conventions, which the server, the guard and
+//!   the daemons' handlers answer in.
 //! * [`auth`]: the auth server (`--auth-http-address`), asked by nsqd's TCP
 //!   `AUTH` and by [`guard`] (feature `server`), the opt-in access control
 //!   of the daemons' HTTP APIs.
@@ -26,6 +28,8 @@ pub mod auth;
 pub mod client;
 #[cfg(feature = "server")]
 pub mod guard;
+#[cfg(feature = "server")]
+pub mod reply;
 pub mod router;
 #[cfg(feature = "server")]
 pub mod server;

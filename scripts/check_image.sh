@@ -64,7 +64,7 @@ cleanup() {
     "${P[@]}" volume rm -a -f >/dev/null 2>&1 || true
     "${P[@]}" image unmount -a >/dev/null 2>&1 || true
     # nothing of the run may stay mounted before its files go
-    grep -o " $WORK[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    grep -o " ${WORK}[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
     rm -rf "$WORK"
     [ "$made_var_lib" = 0 ] || rm -rf /var/lib/containers
 }

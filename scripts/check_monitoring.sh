@@ -109,7 +109,7 @@ start() { # NAME BIN ARGS...: in the background, logs in $WORK/NAME.log
 }
 # post URL [curl args...]: an HTTP POST that must answer 2xx
 post() { curl -sS -f -X POST "$@" >/dev/null 2>"$WORK/curl.err" || fail "POST $1: $(cat "$WORK/curl.err")"; }
-NSQD_FLAGS=(--lookupd-tcp-address="$LT" --broadcast-address=127.0.0.1 --e2e-processing-latency-percentile=0.99,0.95)
+NSQD_FLAGS=(--lookupd-tcp-address="$LT" --broadcast-address=127.0.0.1 "--e2e-processing-latency-percentile=0.99,0.95")
 
 start nsqlookupd nsqlookupd --tcp-address="$LT" --http-address="$LH" --broadcast-address=127.0.0.1
 wait_ping nsqlookupd "$LH" "$LAST_PID"

@@ -21,7 +21,8 @@
 #    is queued in /var/lib/nsq/nsqd, SIGTERM ends nsqd with status 0;
 #    `dpkg -r`: the files go, the configs and the data stay;
 #    `dpkg -P`: nothing of the package is left, the nsq user included.
-# Prints SKIPPED with the reason where it cannot run: not Debian (no dpkg),
+# Prints SKIPPED with the reason where it cannot run: not Debian (no dpkg;
+# no adduser, which the package depends on),
 # not root, no overlay mount, or nsq-rs or an nsq user already on this
 # machine (the overlay would start with them). Without systemd-analyze,
 # that check says SKIPPED.
@@ -34,7 +35,7 @@ DAEMONS=(nsqlookupd nsqd nsqadmin)
 fail() { echo "check_package.sh: $*" >&2; exit 1; }
 
 skip() { echo "SKIPPED: Debian package install checks: $*"; exit 0; }
-for tool in dpkg dpkg-deb chroot; do
+for tool in dpkg dpkg-deb chroot adduser deluser; do
     command -v "$tool" >/dev/null || skip "no $tool on this machine"
 done
 [ "$(id -u)" = 0 ] || skip "not root (a chroot and mounts are needed)"
@@ -51,7 +52,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     # innermost first: proc and dev inside the root, then the root
-    grep -o " $WORK[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+    grep -o " ${WORK}[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
     # never through a mount that is still there (dev is this machine's)
     rm -rf --one-file-system "$WORK"
 }
@@ -132,7 +133,7 @@ kill -TERM "$NSQD_PID"
 rc=0
 wait "$NSQD_PID" || rc=$?
 [ "$rc" = 0 ] || fail "the installed nsqd exited with $rc on SIGTERM:"$'\n'"$(tail -20 "$WORK/nsqd.log")"
-ls "$R/var/lib/nsq/nsqd/" | grep -q '^installed\.diskqueue\.' || fail "nsqd wrote no disk queue to /var/lib/nsq/nsqd: $(ls "$R/var/lib/nsq/nsqd")"
+compgen -G "$R/var/lib/nsq/nsqd/installed.diskqueue.*" >/dev/null || fail "nsqd wrote no disk queue to /var/lib/nsq/nsqd: $(ls "$R/var/lib/nsq/nsqd")"
 [ "$(stat -c %u "$R/var/lib/nsq/nsqd/nsqd.dat")" = "$uid" ] ||
     fail "nsqd.dat in /var/lib/nsq/nsqd is not nsq's"
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done

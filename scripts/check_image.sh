@@ -65,7 +65,7 @@ cleanup() {
     "${P[@]}" image unmount -a >/dev/null 2>&1 || true
     # nothing of the run may stay mounted before its files go
     grep -o " ${WORK}[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
-    rm -rf "$WORK"
+    rm -rf --one-file-system "$WORK"
     [ "$made_var_lib" = 0 ] || rm -rf /var/lib/containers
 }
 trap cleanup EXIT

@@ -60,7 +60,7 @@ cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     [ -z "$MNT" ] || umount "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
-    rm -rf "$WORK"
+    rm -rf --one-file-system "$WORK"
 }
 trap cleanup EXIT
 

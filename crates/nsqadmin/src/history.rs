@@ -9,19 +9,16 @@
 //! channels not seen for a whole window disappear.
 //!
 //! [`HistoryState`] is the pure part (time passed in, unit-tested); the
-//! poller is a thin task around it. Served as columnar JSON under
+//! poller, the daemon's task around it, is `crate::poller`. Served as columnar JSON under
 //! `/api/history` (see `http::api`).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{ClusterInfo, TopicStats};
-use crate::Shared;
+use crate::cluster::TopicStats;
 
 /// How often the cluster is sampled (not a flag).
 pub const INTERVAL: Duration = Duration::from_secs(5);
@@ -202,14 +199,14 @@ impl HistoryState {
             crate::cluster::replicated::counts_in(per_node, |t| &t.topic_name, |t| &t.replicated);
         for (t, counts) in per_node.iter().zip(counts) {
             let mut node_point = Point {
-                depth: t.depth,
+                depth: t.depths.depth,
                 messages: t.message_count,
                 ..Default::default()
             };
             let entry = topics.entry(&t.topic_name).or_default();
             for c in t.channels.iter().flatten() {
                 let cp = Point {
-                    depth: c.depth,
+                    depth: c.depths.depth,
                     in_flight: c.in_flight_count,
                     deferred: c.deferred_count,
                     messages: c.message_count,
@@ -227,7 +224,7 @@ impl HistoryState {
                 }
             }
             if counts {
-                cluster.depth += t.depth;
+                cluster.depth += t.depths.depth;
                 entry.total.add(node_point);
             }
             entry.nodes.push((&t.node, node_point));
@@ -297,12 +294,12 @@ impl History {
         f(&self.state.lock())
     }
 
-    fn record(&self, now_ms: i64, per_node: &[TopicStats], message: String) {
+    pub(crate) fn record(&self, now_ms: i64, per_node: &[TopicStats], message: String) {
         self.state.lock().record(now_ms, per_node, message);
     }
 
     /// A poll that reached no nsqd: no sample (a gap, not a drop to zero), just the warning.
-    fn failed(&self, message: String) {
+    pub(crate) fn failed(&self, message: String) {
         self.state.lock().message = message;
     }
 }
@@ -312,62 +309,6 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
-}
-
-/// Samples the cluster every interval until `shutdown` (a poll in progress is abandoned).
-pub async fn run_poller(shared: Arc<Shared>, ci: ClusterInfo, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = poll_once(&shared, &ci) => {}
-        }
-    }
-}
-
-/// One sample: every nsqd's stats (without clients), recorded with the warnings met.
-async fn poll_once(shared: &Shared, ci: &ClusterInfo) {
-    let now = now_ms();
-    let mut warnings = Vec::new();
-    let producers = match ci.producers(&shared.upstreams()).await {
-        Ok((p, e)) => {
-            if !e.is_empty() {
-                warnings.push(e.join("\n"));
-            }
-            p
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "history: no producers");
-            shared.history.failed(format!("WARNING: {e}"));
-            return;
-        }
-    };
-    if producers.is_empty() {
-        shared.history.record(now, &[], String::new());
-        return;
-    }
-    match ci.nsqd_stats(&producers, "", "", false, now / 1000).await {
-        Ok((stats, e)) => {
-            if !e.is_empty() {
-                warnings.push(e.join("\n"));
-            }
-            let msg = if warnings.is_empty() {
-                String::new()
-            } else {
-                format!("WARNING: {}", warnings.join("; "))
-            };
-            shared.history.record(now, &stats.topics, msg);
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "history: stats failed");
-            shared.history.failed(format!("WARNING: {e}"));
-        }
-    }
 }
 
 #[cfg(test)]

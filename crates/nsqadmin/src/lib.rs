@@ -10,9 +10,11 @@
 //! in memory ([`history`]) and charts them.
 //!
 //! Modules, following a request: [`http`] (routing, V1 responses, handlers)
-//! → [`cluster`] (discovery, fan-out, aggregation, actions) → `nsq_http`'s
+//! → [`shared`] (what the handlers and the history poller share) →
+//! [`cluster`] (discovery, fan-out, aggregation, actions) → `nsq_http`'s
 //! client. [`options`] holds the flags; [`notify`] the notifications;
-//! [`semver`] the version order behind `out_of_date`.
+//! [`semver`] the version order behind `out_of_date`. This file starts and
+//! stops the daemon: the listener, the HTTP server, the history poller.
 
 #![forbid(unsafe_code)]
 
@@ -23,21 +25,21 @@ pub mod history;
 pub mod http;
 pub mod notify;
 pub mod options;
+mod poller;
 pub mod semver;
+pub mod shared;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use error::StartError;
 pub use options::Options;
 
-use cluster::{ClusterInfo, Upstreams};
-use history::History;
 use notify::Notifier;
+use shared::Shared;
 
 /// The NSQ version nsqadmin reports.
 pub const VERSION: &str = nsq_protocol::VERSION;
@@ -46,49 +48,6 @@ pub const USER_AGENT: &str = "nsqadmin/v1.3.0";
 
 /// Changes the process log level (`PUT /config/log_level`); set by the binary.
 pub type LevelSetter = nsq_cli::log::LevelSetter;
-
-/// State shared by the HTTP handlers and background tasks.
-pub struct Shared {
-    opts: RwLock<Arc<Options>>,
-    log_level_hook: Mutex<Option<LevelSetter>>,
-    pub ci: ClusterInfo,
-    /// For graphite: the same settings as `ci`'s, without `--http-secret`
-    /// (which is for the daemons only).
-    pub graphite_client: nsq_http::Client,
-    pub history: History,
-    pub notifier: Notifier,
-    /// This machine's host name (notifications' `via`).
-    pub hostname: String,
-}
-
-impl Shared {
-    /// The current options (a snapshot; `PUT /config` swaps in a new one).
-    pub fn options(&self) -> Arc<Options> {
-        self.opts.read().clone()
-    }
-
-    pub fn update_options(&self, f: impl FnOnce(&mut Options)) {
-        let mut guard = self.opts.write();
-        let mut o = (**guard).clone();
-        f(&mut o);
-        *guard = Arc::new(o);
-    }
-
-    /// Where to find the cluster right now.
-    pub fn upstreams(&self) -> Upstreams {
-        let o = self.options();
-        Upstreams {
-            lookupds: o.nsqlookupd_http_addresses.clone(),
-            nsqds: o.nsqd_http_addresses.clone(),
-        }
-    }
-
-    pub fn set_log_level(&self, level: nsq_cli::LogLevel) {
-        if let Some(f) = self.log_level_hook.lock().as_ref() {
-            f(level);
-        }
-    }
-}
 
 /// A validated, listening nsqadmin, ready to [`run`](Nsqadmin::run).
 pub struct Nsqadmin {
@@ -128,15 +87,7 @@ impl Nsqadmin {
             client.clone(),
             shutdown.child_token(),
         );
-        let shared = Arc::new(Shared {
-            history: History::new(history::INTERVAL, history::WINDOW),
-            opts: RwLock::new(Arc::new(opts)),
-            log_level_hook: Mutex::new(None),
-            ci: ClusterInfo::new(daemons),
-            graphite_client: client,
-            notifier,
-            hostname: nsq_cli::hostname().unwrap_or_default(),
-        });
+        let shared = Arc::new(Shared::new(opts, daemons, client, notifier));
         Ok(Nsqadmin {
             shared,
             listener,
@@ -151,7 +102,7 @@ impl Nsqadmin {
 
     /// Lets `PUT /config/log_level` change the process's log level.
     pub fn set_log_level_hook(&self, f: LevelSetter) {
-        *self.shared.log_level_hook.lock() = Some(f);
+        self.shared.set_log_level_hook(f);
     }
 
     /// Serves the UI and API and runs the history poller until `shutdown` is
@@ -171,7 +122,7 @@ impl Nsqadmin {
         if let Ok(a) = listener.local_addr() {
             tracing::info!("HTTP: listening on {a}");
         }
-        let poller = tokio::spawn(history::run_poller(
+        let poller = tokio::spawn(poller::run_poller(
             shared.clone(),
             shared.ci.clone(),
             shutdown.child_token(),

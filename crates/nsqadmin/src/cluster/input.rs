@@ -36,7 +36,7 @@ pub struct NsqdTopic {
     pub e2e_processing_latency: Option<NsqdE2e>,
     /// nsq-rs only (absent from NSQ's nsqd).
     #[serde(flatten)]
-    pub settings: super::types::TopicSettings,
+    pub settings: super::settings::TopicSettings,
     /// nsq-rs replicated topics only.
     #[serde(flatten)]
     pub replicated: super::replicated::Replicated,
@@ -62,7 +62,7 @@ pub struct NsqdChannel {
     pub e2e_processing_latency: Option<NsqdE2e>,
     /// nsq-rs only (absent from NSQ's nsqd).
     #[serde(flatten)]
-    pub settings: super::types::ChannelSettings,
+    pub settings: super::settings::ChannelSettings,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -8,9 +8,11 @@
 //! text (`Vec<String>`, one entry per failed upstream). Actions collect every
 //! upstream POST failure as a warning; only a failed producer discovery is total.
 
+pub mod counts;
 pub mod e2e;
 pub mod input;
 pub mod replicated;
+pub mod settings;
 pub mod types;
 
 use std::collections::BTreeMap;

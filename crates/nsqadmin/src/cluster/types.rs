@@ -4,82 +4,15 @@
 //!
 //! Nothing here does I/O or reads the clock (`now` is passed in).
 
-use serde::{Deserialize, Serialize};
-
-use super::e2e::E2eAggregate;
-use super::replicated::{self, Replicated};
 use nsq_protocol::lookupd::{join_host_port, Node};
+use serde::Serialize;
 
+use super::counts::{is_zero, Depths, Locality};
+use super::e2e::E2eAggregate;
 use super::input::{NsqdChannel, NsqdClient, NsqdInfo, NsqdTopic};
+use super::replicated::{self, Replicated};
+use super::settings::{ChannelSettings, TopicSettings};
 use crate::semver::Semver;
-
-fn is_zero(v: &i64) -> bool {
-    *v == 0
-}
-
-/// nsq-rs settings and counters of a channel (each absent, as from NSQ,
-/// while not set): read from nsqd's `/stats`, answered inline in the
-/// channel's `/api` object. Across nodes the counters add up and the
-/// settings are the first node's that has one (nsqadmin sets every node
-/// alike).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ChannelSettings {
-    #[serde(skip_serializing_if = "is_zero")]
-    pub max_attempts: i64,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub dead_letter_topic: String,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub dead_letter_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub max_depth: i64,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub max_depth_policy: String,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub dropped_count: i64,
-}
-
-impl ChannelSettings {
-    fn add(&mut self, o: &ChannelSettings) {
-        self.dead_letter_count += o.dead_letter_count;
-        self.dropped_count += o.dropped_count;
-        if self.max_attempts == 0 {
-            self.max_attempts = o.max_attempts;
-            self.dead_letter_topic.clone_from(&o.dead_letter_topic);
-        }
-        if self.max_depth == 0 {
-            self.max_depth = o.max_depth;
-            self.max_depth_policy.clone_from(&o.max_depth_policy);
-        }
-    }
-}
-
-/// nsq-rs settings and counters of a topic, as [`ChannelSettings`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct TopicSettings {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mem_queue_size: Option<i64>,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub max_depth: i64,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub max_depth_policy: String,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub dropped_count: i64,
-}
-
-impl TopicSettings {
-    fn add(&mut self, o: &TopicSettings) {
-        self.dropped_count += o.dropped_count;
-        if self.mem_queue_size.is_none() {
-            self.mem_queue_size = o.mem_queue_size;
-        }
-        if self.max_depth == 0 {
-            self.max_depth = o.max_depth;
-            self.max_depth_policy.clone_from(&o.max_depth_policy);
-        }
-    }
-}
 
 /// A topic as listed under a producer in `/api/nodes`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -295,9 +228,8 @@ pub struct ChannelStats {
     pub hostname: String,
     pub topic_name: String,
     pub channel_name: String,
-    pub depth: i64,
-    pub memory_depth: i64,
-    pub backend_depth: i64,
+    #[serde(flatten)]
+    pub depths: Depths,
     pub in_flight_count: i64,
     pub deferred_count: i64,
     pub requeue_count: i64,
@@ -305,12 +237,8 @@ pub struct ChannelStats {
     pub message_count: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub delivery_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub zone_local_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub region_local_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub global_msg_count: i64,
+    #[serde(flatten)]
+    pub locality: Locality,
     pub client_count: i64,
     pub nodes: Option<Vec<ChannelStats>>,
     pub clients: Option<Vec<ClientStats>>,
@@ -322,25 +250,24 @@ pub struct ChannelStats {
 
 impl ChannelStats {
     pub fn from_nsqd(c: NsqdChannel, topic: &str, node: &Producer, now_secs: i64) -> ChannelStats {
+        let locality = Locality {
+            zone_local_msg_count: c.zone_local_msg_count,
+            region_local_msg_count: c.region_local_msg_count,
+            global_msg_count: c.global_msg_count,
+        };
         ChannelStats {
             node: node.http_address(),
             hostname: node.hostname.clone(),
             topic_name: topic.to_string(),
             channel_name: c.channel_name,
-            depth: c.depth,
-            memory_depth: c.depth - c.backend_depth,
-            backend_depth: c.backend_depth,
+            depths: Depths::of(c.depth, c.backend_depth),
             in_flight_count: c.in_flight_count,
             deferred_count: c.deferred_count,
             requeue_count: c.requeue_count,
             timeout_count: c.timeout_count,
             message_count: c.message_count,
-            delivery_msg_count: c.zone_local_msg_count
-                + c.region_local_msg_count
-                + c.global_msg_count,
-            zone_local_msg_count: c.zone_local_msg_count,
-            region_local_msg_count: c.region_local_msg_count,
-            global_msg_count: c.global_msg_count,
+            delivery_msg_count: locality.total(),
+            locality,
             client_count: c.client_count,
             nodes: None,
             clients: c.clients.map(|cs| {
@@ -360,18 +287,14 @@ impl ChannelStats {
     /// Adds one node's numbers into an aggregate (`node` becomes `*`).
     fn add(&mut self, a: &ChannelStats) {
         self.node = "*".into();
-        self.depth += a.depth;
-        self.memory_depth += a.memory_depth;
-        self.backend_depth += a.backend_depth;
+        self.depths.add(&a.depths);
         self.in_flight_count += a.in_flight_count;
         self.deferred_count += a.deferred_count;
         self.requeue_count += a.requeue_count;
         self.timeout_count += a.timeout_count;
         self.message_count += a.message_count;
         self.delivery_msg_count += a.delivery_msg_count;
-        self.zone_local_msg_count += a.zone_local_msg_count;
-        self.region_local_msg_count += a.region_local_msg_count;
-        self.global_msg_count += a.global_msg_count;
+        self.locality.add(&a.locality);
         self.client_count += a.client_count;
         self.paused |= a.paused;
         self.settings.add(&a.settings);
@@ -412,18 +335,14 @@ impl ChannelStats {
             hostname: String::new(),
             topic_name: topic.into(),
             channel_name: channel.into(),
-            depth: 0,
-            memory_depth: 0,
-            backend_depth: 0,
+            depths: Depths::default(),
             in_flight_count: 0,
             deferred_count: 0,
             requeue_count: 0,
             timeout_count: 0,
             message_count: 0,
             delivery_msg_count: 0,
-            zone_local_msg_count: 0,
-            region_local_msg_count: 0,
-            global_msg_count: 0,
+            locality: Locality::default(),
             client_count: 0,
             nodes: None,
             clients: None,
@@ -440,17 +359,12 @@ pub struct TopicStats {
     pub node: String,
     pub hostname: String,
     pub topic_name: String,
-    pub depth: i64,
-    pub memory_depth: i64,
-    pub backend_depth: i64,
+    #[serde(flatten)]
+    pub depths: Depths,
     pub message_count: i64,
     pub delivery_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub zone_local_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub region_local_msg_count: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub global_msg_count: i64,
+    #[serde(flatten)]
+    pub locality: Locality,
     pub nodes: Option<Vec<TopicStats>>,
     pub channels: Option<Vec<ChannelStats>>,
     pub paused: bool,
@@ -466,19 +380,18 @@ pub struct TopicStats {
 impl TopicStats {
     pub fn from_nsqd(t: NsqdTopic, node: &Producer, now_secs: i64) -> TopicStats {
         let name = t.topic_name;
-        TopicStats {
-            node: node.http_address(),
-            hostname: node.hostname.clone(),
-            depth: t.depth,
-            memory_depth: t.depth - t.backend_depth,
-            backend_depth: t.backend_depth,
-            message_count: t.message_count,
-            delivery_msg_count: t.zone_local_msg_count
-                + t.region_local_msg_count
-                + t.global_msg_count,
+        let locality = Locality {
             zone_local_msg_count: t.zone_local_msg_count,
             region_local_msg_count: t.region_local_msg_count,
             global_msg_count: t.global_msg_count,
+        };
+        TopicStats {
+            node: node.http_address(),
+            hostname: node.hostname.clone(),
+            depths: Depths::of(t.depth, t.backend_depth),
+            message_count: t.message_count,
+            delivery_msg_count: locality.total(),
+            locality,
             nodes: None,
             channels: t.channels.map(|cs| {
                 cs.into_iter()
@@ -513,14 +426,10 @@ impl TopicStats {
             node: String::new(),
             hostname: String::new(),
             topic_name: topic.into(),
-            depth: 0,
-            memory_depth: 0,
-            backend_depth: 0,
+            depths: Depths::default(),
             message_count: 0,
             delivery_msg_count: 0,
-            zone_local_msg_count: 0,
-            region_local_msg_count: 0,
-            global_msg_count: 0,
+            locality: Locality::default(),
             nodes: None,
             channels: None,
             paused: false,
@@ -535,14 +444,10 @@ impl TopicStats {
             if counted.is_some_and(|c| c != i) {
                 continue;
             }
-            agg.depth += t.depth;
-            agg.memory_depth += t.memory_depth;
-            agg.backend_depth += t.backend_depth;
+            agg.depths.add(&t.depths);
             agg.message_count += t.message_count;
             agg.delivery_msg_count += t.delivery_msg_count;
-            agg.zone_local_msg_count += t.zone_local_msg_count;
-            agg.region_local_msg_count += t.region_local_msg_count;
-            agg.global_msg_count += t.global_msg_count;
+            agg.locality.add(&t.locality);
             agg.settings.add(&t.settings);
             let e = agg
                 .e2e_processing_latency

@@ -89,7 +89,7 @@ fn two_nodes_merge_channels_by_name() {
     sort_by_host(&mut per_node, |t| (&t.hostname, &t.node));
     let agg = TopicStats::aggregate("sample", per_node);
     assert_eq!(
-        (agg.node.as_str(), agg.depth, agg.message_count),
+        (agg.node.as_str(), agg.depths.depth, agg.message_count),
         ("*", 0, 8)
     );
     let nodes = agg.nodes.as_ref().unwrap();
@@ -102,7 +102,7 @@ fn two_nodes_merge_channels_by_name() {
     assert_eq!(
         (
             chans[0].node.as_str(),
-            chans[0].depth,
+            chans[0].depths.depth,
             chans[0].in_flight_count,
             chans[0].client_count
         ),
@@ -110,7 +110,7 @@ fn two_nodes_merge_channels_by_name() {
     );
     assert_eq!(chans[0].nodes.as_ref().unwrap().len(), 2);
     // per-node entries are left untouched
-    assert_eq!(nodes[0].channels.as_ref().unwrap()[0].depth, 1);
+    assert_eq!(nodes[0].channels.as_ref().unwrap()[0].depths.depth, 1);
 }
 
 #[test]
@@ -153,13 +153,17 @@ fn a_replicated_topics_totals_are_the_leaders_not_the_sum_over_members() {
     ];
     let agg = TopicStats::aggregate("r", per_node.clone());
     assert_eq!(
-        (agg.depth, agg.backend_depth, agg.message_count),
+        (
+            agg.depths.depth,
+            agg.depths.backend_depth,
+            agg.message_count
+        ),
         (5, 1, 8),
         "counted once, from the leader"
     );
     let chans = agg.channels.as_ref().unwrap();
     assert_eq!(
-        (chans.len(), chans[0].depth, chans[0].message_count),
+        (chans.len(), chans[0].depths.depth, chans[0].message_count),
         (1, 2, 8)
     );
     // Every member is still listed, and the view is the leader's report.
@@ -178,6 +182,43 @@ fn a_replicated_topics_totals_are_the_leaders_not_the_sum_over_members() {
         .map(|n| member_stats(n, "h", n as u64, None))
         .collect();
     let agg = TopicStats::aggregate("r", leaderless);
-    assert_eq!((agg.depth, agg.message_count), (15, 24));
-    assert_eq!(agg.channels.as_ref().unwrap()[0].depth, 6);
+    assert_eq!((agg.depths.depth, agg.message_count), (15, 24));
+    assert_eq!(agg.channels.as_ref().unwrap()[0].depths.depth, 6);
+}
+
+/// nsq-rs's keys (settings, depth limits, locality counts) read from two
+/// nsqds and merged: counters add up, a setting is the first node's that
+/// has one, and every key keeps its place in the topic's and the channel's
+/// object.
+#[test]
+fn nsq_rs_keys_merge_across_nodes_in_place() {
+    let stats = |max_attempts: i64, max_depth: i64, dropped: i64| {
+        format!(
+            r#"{{"topics":[{{"topic_name":"t","depth":4,"backend_depth":1,"message_count":9,
+            "zone_local_msg_count":2,"global_msg_count":1,"paused":false,
+            "max_depth":{max_depth},"max_depth_policy":"reject","dropped_count":{dropped},
+            "channels":[{{"channel_name":"c","depth":3,"backend_depth":2,"message_count":9,
+            "region_local_msg_count":4,"max_attempts":{max_attempts},"dead_letter_topic":"t_dl",
+            "dead_letter_count":1,"max_depth":{max_depth},"max_depth_policy":"drop-oldest",
+            "dropped_count":{dropped}}}]}}]}}"#
+        )
+    };
+    let mut per_node = topics(&stats(0, 0, 2), &node(1, "a"), 0);
+    per_node.extend(topics(&stats(5, 7, 3), &node(2, "b"), 0));
+    let agg = TopicStats::aggregate("t", per_node);
+    let mut topic = agg.clone();
+    topic.channels = None;
+    topic.nodes = None;
+    topic.e2e_processing_latency = None;
+    assert_eq!(
+        ojson(&topic),
+        r#"{"node":"*","hostname":"","topic_name":"t","depth":8,"memory_depth":6,"backend_depth":2,"message_count":18,"delivery_msg_count":6,"zone_local_msg_count":4,"global_msg_count":2,"nodes":null,"channels":null,"paused":false,"e2e_processing_latency":null,"max_depth":7,"max_depth_policy":"reject","dropped_count":5}"#
+    );
+    let mut channel = agg.channels.unwrap().remove(0);
+    channel.nodes = None;
+    channel.e2e_processing_latency = None;
+    assert_eq!(
+        ojson(&channel),
+        r#"{"node":"*","hostname":"a","topic_name":"t","channel_name":"c","depth":6,"memory_depth":2,"backend_depth":4,"in_flight_count":0,"deferred_count":0,"requeue_count":0,"timeout_count":0,"message_count":18,"delivery_msg_count":8,"region_local_msg_count":8,"client_count":0,"nodes":null,"clients":null,"paused":false,"e2e_processing_latency":null,"max_attempts":5,"dead_letter_topic":"t_dl","dead_letter_count":2,"max_depth":7,"max_depth_policy":"drop-oldest","dropped_count":5}"#
+    );
 }

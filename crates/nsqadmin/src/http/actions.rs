@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::{v1_json, warning, ApiErr, ApiResult, Req};
 use crate::cluster::ClusterError;
 use crate::notify::AdminAction;
-use crate::Shared;
+use crate::shared::Shared;
 use nsq_http::url::query_escape;
 use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 

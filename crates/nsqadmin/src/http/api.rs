@@ -12,7 +12,7 @@ use crate::cluster::{
     types::sort_clients_by_node_topology, ChannelStats, ClusterError, Producer, TopicStats,
 };
 use crate::history::Series;
-use crate::Shared;
+use crate::shared::Shared;
 
 pub fn now_secs() -> i64 {
     crate::history::now_ms() / 1000

@@ -8,7 +8,7 @@ use hyper::Method;
 
 use super::{v1_json, v1_text, ApiErr, ApiResult, Req, MAX_BODY};
 use crate::cidr::Cidr;
-use crate::Shared;
+use crate::shared::Shared;
 use nsq_cli::flags::{ConfigValue, Flags};
 use nsq_cli::LogLevel;
 

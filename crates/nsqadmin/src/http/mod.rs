@@ -24,12 +24,13 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::header::{HeaderMap, HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, VARY};
 use hyper::{Method, StatusCode};
-use nsq_http::server::{reply, Site};
+use nsq_http::reply;
+use nsq_http::server::Site;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::Shared;
+use crate::shared::Shared;
 use routes::Endpoint;
 
 /// Request bodies are read up to this many bytes (`/config` PUT allows 1 MiB).

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::{plain, Req, TEXT_CT};
 use crate::options::join_path;
-use crate::Shared;
+use crate::shared::Shared;
 
 const INDEX_HTML: &str = include_str!("../../static/index.html");
 

@@ -506,4 +506,14 @@ mod tests {
             "/api/nodes/h:1/a%20b/%C3%A9"
         );
     }
+
+    #[test]
+    fn addresses_print_like_go() {
+        assert_eq!(go_addr("127.0.0.1:5".parse().unwrap()), "127.0.0.1:5");
+        assert_eq!(
+            go_addr("[::ffff:127.0.0.1]:5".parse().unwrap()),
+            "127.0.0.1:5"
+        );
+        assert_eq!(go_addr("[::1]:5".parse().unwrap()), "[::1]:5");
+    }
 }

@@ -16,7 +16,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
 
-pub use server::{ServerTls, TlsError};
+pub use server::{ClientAuth, ServerTls, TlsError};
 
 /// Where Go looks for the system CA bundle on Linux, in order.
 const SYSTEM_CA_FILES: &[&str] = &[

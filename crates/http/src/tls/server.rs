@@ -92,13 +92,41 @@ fn read(flag: &'static str, path: &str) -> Result<Vec<u8>, TlsError> {
     })
 }
 
+/// What `--tls-client-auth-policy` asks of a connecting client: the one
+/// place its values are named, for the config and for the daemons that
+/// refuse a value they do not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// `""`: no client certificate is asked for (Go's default).
+    None,
+    /// `require`: a certificate must be sent, checked against no CA
+    /// (Go's `tls.RequireAnyClientCert`).
+    Require,
+    /// `require-verify`: a certificate must be sent and verify against the
+    /// root CA file, else the system's CAs.
+    RequireVerify,
+}
+
+impl ClientAuth {
+    /// The policy a flag value names; `None` for a value that names none.
+    pub fn parse(policy: &str) -> Option<ClientAuth> {
+        match policy {
+            "" => Some(ClientAuth::None),
+            "require" => Some(ClientAuth::Require),
+            "require-verify" => Some(ClientAuth::RequireVerify),
+            _ => None,
+        }
+    }
+}
+
 /// A daemon's TLS flags; empty paths mean "not given".
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServerTls<'a> {
     pub cert_file: &'a str,
     pub key_file: &'a str,
     pub root_ca_file: &'a str,
-    /// `require`, `require-verify`, or anything else for none (Go's default).
+    /// `require`, `require-verify`, or anything else for none (Go's
+    /// default): see [`ClientAuth`].
     pub client_auth_policy: &'a str,
     /// The TLS protocol number of `--tls-min-version` (0x0301 is tls1.0).
     pub min_version: u16,
@@ -146,17 +174,19 @@ impl ServerTls<'_> {
         let provider = provider();
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions(self.min_version))?;
-        let builder = match self.client_auth_policy {
-            "require" => builder.with_client_cert_verifier(Arc::new(AnyClientCert { provider })),
-            "require-verify" => {
+        // Go's daemons take a policy they do not know as none.
+        let builder = match ClientAuth::parse(self.client_auth_policy).unwrap_or(ClientAuth::None) {
+            ClientAuth::Require => {
+                builder.with_client_cert_verifier(Arc::new(AnyClientCert { provider }))
+            }
+            ClientAuth::RequireVerify => {
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(self.roots()?), provider)
                         .build()
                         .map_err(|e| TlsError::Verifier(e.to_string()))?;
                 builder.with_client_cert_verifier(verifier)
             }
-            // Go's default: no client certificate is asked for.
-            _ => builder.with_no_client_auth(),
+            ClientAuth::None => builder.with_no_client_auth(),
         };
         Ok(Some(Arc::new(builder.with_single_cert(chain, key)?)))
     }
@@ -242,5 +272,23 @@ impl ClientCertVerifier for AnyClientCert {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_auth_policies_are_the_empty_one_require_and_require_verify() {
+        assert_eq!(ClientAuth::parse(""), Some(ClientAuth::None));
+        assert_eq!(ClientAuth::parse("require"), Some(ClientAuth::Require));
+        assert_eq!(
+            ClientAuth::parse("require-verify"),
+            Some(ClientAuth::RequireVerify)
+        );
+        for unknown in ["maybe", "Require", "require-verify "] {
+            assert_eq!(ClientAuth::parse(unknown), None, "{unknown}");
+        }
     }
 }

@@ -7,14 +7,15 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::context::{Context, WallClock};
 use crate::registration::RegistrationDb;
 use crate::{http, tcp, VERSION};
 use nsq_protocol::gofmt::listen_error;
@@ -106,7 +107,7 @@ impl Options {
             return Err("--https-address and --tls-required need --tls-cert and --tls-key".into());
         }
         let policy = self.tls_client_auth_policy.as_str();
-        if !matches!(policy, "" | "require" | "require-verify") {
+        if nsq_http::tls::ClientAuth::parse(policy).is_none() {
             return Err(format!(
                 "--tls-client-auth-policy must be require or require-verify, not {}",
                 nsq_protocol::gofmt::quote(policy)
@@ -168,56 +169,6 @@ pub enum Error {
     /// A bad option (normally caught by [`Options::validate`] first).
     #[error("{0}")]
     Config(String),
-}
-
-/// State shared by the TCP and HTTP sides.
-pub(crate) struct Context {
-    /// `std` mutex, not tokio's: critical sections are short, never span an
-    /// `.await`, and the registry is the only shared state.
-    pub(crate) db: Mutex<RegistrationDb>,
-    /// IDENTIFY's answer never changes for a running server: built once.
-    pub(crate) identify_response: Bytes,
-    pub(crate) clock: WallClock,
-    /// `--http-auth-required`: the HTTP API's access control.
-    pub(crate) http_guard: Option<Arc<nsq_http::guard::Guard>>,
-}
-
-impl Context {
-    pub(crate) fn db(&self) -> MutexGuard<'_, RegistrationDb> {
-        // A panic while holding the lock cannot leave the registry
-        // half-updated in a way worse than refusing to serve, so keep going.
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Maps monotonic instants to Unix nanoseconds for `/debug` output, anchored
-/// once at startup (the registry only stores [`Instant`]s).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WallClock {
-    anchor: Instant,
-    anchor_unix_nanos: i64,
-}
-
-impl WallClock {
-    pub(crate) fn now() -> Self {
-        let unix = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        Self {
-            anchor: Instant::now(),
-            anchor_unix_nanos: i64::try_from(unix.as_nanos()).unwrap_or(i64::MAX),
-        }
-    }
-
-    pub(crate) fn unix_nanos(&self, t: Instant) -> i64 {
-        let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
-        match t.checked_duration_since(self.anchor) {
-            Some(after) => self.anchor_unix_nanos.saturating_add(nanos(after)),
-            None => self
-                .anchor_unix_nanos
-                .saturating_sub(nanos(self.anchor - t)),
-        }
-    }
 }
 
 /// A bound, not yet serving, nsqlookupd.
@@ -350,28 +301,9 @@ async fn listen(addr: &str) -> Result<TcpListener, Error> {
     TcpListener::bind(addr).await.map_err(err)
 }
 
-pub(crate) use nsq_http::server::go_addr;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses_print_like_go() {
-        assert_eq!(go_addr("127.0.0.1:5".parse().unwrap()), "127.0.0.1:5");
-        assert_eq!(
-            go_addr("[::ffff:127.0.0.1]:5".parse().unwrap()),
-            "127.0.0.1:5"
-        );
-        assert_eq!(go_addr("[::1]:5".parse().unwrap()), "[::1]:5");
-    }
-
-    #[test]
-    fn wall_clock_maps_instants() {
-        let c = WallClock::now();
-        let later = c.anchor + Duration::from_nanos(1500);
-        assert_eq!(c.unix_nanos(later) - c.unix_nanos(c.anchor), 1500);
-    }
 
     #[tokio::test]
     async fn binds_port_zero_and_shuts_down() {

@@ -11,6 +11,7 @@
 //!   and connection shell.
 //! * `http` — the HTTP API's routes on `nsq_http`'s server; `http::api`
 //!   the endpoint logic.
+//! * `context` — what the TCP and HTTP sides share while serving.
 //! * `daemon` — options, listeners, start and shutdown: `NsqLookupd`.
 //!
 //! The default `server` feature is the daemon (tokio, the HTTP server,
@@ -22,14 +23,14 @@
 #![deny(rust_2018_idioms, unused_must_use)]
 
 #[cfg(feature = "server")]
+mod context;
+#[cfg(feature = "server")]
 mod daemon;
 #[cfg(feature = "server")]
 mod http;
 pub mod registration;
 pub mod tcp;
 
-#[cfg(feature = "server")]
-pub(crate) use daemon::{go_addr, Context, WallClock};
 #[cfg(feature = "server")]
 pub use daemon::{run, Error, NsqLookupd, Options};
 

@@ -18,8 +18,8 @@ use nsq_http::guard::Grant;
 use nsq_http::url::Params;
 
 use super::Endpoint;
+use crate::context::WallClock;
 use crate::registration::RegistrationDb;
-use crate::WallClock;
 
 /// Go's zero `time.Time` as Unix nanoseconds (an overflowed value): what
 /// `/debug` shows as `tombstoned_at` for a producer never tombstoned.

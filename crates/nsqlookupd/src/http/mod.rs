@@ -19,14 +19,15 @@ use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::Extension;
 use hyper::StatusCode;
 use nsq_http::guard::{Access, Grant};
+use nsq_http::reply;
 use nsq_http::router::Routes;
-use nsq_http::server::{reply, Site};
+use nsq_http::server::Site;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use crate::Context;
+use crate::context::Context;
 use api::Reply;
 
 /// Request bodies are read (NSQ's handlers read them) up to this size; no

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info};
 
 use super::v1::Session;
-use crate::Context;
+use crate::context::Context;
 use nsq_protocol::lookupd::{self as wire, Command, V1Error};
 
 /// Longest command line accepted (NSQ has no limit; nsqd's lines are
@@ -42,7 +42,7 @@ pub(crate) async fn serve(
 ) {
     let local = listener
         .local_addr()
-        .map(crate::go_addr)
+        .map(nsq_http::server::go_addr)
         .unwrap_or_default();
     let proto = if tls.is_some() { "TCP (TLS)" } else { "TCP" };
     info!("{proto}: listening on {local}");
@@ -77,7 +77,7 @@ async fn handle(
     ctx: Arc<Context>,
     shutdown: CancellationToken,
 ) {
-    let remote = crate::go_addr(remote);
+    let remote = nsq_http::server::go_addr(remote);
     info!(client = %remote, "TCP: new client");
     let (rd, wr) = tokio::io::split(stream);
     let mut conn = Connection {

@@ -1,7 +1,19 @@
 //! The JSON of nsqd's `/stats?format=json`, field order as nsqd writes it.
 //! Shared by nsqd (which serializes it) and by readers (nsqadmin, apps, tests).
+//!
+//! A key that is not always there (the topology counts, the auth fields,
+//! and every nsq-rs key) follows one rule, [`unset`]'s: nsqd leaves it out
+//! while it holds its type's default (0, false, empty, null), as an NSQ
+//! without the feature would, and a reader takes it as that default when
+//! it is missing (`#[serde(skip_serializing_if = "unset", default)]`).
 
 use serde::{Deserialize, Serialize, Serializer};
+
+/// An optional key's value that nsqd leaves out of `/stats`: its type's
+/// default.
+fn unset<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
@@ -9,12 +21,12 @@ pub struct Stats {
     pub health: String,
     pub start_time: i64,
     pub topics: Option<Vec<TopicStats>>,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub memory: Option<MemStats>,
     pub producers: Option<Vec<ClientStats>>,
     /// nsq-rs: this nsqd as a member of a replication cluster; absent (as
     /// from NSQ) when it is not one.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub replication: Option<ReplicationStats>,
 }
 
@@ -80,22 +92,22 @@ pub struct TopicStats {
     /// nsq-rs limits, each absent (as from NSQ) while not set: the topic's
     /// own `mem_queue_size`, its `max_depth` and policy, and what a
     /// `drop-oldest` limit dropped.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub mem_queue_size: Option<i64>,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub max_depth: u64,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub max_depth_policy: Option<String>,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub dropped_count: u64,
     /// nsq-rs replicated topics: the topic's replicas, absent on every
     /// unreplicated topic (docs/replication.md).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub replicas: Option<u8>,
     /// nsq-rs replicated topics: the topic's group as this member sees
     /// it, absent on every unreplicated topic and on an nsqd that is not a
     /// replication member.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub replication: Option<TopicReplication>,
 }
 
@@ -144,18 +156,6 @@ pub struct ReplicaStats {
     pub lag: Option<u64>,
 }
 
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-fn is_zero_u16(v: &u16) -> bool {
-    *v == 0
-}
-
-fn is_false(v: &bool) -> bool {
-    !*v
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ChannelStats {
     pub channel_name: String,
@@ -164,30 +164,30 @@ pub struct ChannelStats {
     pub in_flight_count: i64,
     pub deferred_count: i64,
     pub message_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub zone_local_msg_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub region_local_msg_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub global_msg_count: u64,
     pub requeue_count: u64,
     pub timeout_count: u64,
     /// nsq-rs: messages moved to the dead-letter topic after
     /// `max_attempts`; absent (as from NSQ) while none was.
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub dead_letter_count: u64,
     /// nsq-rs settings, each absent (as from NSQ) while not set:
     /// `max_attempts` and where messages past it go, the depth limit and
     /// its policy, and what a `drop-oldest` limit dropped.
-    #[serde(skip_serializing_if = "is_zero_u16", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub max_attempts: u16,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub dead_letter_topic: Option<String>,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub max_depth: u64,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub max_depth_policy: Option<String>,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub dropped_count: u64,
     pub client_count: i64,
     pub clients: Option<Vec<ClientStats>>,
@@ -211,11 +211,11 @@ pub struct ClientStats {
     pub ready_count: i64,
     pub in_flight_count: i64,
     pub message_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub zone_local_msg_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub region_local_msg_count: u64,
-    #[serde(skip_serializing_if = "is_zero", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub global_msg_count: u64,
     pub finish_count: u64,
     pub requeue_count: u64,
@@ -224,15 +224,15 @@ pub struct ClientStats {
     pub deflate: bool,
     pub snappy: bool,
     pub user_agent: String,
-    #[serde(skip_serializing_if = "is_false", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub authed: bool,
-    #[serde(skip_serializing_if = "String::is_empty", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub auth_identity: String,
-    #[serde(skip_serializing_if = "String::is_empty", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub auth_identity_url: String,
     pub topology_zone: String,
     pub topology_region: String,
-    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    #[serde(skip_serializing_if = "unset", default)]
     pub pub_counts: Vec<PubCount>,
     pub tls: bool,
     pub tls_cipher_suite: String,

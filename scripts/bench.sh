@@ -3,7 +3,7 @@
 #
 #   bash scripts/bench.sh
 #
-# 1. builds nsqd and nsq_bench with the dist profile (fat LTO, as shipped),
+# 1. builds nsqd and nsq_bench with the release profile (fat LTO, as shipped),
 # 2. starts nsqd on free 127.0.0.1 ports, temp --data-path, --mem-queue-size=1000000,
 # 3. creates the topics and channels over HTTP,
 # 4. pub (RUNFOR) then sub (RUNFOR, or until the published backlog is drained)
@@ -25,10 +25,10 @@ RATES="${RATES:-1000 20000 100000}"
 N="$(nproc)"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
-echo "==> cargo build --profile dist -p nsqd-bin -p nsq_bench" >&2
-cargo build --profile dist -p nsqd-bin -p nsq_bench
-NSQD="${NSQD:-$TARGET_DIR/dist/nsqd}"
-BENCH="$TARGET_DIR/dist/nsq_bench"
+echo "==> cargo build --release -p nsqd-bin -p nsq_bench" >&2
+cargo build --release -p nsqd-bin -p nsq_bench
+NSQD="${NSQD:-$TARGET_DIR/release/nsqd}"
+BENCH="$TARGET_DIR/release/nsq_bench"
 
 # Three free loopback ports (tcp, http, https).
 free_ports() {

@@ -3,7 +3,7 @@
 #
 #   A=/path/to/nsqd B=/path/to/other/nsqd bash scripts/compare.sh [ROUNDS]
 #
-# A defaults to this repository's nsqd built with the dist profile (fat LTO,
+# A defaults to this repository's nsqd built with the release profile (fat LTO,
 # as shipped; built here), B to nothing
 # (A alone). Each round runs, for A then B, each on a fresh data dir and free
 # 127.0.0.1 ports:

@@ -5,7 +5,7 @@
 #   GO_NSQD=/path/to/go/nsqd bash scripts/durable.sh [ROUNDS]
 #
 # GO_NSQD is NSQ's own nsqd (built from its source by you); without it only
-# nsq-rs runs. A (default: this repository's nsqd, dist profile as shipped) is the nsq-rs
+# nsq-rs runs. A (default: this repository's nsqd, release profile as shipped) is the nsq-rs
 # binary. Each round, for A then GO_NSQD, each on a fresh data dir and free
 # 127.0.0.1 ports, topic and channel created first:
 #   pub    nsq_bench pub --writers W --pipeline 4 (MPUB 200 x 200 B) for

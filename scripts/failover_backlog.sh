@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What a failover costs with a backlog (docs/replication.md, "A new leader
-# delivers what is unfinished"): three nsqd members on 127.0.0.1 (dist
+# delivers what is unfinished"): three nsqd members on 127.0.0.1 (release
 # profile), a replicas=3 topic with one channel, RUNFOR (default 7s) of
 # nsq_bench pub to its leader (2 writers, MPUB 200 x 200 B, 4 in flight;
 # its msgs/s printed) and no consumer: the backlog is every acknowledged

@@ -2,13 +2,14 @@
 # Builds every nsq-rs binary (the three daemons and the apps) and installs
 # them into PREFIX/bin.
 #
-#   bash scripts/install.sh [--prefix DIR] [--profile dist|release] [--no-build]
+#   bash scripts/install.sh [--prefix DIR] [--profile release|quick|dist] [--no-build]
 #
 #   --prefix DIR     install into DIR/bin (default: $CARGO_INSTALL_ROOT, else
 #                    ~/.cargo, whose bin/ rustup already put on your PATH)
-#   --profile NAME   dist (default): fully optimised, as shipped (fat LTO, one
-#                    codegen unit; the slowest build); release: builds in a
-#                    fraction of the time, a little slower and larger
+#   --profile NAME   release (default): fully optimised, as shipped (level 3,
+#                    fat LTO, one codegen unit; the slowest build); quick:
+#                    level 1, builds in three quarters of the CPU time, up to
+#                    a quarter slower; dist: release with line tables (for perf)
 #   --no-build       install what the profile's last build left in
 #                    target/<profile>/ (e.g. under sudo, after building as yourself)
 #
@@ -22,7 +23,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 BINS=(nsqd nsqlookupd nsqadmin nsq_tail to_nsq nsq_to_nsq nsq_stat nsq_to_file nsq_to_http nsq_pubsub nsq_bench)
 PREFIX="${CARGO_INSTALL_ROOT:-$HOME/.cargo}"
-PROFILE=dist
+PROFILE=release
 BUILD=1
 
 while [ "$#" -gt 0 ]; do
@@ -38,8 +39,8 @@ while [ "$#" -gt 0 ]; do
     shift
 done
 case "$PROFILE" in
-    dist|release) ;;
-    *) echo "install.sh: --profile is dist or release, not $PROFILE" >&2; exit 2 ;;
+    release|quick|dist) ;;
+    *) echo "install.sh: --profile is release, quick or dist, not $PROFILE" >&2; exit 2 ;;
 esac
 
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"

@@ -3,13 +3,13 @@
 # one nsqd on free 127.0.0.1 ports with a fresh data dir under $WORK.
 
 # bench_prepare NAME: with ROOT set, builds nsqd and nsq_bench in $PROFILE
-# (default dist) unless A is given and nsq_bench is there; sets TARGET_DIR,
+# (default release) unless A is given and nsq_bench is there; sets TARGET_DIR,
 # A (default: that nsqd), NSQ_BENCH, WORK (a fresh temp dir), NSQD_PID and
 # PIDS (empty), and on exit stops $NSQD_PID and every pid in PIDS and
 # removes $WORK.
 bench_prepare() {
     TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-    PROFILE="${PROFILE:-dist}"
+    PROFILE="${PROFILE:-release}"
     if [ -z "${A:-}" ] || [ ! -x "$TARGET_DIR/$PROFILE/nsq_bench" ]; then
         (cd "$ROOT" && cargo build --profile "$PROFILE" -p nsqd-bin -p nsq_bench >&2)
     fi

@@ -5,7 +5,7 @@
 #   bash scripts/readers.sh [ROUNDS]
 #   MANY=1 bash scripts/readers.sh [ROUNDS]   # 1 reader against 1: the noise floor
 #
-# A (default: this repository's nsqd, dist profile as shipped) is the nsqd.
+# A (default: this repository's nsqd, release profile as shipped) is the nsqd.
 # Each round, for each shape — memory (--mem-queue-size=10000000) and disk
 # (--mem-queue-size=0) — and for 1 reader (RDY 2500) and MANY (default 4)
 # readers (RDY 2500 / MANY each: the same total), the order alternating

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What replication costs, in one run (issue 21, docs/replication.md "Cost"):
-# three nsqd members on 127.0.0.1 (dist profile as shipped), one topic
+# three nsqd members on 127.0.0.1 (release profile as shipped), one topic
 # created with replicas=3 and one without, each with a channel, on the same
 # nsqds. Each round, for the unreplicated topic then the replicated one:
 #   pub      nsq_bench pub to the replicated topic's leader, 2 writers,

@@ -2,7 +2,7 @@
 # What a replicated topic costs on the namespace hosts (issue 21,
 # docs/replication.md "Cost"): five nsqd members on their own network
 # namespaces (the replicated topic on a group of three of them), the load
-# from another one, `dist` binaries. Runs the ignored
+# from another one, `release` binaries (as shipped). Runs the ignored
 # benchmark tests/tests/cluster_faults/replicated_cost.rs.
 #
 #   bash scripts/replicated_cost.sh [ROUNDS]     # default 3
@@ -33,14 +33,14 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 OUT="$TARGET/cluster"
 mkdir -p "$OUT"
 
-cargo build --profile dist -p nsqd-bin -p nsqlookupd-bin -p nsqadmin-bin -p nsq_bench
+cargo build --release -p nsqd-bin -p nsqlookupd-bin -p nsqadmin-bin -p nsq_bench
 if [ "${JETSTREAM:-}" = 1 ] && ! command -v nats-server >/dev/null; then
     echo "==> installing Debian's nats-server" >&2
     apt-get install -y -qq nats-server >/dev/null 2>&1 ||
         { apt-get update -qq && apt-get install -y -qq nats-server >/dev/null; }
 fi
 if command -v nats-server >/dev/null; then
-    cargo build --profile dist -p nsq-benches --bin js_bench
+    cargo build --release -p nsq-benches --bin js_bench
 fi
 if [ "${RABBITMQ:-}" = 1 ] && [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
     echo "==> installing Debian's rabbitmq-server" >&2
@@ -48,7 +48,7 @@ if [ "${RABBITMQ:-}" = 1 ] && [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; th
         { apt-get update -qq && apt-get install -y -qq rabbitmq-server >/dev/null; }
 fi
 if [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]; then
-    cargo build --profile dist -p nsq-benches --bin amqp_bench
+    cargo build --release -p nsq-benches --bin amqp_bench
 fi
 cargo build --bin nsq_ledger
 cargo test -p nsq-tests --test cluster_faults --no-run
@@ -59,7 +59,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
-NSQ_BIN_DIR="$TARGET/dist" NSQ_REPLICATED_COST_ROUNDS="$ROUNDS" \
+NSQ_BIN_DIR="$TARGET/release" NSQ_REPLICATED_COST_ROUNDS="$ROUNDS" \
     NSQ_REPLICATED_MEMBERS="${MEMBERS:-5}" \
     NSQ_REPLICATED_REPORT="$OUT/report-replicated-cost.md" \
     cargo test -p nsq-tests --test cluster_faults -- --exact --ignored \

@@ -10,7 +10,7 @@
 #   B=/path/to/other/nsqd bash scripts/replication_idle.sh  # also that
 #                 build, in turn with this one, in the same run
 #
-# A defaults to the dist build of this tree (built if missing), as for the
+# A defaults to the release build of this tree (built if missing), as for the
 # other benchmark scripts; ROUNDS (default 1) rounds of A (then B).
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 //! What a replicated topic costs, measured on the namespace hosts of the
 //! fault runs (project issue 21, docs/replication.md "Cost"): a benchmark,
 //! not a test (`#[ignore]`; `scripts/replicated_cost.sh` runs it with the
-//! `dist` binaries). It asserts nothing about the figures; it fails only
+//! `release` binaries). It asserts nothing about the figures; it fails only
 //! when a measurement could not be taken.
 //!
 //! Five nsqd members `n1..n5` on their own hosts (the fault runs' flags;

@@ -20,13 +20,16 @@
 #    namespaces (it needs root and says SKIPPED without it), the Python
 #    interop tests (pynsq), nsqadmin in a real browser, and every Rust test
 #    executable of the workspace, eight at a time (scripts/suites.sh): unit
-#    tests, doc tests, the black-box suites in tests/, and the fuzz
+#    tests, doc tests, the black-box suites in tests/ (tests/tests/docs:
+#    the runnable commands of README.md and docs/), and the fuzz
 #    targets' checks replayed on stable (crates/fuzz-checks;
 #    coverage-guided fuzzing is scripts/fuzz.sh, on nightly: see
 #    fuzz/README.md).
 #
 # What it installs, each announced before it is installed:
 #   - Debian's strace (apt-get), when missing: tests/tests/durable_acks.rs
+#   - Debian's openssl and curl (apt-get), when missing: tests/tests/docs,
+#     which runs the commands of README.md and docs/
 #   - Debian's podman, runc, prometheus (with promtool) and python3-yaml
 #     (apt-get), when missing: scripts/check_image.sh, check_monitoring.sh
 #   - the pinned Python packages of tests/python/requirements.txt, into
@@ -74,6 +77,11 @@ rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 if ! command -v strace >/dev/null; then
     echo "==> installing Debian's strace with apt-get (needed by tests/tests/durable_acks.rs)"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq strace >/dev/null
+fi
+# tests/tests/docs runs the docs' commands, which use curl, and openssl for a certificate
+if ! command -v openssl >/dev/null || ! command -v curl >/dev/null; then
+    echo "==> installing Debian's openssl and curl with apt-get (needed by tests/tests/docs)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl curl >/dev/null
 fi
 # the deployment checks: the image (podman, and runc as its runtime), the
 # alerts (promtool, prometheus), the YAML they read (python3-yaml)

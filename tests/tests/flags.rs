@@ -28,7 +28,8 @@ const BINARIES: &[(&str, &str, bool)] = &[
 ];
 
 /// nsq-rs's own flags (binary, flag, type, default as Go prints it), listed
-/// beside NSQ's and documented in the README; every other flag is NSQ's.
+/// beside NSQ's and documented in docs/ (each daemon's page, and the
+/// feature's); every other flag is NSQ's.
 const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "max-attempts", "int", ""),
     ("nsqd", "max-defer-timeout", "duration", ""),
@@ -36,7 +37,7 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "log-format", "string", "\"nsq\""),
     ("nsqlookupd", "log-format", "string", "\"nsq\""),
     ("nsqadmin", "log-format", "string", "\"nsq\""),
-    // HTTP access control (README: Security)
+    // HTTP access control (docs/features/http-auth.md)
     ("nsqd", "http-auth-required", "", ""),
     ("nsqd", "http-max-connections", "int", "1024"),
     ("nsqlookupd", "http-auth-required", "", ""),
@@ -61,7 +62,7 @@ const ADDITIONS: &[(&str, &str, &str, &str)] = &[
         "5s",
     ),
     ("nsqlookupd", "tls-root-ca-file", "string", ""),
-    // TLS between the daemons (README: TLS between the daemons)
+    // TLS between the daemons (docs/features/tls-between-daemons.md)
     ("nsqlookupd", "https-address", "string", ""),
     ("nsqlookupd", "tls-required", "", ""),
     ("nsqlookupd", "tls-cert", "string", ""),

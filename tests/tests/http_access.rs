@@ -1,5 +1,5 @@
 //! The opt-in access control of the daemons' HTTP APIs
-//! (`--http-auth-required`, README "Security"): for each endpoint class of
+//! (`--http-auth-required`, docs/features/http-auth.md): for each endpoint class of
 //! nsqd and nsqlookupd, no secret (401), a wrong secret (401), a secret
 //! lacking the permission (403) and the right one; listings cut to what the
 //! secret may see; the auth server down or answering garbage (503, nothing

@@ -59,7 +59,7 @@ nsq_cli::flags! {
         inactive_producer_timeout: Duration = "5m0s";
         /// how long /topic/tombstone hides a producer of the topic
         tombstone_lifetime: Duration = "45s";
-        /// nsq-rs: every HTTP request but /ping needs a secret (Authorization: Bearer <secret>) that --auth-http-address grants the endpoint's permission (README: Security)
+        /// nsq-rs: every HTTP request but /ping needs a secret (Authorization: Bearer <secret>) that --auth-http-address grants the endpoint's permission (docs/features/http-auth.md)
         http_auth_required: bool = false;
         /// nsq-rs: with --http-auth-required, the most connections the HTTP listener keeps open (0: no cap)
         http_max_connections: i64 = 1024;

@@ -797,7 +797,7 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
         err.to_lowercase().contains("no space"),
         "error names the cause: {err:?}"
     );
-    c.read_until_closed(secs(5)); // fatal: the connection closes
+    c.read_until_closed(FRAME_WAIT); // fatal: the connection closes
     assert!(acked > 100, "a 2 MiB disk holds > 100 × 4 KiB ({acked})");
 
     let ping = n.get("/ping");
@@ -857,7 +857,7 @@ fn full_disk_scenario(check_ping_after_channel_write: bool) {
 
     let mut p = Conn::connect(&n.tcp_addr);
     p.publish("full", b"after-recovery");
-    let m = cons.expect_msg_within(secs(5));
+    let m = cons.expect_msg_within(FRAME_WAIT);
     assert_eq!(m.body, b"after-recovery");
     cons.fin(&m.id);
     let ping = n.get("/ping");
@@ -956,7 +956,7 @@ fn expect_ro_failure(n: &Nsqd, cmd: &[u8], code: &str, verb: &str) -> String {
         text.contains("Read-only file system"),
         "error names the cause: {text:?}"
     );
-    c.read_until_closed(secs(5)); // fatal, as in nsqd
+    c.read_until_closed(FRAME_WAIT); // fatal, as in nsqd
     text
 }
 

@@ -72,7 +72,7 @@ fn max_defer_timeout_allows_a_day_over_tcp_and_http_while_req_keeps_its_bound() 
     let mut c = n.connect();
     c.sub("t", "c");
     c.rdy(1);
-    let m = recv_msgs(&mut c, 1, Duration::from_secs(5), false).remove(0);
+    let m = recv_msgs(&mut c, 1, FRAME_WAIT, false).remove(0);
     assert_eq!(m.body_str(), "requeued");
     let t0 = Instant::now();
     c.req(&m.id, DAY_MS);
@@ -371,7 +371,7 @@ fn emptying_or_deleting_a_spilling_channel_removes_its_run_files() {
     assert!(!runs(n.data_path()).is_empty());
     assert_eq!(n.post("/channel/empty?topic=t&channel=c", b"").status, 200);
     assert_eq!(deferred(&n), 0);
-    wait_for(Duration::from_secs(5), "run files removed by empty", || {
+    wait_for(FRAME_WAIT, "run files removed by empty", || {
         runs(n.data_path()).is_empty().then_some(())
     });
     dpub_many(&n, 100, 50, |_| 60_000);

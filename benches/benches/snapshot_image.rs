@@ -1,4 +1,4 @@
-//! A replicated group's snapshot image (`nsqd::core::progress`): what a
+//! A replicated group's snapshot image (`nsqd::core::replicated::progress`): what a
 //! snapshot costs to make and to read back when a group's channels have a
 //! backlog. One topic with two channels, batches of 200 (MPUBs), one
 //! channel half done (every other batch finished), the other untouched.
@@ -15,8 +15,8 @@
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use nsq_protocol::MessageId;
-use nsqd::core::progress::Progress;
-use nsqd::core::replicated::{Cursor, Entry, Published};
+use nsqd::core::replicated::entry::{Cursor, Entry, Published};
+use nsqd::core::replicated::progress::Progress;
 
 const BATCH: usize = 200;
 

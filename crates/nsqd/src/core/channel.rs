@@ -611,6 +611,7 @@ mod report;
 // the ids a replicated topic's channel finished, for its group
 #[path = "channel_finished.rs"]
 mod finished;
+pub use finished::replicates;
 
 // the channel's deferred messages, in memory and spilled
 #[path = "channel_deferred.rs"]

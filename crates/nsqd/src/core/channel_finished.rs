@@ -9,9 +9,19 @@
 //! (the publish can be refused), and one the group thinks unfinished is at
 //! worst delivered twice after a failover, never lost.
 
+use nsq_protocol::names::is_ephemeral;
 use nsq_protocol::MessageId;
 
 use super::Channel;
+
+/// Whether a channel of a topic with `replicas` (None: unreplicated) goes
+/// through the topic's group, and so keeps its FINs here. `#ephemeral`
+/// channels do not: they keep nothing and go with their last consumer,
+/// who is on the leader only, so a copy on the other members would never
+/// be removed.
+pub fn replicates(replicas: Option<u8>, channel: &str) -> bool {
+    replicas.is_some() && !is_ephemeral(channel)
+}
 
 impl Channel {
     /// Keeps the ids of FINs from now on, until taken.

@@ -6,13 +6,9 @@
 //! deferrals, with their opt-in spill to run files ([`channel`],
 //! [`in_flight`], [`deferred`]), message ids
 //! ([`guid`]), E2E latency percentiles ([`e2e`]) and the opt-in depth
-//! limits of topics and channels ([`limits`]), the placement and
-//! creation rules of replicated topics ([`replicas`]), the entries of
-//! their Raft groups with the entries' encoding ([`replicated`]), what
-//! their channel entries change on a member ([`channel_entries`]), each
-//! channel's progress through their log ([`progress`]), which
-//! member serves them to consumers ([`serving`]) and what a member shows of
-//! each replica's lag ([`replica_lag`]).
+//! limits of topics and channels ([`limits`]). The rules of opt-in
+//! replicated topics are a wing of their own ([`replicated`]), which the
+//! rest of the core never uses.
 //!
 //! Never: tokio, sockets, the disk, the clock or a thread-local RNG. The
 //! server passes in monotonic time, wall-clock nanoseconds and RNG seeds;
@@ -22,7 +18,6 @@
 //! socket, a disk or a sleep.
 
 pub mod channel;
-pub mod channel_entries;
 pub mod deferred;
 pub mod e2e;
 mod effects;
@@ -30,15 +25,10 @@ pub mod guid;
 pub mod ids;
 pub mod in_flight;
 pub mod limits;
-pub mod progress;
 pub mod queue;
-pub mod replica_lag;
-pub mod replicas;
 pub mod replicated;
 pub mod rng;
-pub mod serving;
 pub mod topic;
-pub mod topic_entries;
 
 pub use channel::{Channel, ChannelConfig, DiskWork, SubError, Subscriber};
 pub use deferred::{DeferredWork, Load, RestoredRun, SpillBatch, SpillConfig};

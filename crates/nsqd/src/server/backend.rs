@@ -1,20 +1,19 @@
-//! The disk side of a topic's or channel's queue: its `DiskQueue`, where
-//! the server carries out the appends and refills the core asks for.
-//! `#ephemeral` names have none (the core drops their overflow); a queue
-//! that would not open keeps its error and refuses every write.
+//! Where a topic's or channel's queue keeps what memory does not hold:
+//! its `DiskQueue` (nsqd's), nothing (`#ephemeral` names: the core drops
+//! their overflow), a [`Keeper`] that holds the messages elsewhere (a
+//! replicated topic's group log; the server's seam, `super::cluster`,
+//! hands it out), or the error of a disk queue that would not open (every
+//! write refused). The server carries out here the appends and refills
+//! the core asks for.
 //!
 //! Records are nsqd's message encoding (`nsq_protocol::Message::encode`), so
 //! a data directory is interchangeable with Go nsqd's.
 //!
-//! Appends and reads run through [`blocking`], which lets the calling async
-//! worker hand its other tasks to a peer first; no core lock is held while
+//! Appends and reads run through [`blocking`]; no core lock is held while
 //! they run. Syncs never run on the caller: the queue's [`Syncer`] runs
-//! them one at a time on a blocking thread, when the sync policy asks
+//! them (group commit, `super::disk`) when the sync policy asks
 //! (`--sync-every`, a segment change) and when a writer waits for its
-//! records ([`Ticket::durable`]). That is group commit: one fsync covers
-//! every append made before it started, so with `--sync-every=1` (where
-//! nsqd answers a publish only once its records are durable) the number of
-//! fsyncs follows the disk's speed, not the number of publishes.
+//! records ([`Ticket::durable`]).
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -22,24 +21,13 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use nsq_diskqueue::{DiskQueue, Durability, ReadSeq, Seq};
 use nsq_protocol::Message;
+use nsq_protocol::MessageId;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::watch;
 
+use super::disk::{blocking, BackendError, Syncer};
 use super::health::Health;
-use super::log_store::LogBackend;
 use super::spill::SpillTicket;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum BackendError {
-    #[error("{0}")]
-    Disk(String),
-    /// The disk queue could not be opened when the topic or channel was created.
-    #[error("disk queue unavailable: {0}")]
-    Unavailable(String),
-    /// The fsync that was to cover these records failed; they were discarded.
-    #[error("fsync failed; the records were discarded")]
-    NotDurable,
-}
 
 /// Most messages written in one disk queue call, except with durable
 /// acknowledgements, where a batch must stay whole (see `DiskQueue`).
@@ -49,90 +37,13 @@ fn disk(e: nsq_diskqueue::Error) -> BackendError {
     BackendError::Disk(e.to_string())
 }
 
-/// Runs disk I/O so that it never stalls the async workers: on tokio's
-/// multi-threaded runtime the calling worker hands its other tasks to a
-/// peer first (`block_in_place`); elsewhere (unit tests, blocking threads)
-/// it just runs.
-pub fn blocking<R>(f: impl FnOnce() -> R) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-
-/// Runs a queue's syncs (or a channel's deferred runs', `super::spill`),
-/// one at a time, off the callers' threads. Asked while one runs, it runs
-/// another right after: that one covers every append made meanwhile.
-pub struct Syncer {
-    state: Mutex<SyncState>,
-    /// Bumped after every sync, worked or not: writers waiting for their
-    /// records look again, and with durable reads the queue's owner
-    /// refills (what the sync covered has become readable).
-    done: watch::Sender<u64>,
-    health: Arc<Health>,
-}
-
-#[derive(Default)]
-struct SyncState {
-    running: bool,
-    again: bool,
-}
-
-impl Syncer {
-    pub fn new(health: Arc<Health>) -> Syncer {
-        Syncer {
-            state: Mutex::new(SyncState::default()),
-            done: watch::Sender::new(0),
-            health,
-        }
-    }
-
-    /// Changes after every sync, worked or not.
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.done.subscribe()
-    }
-
-    /// A disk queue's sync; a closed queue is no error.
-    fn request_queue(self: &Arc<Self>, queue: &Arc<DiskQueue>) {
-        let queue = queue.clone();
-        self.request(move || match queue.sync() {
-            Err(e) if !matches!(e, nsq_diskqueue::Error::Closed) => Some(e.to_string()),
-            _ => None,
-        })
-    }
-
-    /// Runs `sync` (which returns its error) now, or after the one running.
-    pub fn request(self: &Arc<Self>, sync: impl Fn() -> Option<String> + Send + 'static) {
-        {
-            let mut st = self.state.lock();
-            if st.running {
-                st.again = true;
-                return;
-            }
-            st.running = true;
-        }
-        let syncer = self.clone();
-        let job = move || loop {
-            if let Some(e) = sync() {
-                tracing::error!(error = %e, "disk sync failed");
-                syncer.health.set(Some(e));
-            }
-            syncer.done.send_modify(|n| *n += 1);
-            let mut st = syncer.state.lock();
-            if !std::mem::take(&mut st.again) {
-                st.running = false;
-                return;
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => {
-                h.spawn_blocking(job);
-            }
-            Err(_) => job(),
-        }
-    }
+/// Asks `syncer` for a sync of `queue`; a closed queue is no error.
+fn request_sync(syncer: &Arc<Syncer>, queue: &Arc<DiskQueue>) {
+    let queue = queue.clone();
+    syncer.request(move || match queue.sync() {
+        Err(e) if !matches!(e, nsq_diskqueue::Error::Closed) => Some(e.to_string()),
+        _ => None,
+    })
 }
 
 /// A topic's or channel's disk queue.
@@ -157,7 +68,7 @@ pub struct Read {
     /// More records are unread.
     pub more: bool,
     /// Messages not due yet, with what is left of their delay (a DPUB a
-    /// new leader put back into a queue kept in the log).
+    /// keeper held: see [`Keeper::read`]).
     pub deferred: Vec<(Message, std::time::Duration)>,
 }
 
@@ -189,7 +100,7 @@ impl Ticket {
         match &self.0 {
             Written::Queue { disk, range } => {
                 if disk.queue.durability(range) == Durability::Pending {
-                    disk.syncer.request_queue(&disk.queue);
+                    request_sync(&disk.syncer, &disk.queue);
                 }
             }
             Written::Run(t) => t.request(),
@@ -370,7 +281,7 @@ impl DiskBackend {
     /// Changes after every sync; with durable acknowledgements, records
     /// become readable only then.
     pub fn syncs(&self) -> watch::Receiver<u64> {
-        self.syncer.done.subscribe()
+        self.syncer.subscribe()
     }
 
     pub fn empty(&self) -> Result<(), BackendError> {
@@ -390,17 +301,40 @@ impl DiskBackend {
     /// fsyncs if anything changed since the last sync (`--sync-timeout`).
     pub fn sync_if_needed(&self) {
         if self.queue.needs_sync() {
-            self.syncer.request_queue(&self.queue);
+            request_sync(&self.syncer, &self.queue);
         }
     }
 
     /// Starts a sync if the sync policy calls for one.
     fn kick_sync(&self) {
         if self.queue.sync_due() {
-            self.syncer.request_queue(&self.queue);
+            request_sync(&self.syncer, &self.queue);
         }
     }
 }
+
+/// A queue whose messages past memory are held by someone other than a
+/// disk queue of its own: it keeps only where they are, and reads them
+/// back from there. Implemented by a replicated topic's group log
+/// (`super::replicated::store`); opened for a topic and each of its
+/// channels through [`OpenKeeper`].
+pub trait Keeper: Send + Sync {
+    /// Keeps `msgs`, in order, behind what it holds.
+    fn append(&self, msgs: &[Message]);
+    /// Up to `max` messages, oldest first; a DPUB whose delay has not run
+    /// out comes in [`Read::deferred`].
+    fn read(&self, max: usize) -> Read;
+    /// Messages it holds for the queue.
+    fn depth(&self) -> u64;
+    /// Forgets them all.
+    fn empty(&self);
+    /// Keeps, behind what it holds, the messages of these ids that it can
+    /// find, as new deliveries (attempts start over); how many.
+    fn put_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> u64;
+}
+
+/// Opens the [`Keeper`] of a topic's queue or of one of its channels'.
+pub type OpenKeeper = Arc<dyn Fn() -> Box<dyn Keeper> + Send + Sync>;
 
 /// A topic's or channel's backend, as its server-side owner sees it.
 pub struct Backend {
@@ -412,8 +346,8 @@ enum Store {
     /// `#ephemeral`: nothing kept.
     Nothing,
     Disk(DiskBackend),
-    /// A replicated topic's, on a member of its group: places in the log.
-    Log(LogBackend),
+    /// Held by its keeper (a replicated topic's, on a member of its group).
+    Kept(Box<dyn Keeper>),
     /// The disk queue would not open.
     Failed(BackendError),
 }
@@ -432,10 +366,10 @@ impl Backend {
         }
     }
 
-    /// A replicated topic's queue past memory, kept in its group's log.
-    pub fn log(log: LogBackend) -> Backend {
+    /// A queue whose messages past memory `keeper` holds.
+    pub fn kept(keeper: Box<dyn Keeper>) -> Backend {
         Backend {
-            store: Store::Log(log),
+            store: Store::Kept(keeper),
             io: Mutex::new(()),
         }
     }
@@ -454,10 +388,15 @@ impl Backend {
         }
     }
 
-    /// The log's places, for a replicated topic's queue kept there.
-    pub fn in_log(&self) -> Option<&LogBackend> {
+    /// Puts back, under the I/O lock, the messages of these ids that the
+    /// queue's keeper holds (see [`Keeper::put_back`]); None when no keeper
+    /// holds the queue (the caller puts the messages in itself).
+    pub fn put_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> Option<u64> {
         match &self.store {
-            Store::Log(l) => Some(l),
+            Store::Kept(k) => {
+                let _io = self.lock_io();
+                Some(k.put_back(ids))
+            }
             _ => None,
         }
     }
@@ -466,18 +405,18 @@ impl Backend {
     pub fn has_unread(&self) -> bool {
         match &self.store {
             Store::Disk(d) => d.has_unread(),
-            Store::Log(l) => l.depth() > 0,
+            Store::Kept(k) => k.depth() > 0,
             _ => false,
         }
     }
 
-    /// The records' ticket (`None` where nothing is kept, or where the
-    /// log already holds them).
+    /// The records' ticket (`None` where nothing is kept, or where a
+    /// keeper holds them already).
     pub fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
         match &self.store {
             Store::Disk(d) => d.append(msgs),
-            Store::Log(l) => {
-                l.append(msgs);
+            Store::Kept(k) => {
+                k.append(msgs);
                 Ok(None)
             }
             Store::Nothing => Ok(None),
@@ -488,7 +427,7 @@ impl Backend {
     pub fn read(&self, max: usize) -> Read {
         match &self.store {
             Store::Disk(d) => d.read(max),
-            Store::Log(l) => l.read(max),
+            Store::Kept(k) => k.read(max),
             _ => Read::default(),
         }
     }
@@ -503,7 +442,7 @@ impl Backend {
     pub fn depth(&self) -> i64 {
         match &self.store {
             Store::Disk(d) => d.depth(),
-            Store::Log(l) => l.depth() as i64,
+            Store::Kept(k) => k.depth() as i64,
             _ => 0,
         }
     }
@@ -517,16 +456,16 @@ impl Backend {
     pub fn empty(&self) -> Result<(), BackendError> {
         match &self.store {
             Store::Disk(d) => d.empty(),
-            Store::Log(l) => {
-                l.empty();
+            Store::Kept(k) => {
+                k.empty();
                 Ok(())
             }
             _ => Ok(()),
         }
     }
 
-    /// Clean shutdown: `msgs` (what memory held) written, then closed. The
-    /// log keeps a replicated topic's: nothing to write.
+    /// Clean shutdown: `msgs` (what memory held) written, then closed. A
+    /// keeper holds its queue's messages already: nothing to write.
     pub fn close_with(&self, msgs: &[Message]) -> Result<(), BackendError> {
         match self.disk() {
             Some(d) => {
@@ -539,8 +478,8 @@ impl Backend {
         }
     }
 
-    /// Removes the disk queue's files; places in the log are only
-    /// forgotten, as an empty does (the log is the group's).
+    /// Removes the disk queue's files; a keeper's queue is only emptied
+    /// (what it holds is not the queue's alone).
     pub fn delete(&self) -> Result<(), BackendError> {
         match &self.store {
             Store::Disk(d) => d.delete(),

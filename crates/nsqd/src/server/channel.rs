@@ -19,13 +19,12 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError, Ticket};
-use super::channel_commit::CommitState;
+use super::backend::{Backend, OpenKeeper, Ticket};
 use super::client::Client;
-use super::context::{now, now_unix_ns, Context};
-use super::log_store::{LogBackend, LogSource};
+use super::clock::{now, now_unix_ns};
+use super::context::Context;
+use super::disk::BackendError;
 use super::spill::Spill;
-use crate::core::progress::Pending;
 
 mod fins;
 mod runs;
@@ -77,8 +76,6 @@ pub struct Channel {
     /// Stops the timer task when the channel is deleted or nsqd exits.
     pub cancel: CancellationToken,
     ctx: Arc<Context>,
-    /// A replicated topic's channel: whether its group committed it.
-    pub commit: CommitState,
 }
 
 impl std::fmt::Debug for Channel {
@@ -88,21 +85,18 @@ impl std::fmt::Debug for Channel {
 }
 
 impl Channel {
-    /// Opens the channel's disk queue (`<topic>:<channel>`), or with `log`
-    /// (its topic is replicated and this member votes in its group) keeps
-    /// its overflow as places in the group's log, unless it is
-    /// `#ephemeral`; the caller spawns [`Channel::run_timer`].
+    /// Opens the channel's disk queue (`<topic>:<channel>`), or with
+    /// `keeper` (its topic's queues are held by a keeper) its keeper,
+    /// unless it is `#ephemeral`; the caller spawns [`Channel::run_timer`].
     pub fn new(
         topic_name: &str,
         name: &str,
         ctx: &Arc<Context>,
         parent: &CancellationToken,
-        log: Option<&LogSource>,
+        keeper: Option<&OpenKeeper>,
     ) -> Arc<Channel> {
-        let backend = match log {
-            Some(source) if !nsq_protocol::names::is_ephemeral(name) => {
-                Backend::log(LogBackend::new(source.clone()))
-            }
+        let backend = match keeper {
+            Some(open) if !nsq_protocol::names::is_ephemeral(name) => Backend::kept(open()),
             _ => ctx.open_backend(&format!("{topic_name}:{name}"), true),
         };
         let spill = ctx.open_spill(&format!("{topic_name}:{name}"));
@@ -122,7 +116,6 @@ impl Channel {
             timer: Notify::new(),
             cancel: parent.child_token(),
             ctx: ctx.clone(),
-            commit: CommitState::default(),
         })
     }
 
@@ -488,16 +481,12 @@ impl Channel {
         self.lock().core.take_deferred()
     }
 
-    /// A new leader's put-back into a channel whose queue is kept in its
-    /// group's log: the places of what it has not finished, read when
-    /// their turn comes. None when its queue is not kept there (the caller
-    /// puts the messages in); else how many were placed.
-    pub fn place_back(&self, pending: &[Pending]) -> Option<u64> {
-        let log = self.backend.in_log()?;
-        let n = {
-            let _io = self.backend.lock_io();
-            log.place_ids(pending.iter().flat_map(|p| p.ids.iter().copied()))
-        };
+    /// Puts back the messages of these ids that the channel's keeper
+    /// holds (a new leader's put-back of what the group has not finished),
+    /// read when their turn comes. None when no keeper holds its queue (the
+    /// caller puts the messages in); else how many were placed.
+    pub fn place_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> Option<u64> {
+        let n = self.backend.put_back(ids)?;
         self.run(|st| st.core.backend_added(n, now()));
         Some(n)
     }

@@ -7,7 +7,6 @@
 //! reaching up to the registry that holds it.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use nsq_protocol::names::is_ephemeral;
 use std::sync::Arc;
@@ -15,7 +14,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::backend::{Backend, BackendError, DiskBackend};
+use super::backend::{Backend, DiskBackend};
+use super::clock::{now, now_unix_ns};
+use super::disk::BackendError;
 use super::health::Health;
 use super::spill::{channels_with_runs, to_instant, Spill};
 use crate::core::{ChannelConfig, RestoredRun, SpillConfig, TopicConfig};
@@ -224,17 +225,4 @@ impl Context {
     pub fn wants_e2e(&self) -> bool {
         !self.opts.e2e_processing_latency_percentiles.is_empty()
     }
-}
-
-/// Wall-clock time in Unix nanoseconds (message timestamps, E2E latency).
-pub fn now_unix_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
-
-/// Monotonic time for the core (one place, so every read is accounted for).
-pub fn now() -> Instant {
-    Instant::now()
 }

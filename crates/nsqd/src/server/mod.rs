@@ -14,34 +14,29 @@
 //!
 //! Around that path: [`tls`] configures TLS for TCP and HTTPS (the auth
 //! servers are asked through `nsq_http::auth`), and
-//! [`stats`], [`statsd`] and [`metrics`] report on all of it. With the
-//! replication flags, [`replication`] runs nsqd as a member of a
-//! replication cluster, [`replicated`] applies its groups' committed
-//! entries to the topics and [`leadership`] follows who leads each group,
-//! so only the leader registers and serves a replicated topic; the
-//! leader's queues hold what its group has not finished ([`redeliver`])
-//! and its channels' FINs reach the group as `Finished` ([`finisher`]).
+//! [`stats`], [`statsd`] and [`metrics`] report on all of it.
+//!
+//! Replicated topics (nsq-rs, opt-in) are a wing of their own,
+//! [`replicated`], which this module starts with the replication flags;
+//! the plain server meets it only through [`cluster`], the one seam that
+//! says what is decided about a replicated topic and by whom.
 
 pub mod backend;
 pub mod channel;
-pub mod channel_commit;
 pub mod client;
+pub mod clock;
+pub mod cluster;
 pub mod context;
-pub mod finisher;
+pub mod disk;
 pub mod health;
 pub mod http;
-pub mod leadership;
-pub mod log_store;
 pub mod lookup;
 pub mod metadata;
 pub mod metrics;
 pub mod nsqd;
 pub mod outbox;
 pub mod precreate;
-pub mod redeliver;
 pub mod replicated;
-pub mod replication;
-pub mod snapshots;
 pub mod spill;
 pub mod stats;
 pub mod statsd;
@@ -121,20 +116,24 @@ impl Nsqd {
                 .replace(['.', ':'], "_");
             *inner.statsd_prefix.lock() = statsd_prefix(&inner.opts().statsd_prefix, &host_key);
         }
-        if inner.opts().replication_enabled() {
+        let member = if inner.opts().replication_enabled() {
             let about = inner.tcp_broadcast_address();
-            let r = replication::Replication::start(inner.opts(), &inner.data_dir(), about)
+            let m = replicated::Member::start(&inner, about)
                 .await
                 .map_err(|e| Error::Replication(Box::new(e)))?;
-            inner.set_replication(r);
-        }
+            let m = Arc::new(m);
+            inner.set_cluster(m.clone());
+            Some(m)
+        } else {
+            None
+        };
         inner.load_metadata()?;
         inner.persist_metadata()?;
         // After the topics nsqd.dat restores: the groups' entries, applied
         // again from their logs, then find the topics they made.
-        replicated::spawn_appliers(&inner);
-        leadership::spawn_watchers(&inner);
-        finisher::spawn(&inner);
+        if let Some(m) = member {
+            m.spawn(&inner);
+        }
         Ok(Nsqd {
             inner,
             tcp,

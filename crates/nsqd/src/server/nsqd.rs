@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use nsq_protocol::identify::ServerFeatures;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
@@ -24,12 +24,11 @@ use tokio::sync::mpsc;
 const FIRST_LOOKUP_ROUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 use super::client::Client;
-use super::context::{now_unix_ns, Context, Event};
-use super::log_store::LogSource;
+use super::clock::now_unix_ns;
+use super::cluster::{Cluster, NotMember};
+use super::context::{Context, Event};
 use super::metadata::{self, Metadata, TopicMeta};
-use super::replication::Replication;
 use super::topic::Topic;
-use crate::core::serving::{self, Leader};
 use crate::core::ClientId;
 use crate::core::{Limit, Policy};
 use crate::options::{Options, CLIENT_TIMEOUT, TLS_NOT_REQUIRED, TLS_REQUIRED};
@@ -51,9 +50,10 @@ pub enum Error {
     Tls(super::tls::TlsError),
     #[error("failed to build client TLS config - {0}")]
     ClientTls(super::tls::TlsError),
-    /// Boxed: openraft's errors are large, and this one is rare.
+    /// The replication member would not start (boxed: openraft's errors
+    /// are large, and this one is rare).
     #[error("{0}")]
-    Replication(Box<super::replication::ReplicationError>),
+    Replication(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Sets the log filter to a level; false if it could not.
@@ -106,9 +106,9 @@ pub struct NsqdInner {
     events_rx: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
     loading: AtomicBool,
     metadata_lock: Mutex<()>,
-    /// This nsqd as a member of a replication cluster; unset without
-    /// `--replication-address`.
-    replication: OnceLock<Replication>,
+    /// What decides about replicated topics (`super::cluster`): the
+    /// member with `--replication-address`, else [`NotMember`].
+    cluster: RwLock<Arc<dyn Cluster>>,
     _data_lock: Option<File>,
 }
 
@@ -194,7 +194,7 @@ impl NsqdInner {
             events_rx: Mutex::new(Some(rx)),
             loading: AtomicBool::new(false),
             metadata_lock: Mutex::new(()),
-            replication: OnceLock::new(),
+            cluster: RwLock::new(Arc::new(NotMember)),
             _data_lock: Some(data_lock),
         });
         // Channels publish their dead letters through this; weak, or the
@@ -232,16 +232,15 @@ impl NsqdInner {
         self.ctx.cancel.is_cancelled()
     }
 
-    /// The replication member; None unless started with the flags.
-    pub fn replication(&self) -> Option<&Replication> {
-        self.replication.get()
+    /// What decides about replicated topics (see `super::cluster`).
+    pub fn cluster(&self) -> Arc<dyn Cluster> {
+        self.cluster.read().clone()
     }
 
-    /// Set once, at startup, after the data path is locked.
-    pub fn set_replication(&self, r: Replication) {
-        if self.replication.set(r).is_err() {
-            tracing::error!("REPLICATION: member started twice; keeping the first");
-        }
+    /// This nsqd is a member of a replication cluster from now on: set at
+    /// startup, before `nsqd.dat` is loaded.
+    pub fn set_cluster(&self, c: Arc<dyn Cluster>) {
+        *self.cluster.write() = c;
     }
 
     pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Event>> {
@@ -270,7 +269,7 @@ impl NsqdInner {
         if let Some(t) = self.get_topic(name) {
             return Ok(t);
         }
-        if self.replication().is_some_and(|r| !r.caught_up()) {
+        if !self.cluster().caught_up() {
             return Err(NoTopic::CatchingUp);
         }
         self.get_or_create_topic(name).ok_or(NoTopic::Exiting)
@@ -282,19 +281,6 @@ impl NsqdInner {
     /// as it is.
     pub fn get_or_create_replicated_topic(&self, name: &str, replicas: u8) -> Option<Arc<Topic>> {
         self.get_or_create_topic_with(name, Some(replicas))
-    }
-
-    /// Where a replicated topic's queues keep what memory does not hold:
-    /// its group's log, when this member votes in the group (None: a disk
-    /// queue, as for any topic).
-    fn log_source(&self, name: &str, replicas: u8) -> Option<LogSource> {
-        let r = self.replication()?;
-        let group = r.group_of(name, replicas);
-        Some(LogSource::new(
-            name,
-            r.progress(group)?.clone(),
-            r.committed_log(group)?.clone(),
-        ))
     }
 
     fn get_or_create_topic_with(&self, name: &str, replicas: Option<u8>) -> Option<Arc<Topic>> {
@@ -314,8 +300,8 @@ impl NsqdInner {
             if let Some(t) = topics.get(name) {
                 return Some(t.clone());
             }
-            let log = replicas.and_then(|n| self.log_source(name, n));
-            let t = Topic::new(name, &self.ctx, !loading && !precreate, log);
+            let keeper = replicas.and_then(|n| self.cluster().keeper(name, n));
+            let t = Topic::new(name, &self.ctx, !loading && !precreate, keeper);
             if let Some(n) = replicas {
                 t.set_replicas(n);
             }
@@ -368,43 +354,21 @@ impl NsqdInner {
         }
     }
 
-    /// Who leads the group of topic `name`, as this nsqd sees it.
-    pub fn leader_of(&self, name: &str) -> Leader {
-        match self.replication() {
-            None => Leader::NotMember,
-            Some(r) => r.leader(r.group_of(name, self.replicas_of(name))),
-        }
-    }
-
-    /// The replicas of topic `name` here, for placing its entries: the
-    /// most there are for a topic this member does not have replicated
-    /// (its group is then the whole cluster's, where its `TopicCreate`
-    /// and `TopicDelete` go).
-    pub fn replicas_of(&self, name: &str) -> u8 {
-        self.get_topic(name)
-            .and_then(|t| t.replicas())
-            .unwrap_or(u8::MAX)
-    }
-
     /// Whether this nsqd registers `topic` with the lookupds: always for an
-    /// unreplicated topic, for a replicated one only on its group's leader.
+    /// unreplicated topic (NSQ's behaviour), for a replicated one as its
+    /// cluster says (only on its group's leader).
     pub fn registers(&self, topic: &Topic) -> bool {
         match topic.replicas() {
             None => true,
-            replicas => serving::registers(replicas, self.leader_of(&topic.name)),
+            Some(n) => self.cluster().registers(&topic.name, n),
         }
     }
 
-    /// Why a SUB to topic `name` is refused here (a replicated topic whose
-    /// group another member leads, or none), or None.
+    /// Why a SUB to topic `name` is refused here (a replicated topic that
+    /// this nsqd does not serve), or None.
     pub fn sub_refusal(&self, name: &str) -> Option<String> {
         let replicas = self.get_topic(name)?.replicas()?;
-        let leader = self.leader_of(name);
-        let address = match (leader, self.replication()) {
-            (Leader::Node(n), Some(r)) => r.serving_address(r.group_of(name, replicas), n),
-            _ => None,
-        };
-        serving::sub_refusal(name, Some(replicas), leader, address.as_deref())
+        self.cluster().sub_refusal(name, replicas)
     }
 
     /// Deletes a topic and everything in it. False if it did not exist.
@@ -539,9 +503,7 @@ impl NsqdInner {
         }
         self.ctx.tasks.close();
         self.ctx.tasks.wait().await;
-        if let Some(r) = self.replication() {
-            r.shutdown().await;
-        }
+        self.cluster().shutdown().await;
     }
 
     /// fsyncs every disk queue that has unsynced writes (the sync timeout).

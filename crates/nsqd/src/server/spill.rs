@@ -35,7 +35,7 @@ use bytes::{Bytes, BytesMut};
 use nsq_protocol::Message;
 use parking_lot::Mutex;
 
-use super::backend::{blocking, BackendError, Syncer};
+use super::disk::{blocking, BackendError, Syncer};
 use super::health::Health;
 
 /// Header bytes of a record: length, CRC, due time.

@@ -49,15 +49,15 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
                 .collect(),
         ),
     };
-    let replication = nsqd.replication();
+    let cluster = nsqd.cluster();
     let topics = topics.map(|ts| {
         ts.into_iter()
             .filter(|t| q.channel.is_none() || !t.channels.is_empty())
             .map(|mut t| {
                 // Replicated topics only, on a member: an unreplicated
                 // topic's JSON stays NSQ's.
-                if let (Some(n), Some(r)) = (t.replicas, replication) {
-                    t.replication = Some(r.topic_stats(&t.topic_name, n));
+                if let Some(n) = t.replicas {
+                    t.replication = cluster.topic_stats(&t.topic_name, n);
                 }
                 t
             })
@@ -99,7 +99,7 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
         topics,
         memory: q.include_mem.then(mem_stats),
         producers,
-        replication: replication.map(|r| r.stats()),
+        replication: cluster.stats(),
     }
 }
 
@@ -271,7 +271,7 @@ fn member_text(r: &ReplicationStats) -> String {
 
 /// nsqd's plain-text `/stats`.
 pub fn text(stats: &Stats) -> String {
-    let now_ns = super::context::now_unix_ns();
+    let now_ns = super::clock::now_unix_ns();
     let now = now_ns / 1_000_000_000;
     let mut s = String::new();
     let _ = writeln!(s, "nsqd v{} (built w/rust)", stats.version);

@@ -7,9 +7,12 @@
 //! channel's memory work is done there too. The disk work — a channel's
 //! overflow, the topic's own — runs after the lock is released.
 //!
-//! A replicated topic (docs/replication.md) also carries its `replicas`,
-//! stamps the batches its group commits (`publish_entry`) and takes them
-//! back stamped once committed (`publish_stamped`).
+//! A replicated topic (docs/replication.md) also carries its `replicas`;
+//! its publishes are stamped here (`stamp`) and committed to its group by
+//! the cluster (`super::cluster`), which hands them back stamped once
+//! committed (`publish_stamped`). Past memory its queues may be held by a
+//! [`Keeper`](super::backend::Keeper) the cluster opens, instead of disk
+//! queues of their own.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -17,20 +20,19 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use nsq_protocol::stats::{E2eLatency, TopicStats};
-use nsq_protocol::Message;
+use nsq_protocol::{Message, MessageId};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::{Backend, BackendError, Ticket};
+use super::backend::{Backend, OpenKeeper, Ticket};
 use super::channel::Channel;
-use super::context::{now, now_unix_ns, Context, Event};
-use super::log_store::{LogBackend, LogSource};
+use super::clock::{now, now_unix_ns};
+use super::context::{Context, Event};
+use super::disk::BackendError;
 use super::metadata::{ChannelMeta, TopicMeta};
-use crate::core::channel_entries::replicates;
+use crate::core::channel::replicates;
 use crate::core::e2e::quantiles;
-use crate::core::progress::Pending as Unfinished;
-use crate::core::replicated::{Entry, Published};
 use crate::core::topic::{copies, PUMP_BATCH};
 use crate::core::{self, DiskWork, Exiting, Full, Limit, Refused};
 
@@ -70,9 +72,9 @@ pub struct Topic {
     replicas: AtomicU8,
     state: Mutex<State>,
     backend: Backend,
-    /// A replicated topic's group log, on a member of its group: where the
-    /// topic and its channels keep what does not fit in memory.
-    log: Option<LogSource>,
+    /// Opens the keeper of each of its queues, when they are not disk
+    /// queues of their own (a replicated topic on a member of its group).
+    keeper: Option<OpenKeeper>,
     pump: Notify,
     pub cancel: CancellationToken,
     ctx: Arc<Context>,
@@ -110,17 +112,16 @@ fn carry_out(pending: Pending, tickets: &mut Vec<Ticket>) -> Result<(), BackendE
 }
 
 impl Topic {
-    /// Opens the topic's disk queue, or with `log` (a replicated topic on
-    /// a member of its group) keeps its overflow as places in the group's
-    /// log; the caller spawns [`Topic::run_pump`].
+    /// Opens the topic's disk queue, or with `keeper` its keeper (and its
+    /// channels' too); the caller spawns [`Topic::run_pump`].
     pub fn new(
         name: &str,
         ctx: &Arc<Context>,
         started: bool,
-        log: Option<LogSource>,
+        keeper: Option<OpenKeeper>,
     ) -> Arc<Topic> {
-        let backend = match &log {
-            Some(source) => Backend::log(LogBackend::new(source.clone())),
+        let backend = match &keeper {
+            Some(open) => Backend::kept(open()),
             None => ctx.open_backend(name, false),
         };
         let cfg = ctx.topic_config(name, &backend, started);
@@ -130,7 +131,7 @@ impl Topic {
             replicas: AtomicU8::new(0),
             state: Mutex::new(core::Topic::new(cfg)),
             backend,
-            log,
+            keeper,
             pump: Notify::new(),
             cancel: ctx.cancel.child_token(),
             ctx: ctx.clone(),
@@ -157,44 +158,20 @@ impl Topic {
         self.state.lock().stamp(bodies, now_unix_ns())
     }
 
-    /// The `Publish` entry of a batch for a replicated topic, stamped here
-    /// so every replica holds the same ids and timestamps; refused whole,
-    /// before anything is proposed, by a `reject` limit of this member's
-    /// topic or channels, as an unreplicated publish is (a check, not a
-    /// reservation: publishes taken at the same moment may together pass
-    /// the limit).
-    pub fn publish_entry(
-        &self,
-        bodies: Vec<Bytes>,
-        defer: Option<Duration>,
-    ) -> Result<Entry, PutError> {
-        if let Some(full) = self
-            .state
-            .lock()
-            .refusal(bodies.len(), |ch, n| ch.refuses(n))
-        {
-            return Err(PutError::Full(full));
+    /// Whether `incoming` new messages pass the `reject` limits of the
+    /// topic and its channels: a check, not a reservation (publishes
+    /// checked at the same moment may together pass a limit).
+    pub fn admits(&self, incoming: usize) -> Result<(), PutError> {
+        match self.state.lock().refusal(incoming, |ch, n| ch.refuses(n)) {
+            Some(full) => Err(PutError::Full(full)),
+            None => Ok(()),
         }
-        let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
-        Ok(Entry::Publish {
-            topic: self.name.clone(),
-            messages: self
-                .stamp(bodies)
-                .into_iter()
-                .map(|m| Published {
-                    id: m.id,
-                    timestamp: m.timestamp,
-                    defer_ms,
-                    body: m.body,
-                })
-                .collect(),
-        })
     }
 
     /// Publishes messages already stamped (a replicated topic's committed
     /// batch) as [`Topic::publish`] does, but no `reject` limit refuses
     /// them: they were checked before they were proposed
-    /// ([`Topic::publish_entry`]), and are acknowledged now.
+    /// ([`Topic::admits`]), and are acknowledged now.
     pub fn publish_stamped(
         &self,
         msgs: Vec<Message>,
@@ -335,16 +312,12 @@ impl Topic {
         }
     }
 
-    /// A new leader's put-back into a topic whose queue is kept in its
-    /// group's log: the places of what it holds, read when it moves on.
-    /// None when its queue is not kept there (the caller puts the
-    /// messages in); else how many were placed.
-    pub fn place_back(&self, pending: &[Unfinished]) -> Option<u64> {
-        let log = self.backend.in_log()?;
-        let n = {
-            let _io = self.backend.lock_io();
-            log.place_ids(pending.iter().flat_map(|p| p.ids.iter().copied()))
-        };
+    /// Puts back the messages of these ids that the topic's keeper holds
+    /// (a new leader's put-back), read when the backlog moves on. None
+    /// when no keeper holds its queue (the caller puts the messages in);
+    /// else how many were placed.
+    pub fn place_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> Option<u64> {
+        let n = self.backend.put_back(ids)?;
         if self.state.lock().backend_added(n) {
             self.pump.notify_one();
         }
@@ -383,7 +356,13 @@ impl Topic {
             }
             // Opened under the topic's lock, so two SUBs racing for a new
             // channel cannot open its disk queue twice.
-            let ch = Channel::new(&self.name, name, &self.ctx, &self.cancel, self.log.as_ref());
+            let ch = Channel::new(
+                &self.name,
+                name,
+                &self.ctx,
+                &self.cancel,
+                self.keeper.as_ref(),
+            );
             if let Some(size) = st.mem_queue_size() {
                 ch.set_mem_queue_size(size);
             }

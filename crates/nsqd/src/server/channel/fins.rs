@@ -254,7 +254,8 @@ mod tests {
 
     use super::super::{Channel, Client};
     use crate::options::Options;
-    use crate::server::context::{now, Context};
+    use crate::server::clock::now;
+    use crate::server::context::Context;
 
     fn frames(outbox: &crate::server::outbox::Outbox) -> Vec<u8> {
         let mut out = BytesMut::new();

@@ -9,8 +9,9 @@ use std::time::Instant;
 
 use nsq_protocol::Message;
 
-use super::super::backend::{blocking, Ticket};
-use super::super::context::{now, now_unix_ns};
+use super::super::backend::Ticket;
+use super::super::clock::{now, now_unix_ns};
+use super::super::disk::blocking;
 use super::super::spill::{to_instant, to_unix_ns};
 use super::Channel;
 use crate::core::{DeferredWork, SpillBatch};

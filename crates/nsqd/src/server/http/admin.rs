@@ -1,33 +1,21 @@
 //! `/topic/*` and `/channel/*`: create, delete, empty, pause, unpause;
 //! the changes `nsqd.dat` records are persisted before the answer. A
-//! replicated topic is created, deleted, paused, unpaused and emptied
-//! through its Raft group, and so are its channels (all but `#ephemeral`
-//! ones).
+//! replicated topic is created, deleted, paused, unpaused and emptied by
+//! its cluster (`crate::server::cluster`: through its Raft group), and so
+//! are its channels (all but `#ephemeral` ones).
 
 use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
+use nsq_protocol::names::{is_valid_channel_name, is_valid_topic_name};
 
 use super::{err, json_response, ok_text, Query};
-use crate::core::channel_entries::replicates;
-use crate::core::replicas::{check_replicas, CreateContext, Existing, Granted, ReplicasError};
-use crate::core::replicated::Entry;
+use crate::core::channel::replicates;
 use crate::core::{Limit, Policy};
+pub(super) use crate::server::cluster::Action;
+use crate::server::cluster::{Change, Refused};
 use crate::server::nsqd::NsqdInner;
-use crate::server::replication::Committed;
-use crate::server::topic::Topic;
-
-/// What `/topic/<action>` and `/channel/<action>` do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Action {
-    Create,
-    Delete,
-    Empty,
-    Pause,
-    Unpause,
-}
 
 fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     nsqd.persist_metadata().map_err(|e| {
@@ -36,105 +24,20 @@ fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     })
 }
 
-/// `POST /topic/create?replicas=N`: checked against the cluster and the
-/// topic (a 400 naming what is wrong, nothing changed), then committed to
-/// the topic's Raft group as a `TopicCreate` (through its leader when this
-/// member does not lead it); 200 once committed and applied here, 503 when
-/// the group has no leader or does not commit within 5 s. Creating a
-/// replicated topic again with the same replicas is a 200 that changes
-/// nothing.
-async fn create_replicated(nsqd: &NsqdInner, name: &str, replicas: &str) -> Response {
-    let existing = |nsqd: &NsqdInner| match nsqd.get_topic(name) {
-        None => Existing::None,
-        Some(t) => t
-            .replicas()
-            .map_or(Existing::Unreplicated, Existing::Replicated),
-    };
-    let ctx = CreateContext {
-        cluster_size: nsqd.replication().map(|r| r.cluster_size()),
-        ephemeral: is_ephemeral(name),
-        existing: existing(nsqd),
-    };
-    let n = match check_replicas(replicas, ctx) {
-        Err(e) => return err(StatusCode::BAD_REQUEST, &e.to_string()),
-        Ok(Granted::Exists(_)) => return ok_text(""),
-        Ok(Granted::Propose(n)) => n,
-    };
-    let Some(r) = nsqd.replication() else {
-        return err(StatusCode::BAD_REQUEST, "REPLICATION_NOT_ENABLED");
-    };
-    let entry = Entry::TopicCreate {
-        topic: name.to_string(),
-        replicas: n,
-    };
-    match r.commit(n, &entry).await {
-        Err(e) => {
-            tracing::warn!(topic = %name, error = e.detail(), "replicated topic not created");
-            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
-        }
-        // Another create of the topic with other replicas was committed
-        // first: that one stands (every member applies the first).
-        Ok(Committed::Applied) if existing(nsqd) != Existing::Replicated(n) => err(
-            StatusCode::BAD_REQUEST,
-            &ReplicasError::ExistsWithOtherReplicas.to_string(),
-        ),
-        Ok(_) => ok_text(""),
+/// A change of a replicated topic or its channels (or the creation of
+/// one), carried out by the cluster: committed to the topic's Raft group
+/// (through its leader when this member does not lead it), which every
+/// member applies. An empty 200 once committed (and, unless the 5 s ran
+/// out first, applied here); a 400 naming what is wrong with the request
+/// (nothing changed), a 404 for a channel that is not here, a 503 naming
+/// why the group could not commit it (no leader, no commit in time).
+async fn replicated(nsqd: &NsqdInner, change: Change) -> Response {
+    match nsqd.cluster().change(change).await {
+        Ok(()) => ok_text(""),
+        Err(Refused::Invalid(why)) => err(StatusCode::BAD_REQUEST, &why),
+        Err(Refused::NotFound(what)) => err(StatusCode::NOT_FOUND, what),
+        Err(Refused::Unavailable(why)) => err(StatusCode::SERVICE_UNAVAILABLE, &why),
     }
-}
-
-/// A change to a replicated topic or its channels, committed to the
-/// topic's group (through its leader when this member does not lead it),
-/// which every member applies: an empty 200 once committed (and, unless
-/// the 5 s ran out first, applied here), 503 naming why when the group has
-/// no leader or does not commit in time. `what` names the change in the
-/// log.
-async fn commit_change(nsqd: &NsqdInner, entry: Entry, what: &str) -> Response {
-    let Some(r) = nsqd.replication() else {
-        // kept from a start with the flags: nothing here can commit it
-        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
-    };
-    let replicas = entry.topic().map_or(u8::MAX, |t| nsqd.replicas_of(t));
-    match r.commit(replicas, &entry).await {
-        Err(e) => {
-            tracing::warn!(
-                topic = entry.topic(),
-                change = what,
-                error = e.detail(),
-                "replicated {what} not committed"
-            );
-            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
-        }
-        Ok(_) => ok_text(""),
-    }
-}
-
-/// `POST /topic/delete` of a replicated topic: a `TopicDelete`, which every
-/// member applies. Deleting it on one member only would leave the others
-/// serving it, and its group would bring it back here at the next restart.
-async fn delete_replicated(nsqd: &NsqdInner, name: &str) -> Response {
-    let entry = Entry::TopicDelete {
-        topic: name.to_string(),
-    };
-    commit_change(nsqd, entry, "topic delete").await
-}
-
-/// `/topic/pause`, `/topic/unpause` and `/topic/empty` of a replicated
-/// topic: a `TopicPause` (every member pauses it, so a new leader still
-/// does) or a `TopicEmpty` (the leader, which holds its messages, drops
-/// them).
-async fn topic_replicated(nsqd: &NsqdInner, name: &str, action: Action) -> Response {
-    let topic = name.to_string();
-    let (entry, what) = match action {
-        Action::Empty => (Entry::TopicEmpty { topic }, "topic empty"),
-        _ => (
-            Entry::TopicPause {
-                topic,
-                paused: action == Action::Pause,
-            },
-            "topic pause",
-        ),
-    };
-    commit_change(nsqd, entry, what).await
 }
 
 /// An empty 200 once `nsqd.dat` has the change, else the 500.
@@ -151,7 +54,11 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
     }
     if action == Action::Create {
         if let Some(replicas) = q.get("replicas") {
-            return create_replicated(nsqd, name, replicas).await;
+            let change = Change::CreateTopic {
+                topic: name.to_string(),
+                replicas: replicas.to_string(),
+            };
+            return replicated(nsqd, change).await;
         }
         return match nsqd.get_or_create_topic(name) {
             Some(_) => ok_text(""),
@@ -160,7 +67,11 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
     }
     if action == Action::Delete {
         if nsqd.get_topic(name).is_some_and(|t| t.replicas().is_some()) {
-            return delete_replicated(nsqd, name).await;
+            let change = Change::Topic {
+                topic: name.to_string(),
+                action,
+            };
+            return replicated(nsqd, change).await;
         }
         if !nsqd.delete_topic(name) {
             return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
@@ -171,7 +82,11 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
     if topic.replicas().is_some() {
-        return topic_replicated(nsqd, name, action).await;
+        let change = Change::Topic {
+            topic: name.to_string(),
+            action,
+        };
+        return replicated(nsqd, change).await;
     }
     match action {
         Action::Empty => match topic.empty() {
@@ -183,53 +98,6 @@ pub(super) async fn topic_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Quer
             persisted(nsqd)
         }
     }
-}
-
-/// `/channel/<action>` on a channel of a replicated topic: its `Channel*`
-/// entry, committed as [`commit_change`] does. A channel this member does
-/// not have is a 404 as in NSQ, except for a create, and except on a
-/// member outside the topic's group, which has none of its channels: the
-/// group's members apply what they have.
-async fn channel_replicated(
-    nsqd: &NsqdInner,
-    topic: &Topic,
-    action: Action,
-    channel: &str,
-) -> Response {
-    let Some(r) = nsqd.replication() else {
-        // kept from a start with the flags: nothing here can commit it
-        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
-    };
-    let group = r.group_of(&topic.name, topic.replicas().unwrap_or(u8::MAX));
-    if action != Action::Create && topic.get_channel(channel).is_none() && r.votes_in(group) {
-        return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
-    }
-    let (t, c) = (topic.name.clone(), channel.to_string());
-    let entry = match action {
-        Action::Create => Entry::ChannelCreate {
-            topic: t,
-            channel: c,
-        },
-        Action::Delete => Entry::ChannelDelete {
-            topic: t,
-            channel: c,
-        },
-        Action::Pause | Action::Unpause => Entry::ChannelPause {
-            topic: t,
-            channel: c,
-            paused: action == Action::Pause,
-        },
-        // What this member has applied is a floor of what the entry
-        // empties: applied on the leader, it drops everything the channel
-        // holds then, which is every publish committed before it.
-        Action::Empty => Entry::ChannelEmpty {
-            up_to: r.applied(group),
-            topic: t,
-            channel: c,
-        },
-    };
-    let what = format!("{action:?} of channel {channel}");
-    commit_change(nsqd, entry, &what).await
 }
 
 pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Query) -> Response {
@@ -249,7 +117,12 @@ pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Qu
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
     if replicates(topic.replicas(), cname) {
-        return channel_replicated(nsqd, &topic, action, cname).await;
+        let change = Change::Channel {
+            topic: tname.to_string(),
+            channel: cname.to_string(),
+            action,
+        };
+        return replicated(nsqd, change).await;
     }
     if action == Action::Create {
         return match topic.get_or_create_channel(cname) {

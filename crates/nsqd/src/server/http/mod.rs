@@ -187,8 +187,8 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
             },
         ),
         Endpoint::Replication => on(m, |State(n): Nsqd| async move {
-            match n.replication() {
-                Some(r) => reply::v1_json(&r.stats()),
+            match n.cluster().stats() {
+                Some(s) => reply::v1_json(&s),
                 None => err(StatusCode::NOT_FOUND, "NOT_FOUND"),
             }
         }),

@@ -134,29 +134,24 @@ pub(super) async fn mpublish(
     }
 }
 
-/// A replicated topic's publish: `OK` once its Raft group committed the
-/// batch (a majority has it on disk), else a 503 naming why
-/// (`REPLICATION_NO_LEADER`, `REPLICATION_TIMEOUT`, `REPLICATION_FAILED`).
+/// A replicated topic's publish, committed by its cluster: `OK` once its
+/// Raft group committed the batch (a majority has it on disk), else a 503
+/// naming why (`REPLICATION_NO_LEADER`, `REPLICATION_TIMEOUT`,
+/// `REPLICATION_FAILED`, `REPLICATION_NOT_ENABLED`). The limits of this
+/// member's topic and channels are checked before it is proposed.
 async fn replicated(
     nsqd: &NsqdInner,
     topic: &Topic,
     bodies: Vec<Bytes>,
     defer: Option<Duration>,
 ) -> Response {
-    let Some(r) = nsqd.replication() else {
-        return err(StatusCode::SERVICE_UNAVAILABLE, "REPLICATION_NOT_ENABLED");
-    };
-    // the limits of this member's topic and channels, before proposing
-    let entry = match topic.publish_entry(bodies, defer) {
-        Ok(e) => e,
+    let commit = match nsqd.cluster().publish(topic, bodies, defer) {
+        Ok(c) => c,
         Err(e) => return put_error(&e),
     };
-    match r.commit(topic.replicas().unwrap_or(u8::MAX), &entry).await {
-        Ok(_) => ok_text("OK"),
-        Err(e) => {
-            tracing::warn!(topic = %topic.name, error = e.detail(), "replicated publish failed");
-            err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())
-        }
+    match commit.await {
+        Ok(()) => ok_text("OK"),
+        Err(e) => err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
 }
 

@@ -28,7 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 use self::conn::{Conn, Inbound};
 use self::session::Session;
 use super::client::Client;
-use super::context::now_unix_ns;
+use super::clock::now_unix_ns;
 use super::nsqd::NsqdInner;
 use super::outbox::{Control, WriterSettings};
 use super::transport;

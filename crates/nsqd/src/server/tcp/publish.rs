@@ -22,7 +22,6 @@
 //! connection. On a replicated topic the limits of this nsqd's topic and
 //! channels are checked before the batch is proposed, with the same error.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,9 +29,8 @@ use nsq_protocol::frame::OK;
 use nsq_protocol::ProtocolError;
 
 use super::conn::Conn;
-use crate::core::replicated::Entry;
-use crate::server::backend::BackendError;
-use crate::server::nsqd::{NoTopic, NsqdInner};
+use crate::server::disk::BackendError;
+use crate::server::nsqd::NoTopic;
 use crate::server::topic::PutError;
 
 pub fn publish(
@@ -75,12 +73,19 @@ pub fn publish(
         PutError::Backend(e) => ProtocolError::fatal(code, format!("{cmd} failed {e}")),
     };
     if topic.replicas().is_some() {
-        let entry = topic.publish_entry(bodies, defer).map_err(put_error)?;
+        // stamped and checked here, then committed by the cluster
+        let commit = conn
+            .nsqd
+            .cluster()
+            .publish(&topic, bodies, defer)
+            .map_err(put_error)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let nsqd = conn.nsqd.clone();
         let cmd = cmd.to_string();
         tokio::spawn(async move {
-            let _ = tx.send(commit(&nsqd, entry, &cmd, code).await);
+            let answer = commit
+                .await
+                .map_err(|e| ProtocolError::non_fatal(code, format!("{cmd} failed {e}")));
+            let _ = tx.send(answer);
         });
         conn.client.record_pub(topic_name, n);
         conn.respond_when_committed(rx);
@@ -96,28 +101,4 @@ pub fn publish(
         conn.respond_when_durable(tickets, not_durable);
     }
     Ok(())
-}
-
-/// Commits a replicated publish; its protocol error if it was not.
-async fn commit(
-    nsqd: &Arc<NsqdInner>,
-    entry: Entry,
-    cmd: &str,
-    code: &'static str,
-) -> Result<(), ProtocolError> {
-    let Some(r) = nsqd.replication() else {
-        return Err(ProtocolError::non_fatal(
-            code,
-            format!("{cmd} failed REPLICATION_NOT_ENABLED"),
-        ));
-    };
-    let replicas = entry.topic().map_or(u8::MAX, |t| nsqd.replicas_of(t));
-    r.commit(replicas, &entry).await.map(drop).map_err(|e| {
-        tracing::warn!(
-            topic = entry.topic(),
-            error = e.detail(),
-            "replicated publish failed"
-        );
-        ProtocolError::non_fatal(code, format!("{cmd} failed {e}"))
-    })
 }

@@ -1,13 +1,12 @@
 //! SUB and what a subscribed client sends after it: RDY, FIN, REQ, TOUCH
 //! and CLS, each carried out on the client's channel.
 //!
-//! nsq-rs: a SUB to a replicated topic is served only by the member that
-//! leads its group (`core::serving`); elsewhere it is refused, naming the
-//! leader, and the connection closed as for NSQ's other SUB failures. A
-//! SUB on the leader makes the channel here at once, as NSQ does, and
-//! proposes its `ChannelCreate` to the group in the background, so every
-//! member gets the channel without the SUB waiting for a commit (a failed
-//! proposal is logged, and the next SUB to the channel proposes again).
+//! nsq-rs: a SUB to a replicated topic is served only where its cluster
+//! says (`super::super::cluster`: the member that leads its group);
+//! elsewhere it is refused, naming the leader, and the connection closed
+//! as for NSQ's other SUB failures. A SUB on the leader makes the channel
+//! here at once, as NSQ does, and tells the cluster, which proposes the
+//! channel to the group in the background.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +17,8 @@ use nsq_protocol::{MessageId, ProtocolError};
 
 use super::conn::{Conn, Subscription};
 use super::session::State;
-use crate::core::channel_entries::sub_proposes;
-use crate::core::replicated::Entry;
 use crate::core::SubError;
 use crate::server::channel::{in_flight_error, Channel};
-use crate::server::nsqd::NsqdInner;
 
 fn channel(conn: &Conn) -> Result<&Arc<Channel>, ProtocolError> {
     // the session's rules guarantee a subscription for these commands
@@ -72,15 +68,15 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
         }
         // Again once subscribed: leadership lost in between would otherwise
         // leave this consumer here, missed by the close of the group's
-        // consumers (`server::leadership`), which may have run before.
+        // consumers (the cluster's), which may have run before.
         if let Some(why) = conn.nsqd.sub_refusal(topic_name) {
             if ch.unsubscribe(conn.client.id) == 0 && ch.ephemeral {
                 conn.nsqd.delete_channel(&topic, &ch.name);
             }
             return Err(not_here(why));
         }
-        if sub_proposes(topic.replicas(), channel_name, ch.commit.get()) && ch.commit.begin() {
-            propose_channel(&conn.nsqd, &ch);
+        if topic.replicas().is_some() {
+            conn.nsqd.cluster().subscribed(&topic, &ch);
         }
         conn.session.state = State::Subscribed;
         conn.client
@@ -91,40 +87,6 @@ pub fn sub(conn: &mut Conn, topic_name: &str, channel_name: &str) -> Result<(), 
         return Ok(());
     }
     Err(exiting())
-}
-
-/// Commits the `ChannelCreate` of a replicated topic's channel a SUB found
-/// uncommitted, in the background: the SUB is answered at once. The
-/// channel is marked committed when the entry is applied here
-/// (`replicated.rs`); a failure gives the proposal back to the next SUB.
-fn propose_channel(nsqd: &Arc<NsqdInner>, ch: &Arc<Channel>) {
-    let (nsqd, ch) = (nsqd.clone(), ch.clone());
-    let tasks = nsqd.ctx.tasks.clone();
-    tasks.spawn(async move {
-        let Some(r) = nsqd.replication() else {
-            ch.commit.failed();
-            return;
-        };
-        let entry = Entry::ChannelCreate {
-            topic: ch.topic_name.clone(),
-            channel: ch.name.clone(),
-        };
-        let cancel = nsqd.ctx.cancel.clone();
-        let result = tokio::select! {
-            // nsqd's shutdown does not wait out a commit.
-            _ = cancel.cancelled() => return,
-            res = r.commit(nsqd.replicas_of(&ch.topic_name), &entry) => res,
-        };
-        if let Err(e) = result {
-            ch.commit.failed();
-            tracing::warn!(
-                topic = %ch.topic_name,
-                channel = %ch.name,
-                error = e.detail(),
-                "REPLICATION: channel made by a SUB not committed to its group; the next SUB proposes it again"
-            );
-        }
-    });
 }
 
 pub fn rdy(conn: &mut Conn, n: i64) -> Result<(), ProtocolError> {

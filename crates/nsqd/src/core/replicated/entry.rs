@@ -510,5 +510,5 @@ fn take_names(buf: &mut Bytes) -> Result<(String, String), DecodeError> {
 }
 
 #[cfg(test)]
-#[path = "replicated_tests.rs"]
+#[path = "entry_tests.rs"]
 mod tests;

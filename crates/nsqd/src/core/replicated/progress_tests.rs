@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::*;
-use crate::core::replicated::{Cursor, Published};
+use crate::core::replicated::entry::{Cursor, Published};
 
 const T: &str = "t";
 

@@ -19,8 +19,9 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::nsqd::NsqdInner;
-use crate::core::replicated::{Cursor, Entry};
+use super::groups::Groups;
+use crate::core::replicated::entry::{Cursor, Entry};
+use crate::server::nsqd::NsqdInner;
 
 /// How often FINs are committed: what a failover may deliver twice.
 pub const FINISH_INTERVAL: Duration = Duration::from_millis(100);
@@ -30,14 +31,11 @@ const MAX_IDS: usize = 8192;
 const LAST_ROUND: Duration = Duration::from_secs(2);
 
 /// Starts the task (nothing without the replication flags).
-pub fn spawn(nsqd: &Arc<NsqdInner>) {
-    if nsqd.replication().is_none() {
-        return;
-    }
-    nsqd.ctx.tasks.spawn(run(nsqd.clone()));
+pub fn spawn(nsqd: &Arc<NsqdInner>, r: &Arc<Groups>) {
+    nsqd.ctx.tasks.spawn(run(nsqd.clone(), r.clone()));
 }
 
-async fn run(nsqd: Arc<NsqdInner>) {
+async fn run(nsqd: Arc<NsqdInner>, r: Arc<Groups>) {
     let cancel = nsqd.ctx.cancel.clone();
     let mut tick = tokio::time::interval(FINISH_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -46,9 +44,9 @@ async fn run(nsqd: Arc<NsqdInner>) {
             _ = cancel.cancelled() => break,
             _ = tick.tick() => {}
         }
-        round(&nsqd).await;
+        round(&nsqd, &r).await;
     }
-    if tokio::time::timeout(LAST_ROUND, round(&nsqd))
+    if tokio::time::timeout(LAST_ROUND, round(&nsqd, &r))
         .await
         .is_err()
     {
@@ -62,8 +60,7 @@ async fn run(nsqd: Arc<NsqdInner>) {
 /// commits those of the groups this member leads, all channels at once:
 /// per channel, its `Deferred` entries before its `Finished` ones (a
 /// message requeued and then finished in the same round ends finished).
-async fn round(nsqd: &Arc<NsqdInner>) {
-    let Some(r) = nsqd.replication() else { return };
+async fn round(nsqd: &NsqdInner, r: &Arc<Groups>) {
     let mut commits = JoinSet::new();
     for t in nsqd.topics() {
         let Some(replicas) = t.replicas() else {
@@ -98,9 +95,8 @@ async fn round(nsqd: &Arc<NsqdInner>) {
                 },
                 ids: part.to_vec(),
             }));
-            let nsqd = nsqd.clone();
+            let r = r.clone();
             commits.spawn(async move {
-                let Some(r) = nsqd.replication() else { return };
                 for entry in &entries {
                     if let Err(e) = r.commit_to(group, entry).await {
                         let (what, n) = match entry {

@@ -1,13 +1,13 @@
-//! nsqd as a member of a replication cluster (`--replication-address`,
-//! `--replication-peer`, `--replication-groups`): starts the
-//! `nsq_replication` member on `<data-path>/raft/`, initialises a new
-//! cluster from the lowest node id, commits entries to a topic's group
-//! (from here or through its leader) and tracks how far this member has
-//! applied each group, tells who leads each group (the watch that
+//! The Raft groups of this member (`--replication-address`,
+//! `--replication-peer`, `--replication-groups`), as nsqd holds them:
+//! starts the `nsq_replication` member on `<data-path>/raft/`, initialises
+//! a new cluster from the lowest node id, commits entries to a topic's
+//! group (from here or through its leader) and tracks how far this member
+//! has applied each group, tells who leads each group (the watch that
 //! `leadership.rs` follows), reports the groups for `/stats`, `/metrics`
 //! and `GET /replication`, and stops the member on nsqd's one shutdown
 //! path.
-//! Never: what an entry means (the core decides that, and `replicated.rs`
+//! Never: what an entry means (the core decides that, and `apply.rs`
 //! applies it to the topics) or Raft itself (the replication crate).
 //! Without the flags nothing here runs. Design: docs/replication.md,
 //! "nsqd integration".
@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
 use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
@@ -34,11 +33,10 @@ use nsq_replication::{GroupId, NodeId, Pulses, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use crate::core::progress::Progress;
-use crate::core::replica_lag::{self, GroupView};
-use crate::core::replicas::group_of;
-use crate::core::replicated::{EncodeError, Entry};
-use crate::core::serving::{Leader, Seen};
+use crate::core::replicated::entry::{EncodeError, Entry};
+use crate::core::replicated::progress::Progress;
+use crate::core::replicated::replicas::group_of;
+use crate::core::replicated::serving::{Leader, Seen};
 use crate::options::Options;
 
 /// What openraft reports of a group's vote, state and leader (it changes
@@ -138,8 +136,8 @@ struct Local {
     snapshotting: AtomicBool,
 }
 
-/// The running member, as nsqd holds it.
-pub struct Replication {
+/// The running member's groups, as nsqd holds them.
+pub struct Groups {
     node_id: NodeId,
     address: String,
     peers: BTreeMap<NodeId, String>,
@@ -170,13 +168,13 @@ pub struct Replication {
     standing: watch::Receiver<Standing>,
     /// Which groups this member leads quietly (`nsq_replication::quiet`).
     quiet: QuietFlags,
-    /// Latched by [`Replication::caught_up`].
+    /// Latched by [`Groups::caught_up`].
     caught_up: AtomicBool,
-    /// Taken by [`Replication::shutdown`].
+    /// Taken by [`Groups::shutdown`].
     member: Mutex<Option<ClusterMember>>,
 }
 
-impl Replication {
+impl Groups {
     /// Starts the member with nsqd's flags, under `data_dir/raft/`. Each
     /// group is initialised by its lowest voter when that member made the
     /// group's directory (a new cluster, or a group size a grown build
@@ -188,10 +186,10 @@ impl Replication {
         opts: &Options,
         data_dir: &Path,
         about: String,
-    ) -> Result<Replication, ReplicationError> {
+    ) -> Result<Groups, ReplicationError> {
         let node_id = opts.node_id as NodeId;
         let peers = opts.replication_peers.0.clone();
-        let tls = ClusterTls::from_flags(super::tls::daemon_tls(opts))?;
+        let tls = ClusterTls::from_flags(crate::server::tls::daemon_tls(opts))?;
         let election = opts.replication_election_timeout.as_millis().max(50) as u64;
         let raft = openraft::Config {
             cluster_name: "nsq-rs".into(),
@@ -260,7 +258,7 @@ impl Replication {
                 (g.id, l)
             })
             .collect();
-        Ok(Replication {
+        Ok(Groups {
             node_id,
             address: member.local_addr.to_string(),
             peers,
@@ -290,7 +288,7 @@ impl Replication {
 
     /// The group of the cluster's size a topic's name hashes to: its
     /// `TopicCreate` and `TopicDelete` are committed there too, so every
-    /// member knows it (the same group as [`Replication::group_of`] for a
+    /// member knows it (the same group as [`Groups::group_of`] for a
     /// topic of as many replicas as the cluster has members).
     pub fn whole_group_of(&self, topic: &str) -> GroupId {
         self.placement
@@ -404,7 +402,7 @@ impl Replication {
         self.commit_to(group, entry).await
     }
 
-    /// [`Replication::commit`] to `group` (an entry of no topic).
+    /// [`Groups::commit`] to `group` (an entry of no topic).
     pub async fn commit_to(&self, group: GroupId, entry: &Entry) -> Result<Committed, CommitError> {
         let payload = entry.encode()?;
         let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
@@ -443,6 +441,12 @@ impl Replication {
                 .map(|(_, a)| a.clone())
                 .or_else(|| self.abouts.get(node)),
         }
+    }
+
+    /// Who leads the group of topic `topic` (of `replicas` replicas), as
+    /// this member sees it.
+    pub fn topic_leader(&self, topic: &str, replicas: u8) -> Leader {
+        self.leader(self.group_of(topic, replicas))
     }
 
     /// Whether this member leads `group` now.
@@ -522,107 +526,6 @@ impl Replication {
         self.peers.len()
     }
 
-    /// What `/stats` and `GET /replication` show.
-    pub fn stats(&self) -> ReplicationStats {
-        ReplicationStats {
-            node_id: self.node_id,
-            address: self.address.clone(),
-            peers: self
-                .peers
-                .iter()
-                .map(|(id, addr)| ReplicationPeer {
-                    node_id: *id,
-                    address: addr.clone(),
-                })
-                .collect(),
-            standing: self.standing.borrow().name().to_string(),
-            groups: self
-                .local
-                .iter()
-                .map(|(id, l)| {
-                    let m = l.raft.metrics().borrow().clone();
-                    ReplicationGroup {
-                        group: *id,
-                        leader: m.current_leader,
-                        term: m.current_term,
-                        state: format!("{:?}", m.state).to_lowercase(),
-                        last_log_index: m.last_log_index,
-                        last_applied: m.last_applied.map(|l| l.index),
-                        snapshot: m.snapshot.map(|l| l.index),
-                        purged: m.purged.map(|l| l.index),
-                        quiet: self
-                            .quiet
-                            .get(*id as usize)
-                            .is_some_and(|q| q.load(Ordering::Relaxed)),
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// What `/stats` shows of replicated topic `topic` (of `replicas`
-    /// replicas): its group as this member sees it. The leader and its
-    /// address are those a SUB refused here names; each replica's lag is
-    /// known on the leader alone (`core::replica_lag`), and a member that
-    /// does not vote in the group knows only who its voters are.
-    pub fn topic_stats(&self, topic: &str, replicas: u8) -> TopicReplication {
-        let group = self.group_of(topic, replicas);
-        let leader = match self.leader(group) {
-            Leader::Here => Some(self.node_id),
-            Leader::Node(n) => Some(n),
-            Leader::None | Leader::NotMember => None,
-        };
-        let Some(l) = self.local.get(&group) else {
-            let view = GroupView {
-                me: self.node_id,
-                voters: self
-                    .placement
-                    .voters(group)
-                    .map(|v| v.into_iter().collect())
-                    .unwrap_or_default(),
-                leads: false,
-                last_log_index: None,
-                matched: None,
-            };
-            return TopicReplication {
-                group,
-                leader,
-                leader_address: leader.and_then(|n| self.serving_address(group, n)),
-                replicas: replica_lag::replicas(&view),
-                ..TopicReplication::default()
-            };
-        };
-        let view = {
-            let m = l.raft.metrics();
-            let m = m.borrow();
-            GroupView {
-                me: self.node_id,
-                voters: m.membership_config.membership().voter_ids().collect(),
-                leads: leader == Some(self.node_id),
-                last_log_index: m.last_log_index,
-                matched: m.replication.as_ref().map(|r| {
-                    r.iter()
-                        .map(|(node, log_id)| (*node, log_id.map(|l| l.index)))
-                        .collect()
-                }),
-            }
-        };
-        TopicReplication {
-            group,
-            leader,
-            leader_address: leader.and_then(|n| self.serving_address(group, n)),
-            is_leader: view.leads,
-            replicas: replica_lag::replicas(&view),
-            last_log_index: view.last_log_index,
-            committed_index: *l.committed.borrow(),
-            unfinished: self
-                .progress(group)
-                .and_then(|p| p.lock().topic(topic).map(|t| t.unfinished()))
-                .unwrap_or(0),
-            put_back: self.put_back.lock().get(topic).copied().unwrap_or(0),
-        }
-    }
-
     /// Stops every group and the listener (once; later calls do nothing).
     pub async fn shutdown(&self) {
         let member = self.member.lock().take();
@@ -647,6 +550,9 @@ pub fn seen(me: NodeId, m: &ServerMetrics) -> (Seen, Leader) {
     let term = m.vote.leader_id().get_term();
     (Seen { term, leads }, leader)
 }
+
+#[path = "groups_reports.rs"]
+mod reports;
 
 #[cfg(test)]
 mod tests {

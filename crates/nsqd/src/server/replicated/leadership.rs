@@ -17,26 +17,26 @@ use std::sync::Arc;
 use nsq_replication::{GroupId, NodeId};
 use tokio::sync::watch;
 
-use super::context::Event;
-use super::nsqd::NsqdInner;
-use super::replication::{seen, ServerMetrics};
-use super::topic::Topic;
-use crate::core::replicated::Entry;
-use crate::core::serving::{change, Change, Leader, Seen};
+use super::groups::{seen, Groups, ServerMetrics};
+use crate::core::replicated::entry::Entry;
+use crate::core::replicated::serving::{change, Change, Leader, Seen};
+use crate::server::context::Event;
+use crate::server::nsqd::NsqdInner;
+use crate::server::topic::Topic;
 
 /// Starts one watcher per group of the member (nothing without one).
-pub fn spawn_watchers(nsqd: &Arc<NsqdInner>) {
-    let Some(r) = nsqd.replication() else { return };
+pub fn spawn_watchers(nsqd: &Arc<NsqdInner>, r: &Arc<Groups>) {
     let me = r.node_id();
     for (group, rx) in r.leadership_watches() {
         nsqd.ctx
             .tasks
-            .spawn(watch_group(nsqd.clone(), me, group, rx));
+            .spawn(watch_group(nsqd.clone(), r.clone(), me, group, rx));
     }
 }
 
 async fn watch_group(
     nsqd: Arc<NsqdInner>,
+    r: Arc<Groups>,
     me: NodeId,
     group: GroupId,
     mut rx: watch::Receiver<ServerMetrics>,
@@ -47,7 +47,7 @@ async fn watch_group(
         let (now, leader) = seen(me, &rx.borrow_and_update());
         if let Some(c) = change(before, now) {
             let was_leading = before.is_some_and(|b| b.leads);
-            on_change(&nsqd, group, c, leader, was_leading);
+            on_change(&nsqd, &r, group, c, leader, was_leading);
         }
         before = Some(now);
         tokio::select! {
@@ -60,11 +60,20 @@ async fn watch_group(
     }
 }
 
-fn on_change(nsqd: &Arc<NsqdInner>, group: GroupId, c: Change, leader: Leader, was_leading: bool) {
+fn on_change(
+    nsqd: &Arc<NsqdInner>,
+    r: &Arc<Groups>,
+    group: GroupId,
+    c: Change,
+    leader: Leader,
+    was_leading: bool,
+) {
     if c == Change::Gained {
-        nsqd.ctx.tasks.spawn(announce_serving(nsqd.clone(), group));
+        nsqd.ctx
+            .tasks
+            .spawn(announce_serving(nsqd.clone(), r.clone(), group));
     }
-    let topics = topics_of(nsqd, group);
+    let topics = topics_of(nsqd, r, group);
     match c {
         Change::Gained => tracing::info!(
             group,
@@ -98,8 +107,7 @@ const ANNOUNCE_ATTEMPTS: u32 = 3;
 /// group's topics. Carried in the group's log rather than configured
 /// because every member already knows its own, and the entry follows a
 /// change of it with the next election.
-async fn announce_serving(nsqd: Arc<NsqdInner>, group: GroupId) {
-    let Some(r) = nsqd.replication() else { return };
+async fn announce_serving(nsqd: Arc<NsqdInner>, r: Arc<Groups>, group: GroupId) {
     let entry = Entry::Serving {
         node: r.node_id(),
         address: nsqd.tcp_broadcast_address(),
@@ -124,18 +132,16 @@ async fn announce_serving(nsqd: Arc<NsqdInner>, group: GroupId) {
 /// of leadership (a topic made here unreplicated that its group's
 /// `TopicCreate` made replicated): its registrations follow, and its
 /// consumers are closed unless this member serves it.
-pub fn reconsider(nsqd: &NsqdInner, topic: &Topic) {
+pub fn reconsider(nsqd: &NsqdInner, r: &Groups, topic: &Topic) {
     nsqd.ctx.emit(Event::Reregister(topic.name.clone()));
     if !nsqd.registers(topic) {
-        close_consumers(topic, nsqd.leader_of(&topic.name));
+        let replicas = topic.replicas().unwrap_or(u8::MAX);
+        close_consumers(topic, r.topic_leader(&topic.name, replicas));
     }
 }
 
 /// This member's replicated topics placed in `group`.
-pub(super) fn topics_of(nsqd: &NsqdInner, group: GroupId) -> Vec<Arc<Topic>> {
-    let Some(r) = nsqd.replication() else {
-        return Vec::new();
-    };
+pub(super) fn topics_of(nsqd: &NsqdInner, r: &Groups, group: GroupId) -> Vec<Arc<Topic>> {
     nsqd.topics()
         .into_iter()
         .filter(|t| {

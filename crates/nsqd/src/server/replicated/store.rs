@@ -5,10 +5,13 @@
 //! index and the message's place in the batch. A refill reads those
 //! batches back from the log and takes the messages out of them.
 //!
-//! Owns: those places, in queue order, and a read-ahead of the topic's
-//! decoded batches. Never: which messages are unfinished
-//! (`core::progress`, which also keeps the log from being purged below
-//! any of them), or when to refill (the core's queue, as for a disk queue).
+//! The [`Keeper`] of such a topic's and channels' queues (the server's
+//! backend holds it as it would a disk queue). Owns: those places, in
+//! queue order, and a read-ahead of the topic's decoded batches. Never:
+//! which messages are unfinished (the group's progress,
+//! `core::replicated::progress`, which also keeps the log from being
+//! purged below any of them), or when to refill (the core's queue, as for
+//! a disk queue).
 //!
 //! Places are kept as runs (index, first place, count): an overflow is
 //! the tail of a batch, so one run a batch. A message put back on its own
@@ -25,10 +28,11 @@ use nsq_protocol::{Message, MessageId};
 use nsq_replication::committed::CommittedLog;
 use parking_lot::Mutex;
 
-use super::backend::{blocking, Read};
-use super::context::now_unix_ns;
-use crate::core::progress::Progress;
-use crate::core::replicated::{Entry, Published};
+use crate::core::replicated::entry::{Entry, Published};
+use crate::core::replicated::progress::Progress;
+use crate::server::backend::{Keeper, OpenKeeper, Read};
+use crate::server::clock::now_unix_ns;
+use crate::server::disk::blocking;
 
 /// How much of the log one read brings into the read-ahead.
 const AHEAD_BYTES: usize = 512 << 10;
@@ -49,6 +53,11 @@ impl LogSource {
             progress,
             log,
         }
+    }
+
+    /// Opens a [`LogBackend`] for the topic's queue or a channel's.
+    pub fn opener(self) -> OpenKeeper {
+        Arc::new(move || Box::new(LogBackend::new(self.clone())) as Box<dyn Keeper>)
     }
 }
 
@@ -216,9 +225,11 @@ impl LogBackend {
             ahead: Mutex::default(),
         }
     }
+}
 
+impl Keeper for LogBackend {
     /// Keeps where `msgs` are, in order.
-    pub fn append(&self, msgs: &[Message]) {
+    fn append(&self, msgs: &[Message]) {
         let progress = self.source.progress.lock();
         let topic = progress.topic(&self.source.topic);
         let mut places = self.places.lock();
@@ -238,7 +249,7 @@ impl LogBackend {
     /// Keeps where the messages with these ids are, in order, as new
     /// deliveries (a new leader's put-back); ids the progress no longer
     /// knows are skipped. Returns how many were placed.
-    pub fn place_ids(&self, ids: impl IntoIterator<Item = MessageId>) -> u64 {
+    fn put_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> u64 {
         let progress = self.source.progress.lock();
         let Some(topic) = progress.topic(&self.source.topic) else {
             return 0;
@@ -264,7 +275,7 @@ impl LogBackend {
     /// read (never expected: the log keeps every unfinished batch) is
     /// logged and its messages are not delivered here; the group still
     /// counts them unfinished, so the next leader delivers them.
-    pub fn read(&self, max: usize) -> Read {
+    fn read(&self, max: usize) -> Read {
         let (wanted, generation) = {
             let places = self.places.lock();
             (places.front(max as u64), places.generation)
@@ -317,13 +328,13 @@ impl LogBackend {
         read
     }
 
-    pub fn depth(&self) -> u64 {
+    fn depth(&self) -> u64 {
         self.places.lock().count
     }
 
     /// Forgets every place (the messages stay in the log, which the
     /// group's progress trims).
-    pub fn empty(&self) {
+    fn empty(&self) {
         self.places.lock().clear();
         self.ahead.lock().batches.clear();
     }

@@ -11,7 +11,7 @@
 //! Every answer is idempotent: a group applies its whole log again after
 //! a restart.
 
-use super::replicated::Entry;
+use super::entry::Entry;
 
 /// The topic named by an entry, as this member has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

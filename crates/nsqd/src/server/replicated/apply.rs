@@ -1,62 +1,67 @@
 //! Applying the committed entries of this member's Raft groups to nsqd's
 //! topics: one task per group reads what the group applied, in log order,
-//! decodes it (`core::replicated`) and makes the change here, so every
-//! member holds the same replicated topics. Never: proposing (the HTTP and
-//! TCP handlers commit through `replication.rs`), or Raft.
+//! decodes it (`core::replicated::entry`) and makes the change here, so
+//! every member holds the same replicated topics. Never: proposing (the
+//! member, `mod.rs`, commits what the HTTP and TCP handlers ask), or Raft.
 //!
 //! After a restart a group applies its committed entries again from the
 //! log; each change is one that applying twice leaves as applying once.
-//! Every entry also feeds the group's `core::progress` (what each channel
+//! Every entry also feeds the group's progress (what each channel
 //! has not finished), and between entries the applier follows the group's
 //! leadership (`redeliver.rs`): a member that gains the group puts back
 //! what the progress says is unfinished, so `Publish` puts a batch into
 //! the topic only while the queues hold the group's messages. Applied
 //! here: `TopicCreate`, `TopicDelete`, `Publish`, the channel entries
 //! (`ChannelCreate`, `ChannelDelete`, `ChannelPause`, `ChannelEmpty`, as
-//! `core::channel_entries` decides), the topic entries (`TopicPause` on
-//! every member, `TopicEmpty` on the leader, as `core::topic_entries`
-//! decides), `Serving` (where a group's leader serves consumers), and
+//! `core::replicated::channel_entries` decides), the topic entries
+//! (`TopicPause` on every member, `TopicEmpty` on the leader, as
+//! `core::replicated::topic_entries` decides), `Serving` (where a group's leader serves consumers), and
 //! `Finished` (the progress alone: the leader's channel had finished the
 //! messages when it proposed it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use nsq_protocol::names::{is_ephemeral, is_valid_topic_name};
 use nsq_protocol::Message;
 use nsq_replication::machine::Applied;
 use nsq_replication::GroupId;
 use tokio::sync::mpsc;
 
-use super::nsqd::NsqdInner;
+use super::groups::Groups;
 use super::redeliver::{self, Delivering};
 use super::snapshots;
-use crate::core::channel_entries::{on_channel_entry, ChannelChange, Here};
-use crate::core::progress::Progress;
-use crate::core::replicas::{on_topic_create, Existing, OnCreate};
-use crate::core::replicated::{Entry, Published};
-use crate::core::topic_entries::{self, on_topic_entry, TopicChange};
+use super::topics::{topic_create, topic_delete};
+use crate::core::replicated::channel_entries::{on_channel_entry, ChannelChange, Here};
+use crate::core::replicated::entry::{Entry, Published};
+use crate::core::replicated::progress::Progress;
+use crate::core::replicated::topic_entries::{self, on_topic_entry, TopicChange};
+use crate::server::nsqd::NsqdInner;
 
 /// Starts one applier per group of the member (nothing without one).
-pub fn spawn_appliers(nsqd: &Arc<NsqdInner>) {
-    let Some(r) = nsqd.replication() else { return };
+pub fn spawn_appliers(nsqd: &Arc<NsqdInner>, r: &Arc<Groups>) {
     for (group, rx) in r.take_subscriptions() {
-        nsqd.ctx.tasks.spawn(apply_group(nsqd.clone(), group, rx));
+        nsqd.ctx
+            .tasks
+            .spawn(apply_group(nsqd.clone(), r.clone(), group, rx));
     }
 }
 
-async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receiver<Applied>) {
+async fn apply_group(
+    nsqd: Arc<NsqdInner>,
+    r: Arc<Groups>,
+    group: GroupId,
+    mut rx: mpsc::Receiver<Applied>,
+) {
     let cancel = nsqd.ctx.cancel.clone();
-    let Some(r) = nsqd.replication() else { return };
     let (Some(mut leadership), Some(mut metrics)) =
         (r.leadership_watch(group), r.metrics_watch(group))
     else {
         return;
     };
     if let Some((index, image)) = r.take_image(group) {
-        from_image(&nsqd, group, index, image);
+        from_image(&nsqd, &r, group, index, image);
     }
-    match replay(&nsqd, r, group).await {
+    match replay(&nsqd, &r, group).await {
         Ok(()) => {}
         // The leader sent a snapshot meanwhile, which purged this log: the
         // snapshot, waiting in the subscription, replaces what was read.
@@ -78,7 +83,7 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
         // `Finished` still on its way would not count, and its messages
         // would be delivered again).
         let ready = rx.is_empty() && r.applied_current_term(group);
-        delivering = redeliver::follow(&nsqd, group, delivering, ready).await;
+        delivering = redeliver::follow(&nsqd, &r, group, delivering, ready).await;
         let waiting = r.leads(group) && delivering != Some(true);
         let applied = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -99,13 +104,14 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
             Applied::Entry { log_id, payload } => {
                 apply_payload(
                     &nsqd,
+                    &r,
                     group,
                     log_id.index,
                     payload,
                     delivering == Some(true),
                 );
                 r.mark_applied(group, log_id.index);
-                snapshots::consider(&nsqd, group);
+                snapshots::consider(&nsqd, &r, group);
             }
             Applied::Snapshot { last, image } => {
                 // This member was behind the leader's purge point: the
@@ -116,7 +122,7 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
                     index,
                     "REPLICATION: installed a snapshot from the leader"
                 );
-                from_image(&nsqd, group, index, image);
+                from_image(&nsqd, &r, group, index, image);
                 r.mark_applied(group, index);
             }
         }
@@ -125,8 +131,7 @@ async fn apply_group(nsqd: Arc<NsqdInner>, group: GroupId, mut rx: mpsc::Receive
 
 /// The group's progress, topics and channels from a snapshot's image (the
 /// snapshot claims the entries up to `index`).
-fn from_image(nsqd: &NsqdInner, group: GroupId, index: u64, image: bytes::Bytes) {
-    let Some(r) = nsqd.replication() else { return };
+fn from_image(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, image: bytes::Bytes) {
     if image.is_empty() {
         // A snapshot openraft built without nsqd asking (a start that found
         // the log purged and the snapshot gone): what the entries below it
@@ -140,7 +145,7 @@ fn from_image(nsqd: &NsqdInner, group: GroupId, index: u64, image: bytes::Bytes)
     }
     match Progress::from_image(image) {
         Ok(p) => {
-            snapshots::install(nsqd, group, &p);
+            snapshots::install(nsqd, r, group, &p);
             if let Some(progress) = r.progress(group) {
                 *progress.lock() = p;
             }
@@ -158,12 +163,12 @@ fn from_image(nsqd: &NsqdInner, group: GroupId, index: u64, image: bytes::Bytes)
 }
 
 /// The entries openraft applied again at start from this member's own log
-/// (`Replication::replayed`), read back from it in bounded chunks and
+/// (`Groups::replayed`), read back from it in bounded chunks and
 /// applied as a follower would: they come before anything the
 /// subscription hands over.
 async fn replay(
     nsqd: &NsqdInner,
-    r: &super::replication::Replication,
+    r: &Groups,
     group: GroupId,
 ) -> Result<(), nsq_replication::committed::ReadError> {
     let (Some(last), Some(log)) = (r.replayed(group), r.committed_log(group)) else {
@@ -177,7 +182,7 @@ async fn replay(
             break;
         }
         for (index, payload) in chunk.entries {
-            apply_payload(nsqd, group, index, payload, false);
+            apply_payload(nsqd, r, group, index, payload, false);
         }
         at = chunk.next;
     }
@@ -192,6 +197,7 @@ const REPLAY_BYTES: usize = 4 << 20;
 /// group's progress.
 fn apply_payload(
     nsqd: &NsqdInner,
+    r: &Groups,
     group: GroupId,
     index: u64,
     payload: bytes::Bytes,
@@ -199,10 +205,10 @@ fn apply_payload(
 ) {
     match Entry::decode(payload) {
         Ok(entry) => {
-            if let Some(p) = nsqd.replication().and_then(|r| r.progress(group)) {
+            if let Some(p) = r.progress(group) {
                 p.lock().apply(index, &entry);
             }
-            apply(nsqd, group, index, entry, delivering);
+            apply(nsqd, r, group, index, entry, delivering);
         }
         // Nothing this member can do about an entry it cannot read (one
         // written by a newer nsqd): the group goes on.
@@ -217,9 +223,9 @@ fn apply_payload(
 
 /// Makes `entry`'s change here; `delivering`: this member's queues of the
 /// group hold its unfinished messages (it leads the group).
-fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry, delivering: bool) {
+fn apply(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, entry: Entry, delivering: bool) {
     match entry {
-        Entry::TopicCreate { topic, replicas } => topic_create(nsqd, &topic, replicas),
+        Entry::TopicCreate { topic, replicas } => topic_create(nsqd, r, &topic, replicas),
         Entry::Publish { topic, messages } => {
             if delivering {
                 publish(nsqd, &topic, messages);
@@ -234,74 +240,13 @@ fn apply(nsqd: &NsqdInner, group: GroupId, index: u64, entry: Entry, delivering:
             topic_entry(nsqd, index, &e, delivering)
         }
         Entry::Serving { node, address } => {
-            if let Some(r) = nsqd.replication() {
-                tracing::debug!(group, node, %address, "REPLICATION: group served by node {node} at {address}");
-                r.record_serving(group, node, address);
-            }
+            tracing::debug!(group, node, %address, "REPLICATION: group served by node {node} at {address}");
+            r.record_serving(group, node, address);
         }
         // What they change is the group's progress, fed above: the
         // leader's channel finished (or deferred) the messages before
         // proposing them.
         Entry::Finished { .. } | Entry::Deferred { .. } => {}
-    }
-}
-
-/// A committed `TopicCreate`: the topic exists here, replicated, and
-/// `nsqd.dat` says so.
-pub(super) fn topic_create(nsqd: &NsqdInner, name: &str, replicas: u8) {
-    // The proposer checked both; an entry that breaks them came from
-    // elsewhere, and no topic is better than an invalid one.
-    if !is_valid_topic_name(name) || is_ephemeral(name) || replicas == 0 {
-        tracing::warn!(topic = %name, replicas, "REPLICATION: invalid TopicCreate skipped");
-        return;
-    }
-    let existing = match nsqd.get_topic(name) {
-        None => Existing::None,
-        Some(t) => t
-            .replicas()
-            .map_or(Existing::Unreplicated, Existing::Replicated),
-    };
-    match on_topic_create(existing) {
-        OnCreate::Keep => return,
-        OnCreate::MakeReplicated => tracing::warn!(
-            topic = %name,
-            replicas,
-            "REPLICATION: topic created here unreplicated becomes replicated (its group committed it)"
-        ),
-        OnCreate::Create => {}
-    }
-    // Created with its replicas already set, so it is never announced to
-    // the lookupds as an unreplicated topic.
-    let Some(topic) = nsqd.get_or_create_replicated_topic(name, replicas) else {
-        return;
-    };
-    topic.set_replicas(replicas);
-    // One made here unreplicated was registered and may have consumers:
-    // only the group's leader keeps either.
-    super::leadership::reconsider(nsqd, &topic);
-    tracing::info!(topic = %name, replicas, "REPLICATION: replicated topic created");
-    if let Err(e) = nsqd.persist_metadata() {
-        tracing::error!(topic = %name, error = %e, "failed to persist metadata");
-    }
-}
-
-/// A committed `TopicDelete`: the replicated topic is gone here, with its
-/// channels and queues, and `nsqd.dat` says so. An unreplicated topic of
-/// the same name is not the group's to delete.
-pub(super) fn topic_delete(nsqd: &NsqdInner, name: &str) {
-    match nsqd.get_topic(name).map(|t| t.replicas().is_some()) {
-        None => return,
-        Some(false) => {
-            tracing::warn!(topic = %name, "REPLICATION: TopicDelete of a topic unreplicated here; kept");
-            return;
-        }
-        Some(true) => {}
-    }
-    if nsqd.delete_topic(name) {
-        tracing::info!(topic = %name, "REPLICATION: replicated topic deleted");
-        if let Err(e) = nsqd.persist_metadata() {
-            tracing::error!(topic = %name, error = %e, "failed to persist metadata");
-        }
     }
 }
 
@@ -356,11 +301,8 @@ fn channel_entry(nsqd: &NsqdInner, index: u64, entry: &Entry, delivering: bool) 
     };
     match on_channel_entry(entry, here) {
         ChannelChange::Create => {
-            if let Ok(ch) = t.get_or_create_channel(channel) {
-                ch.commit.committed();
-                if !here.exists {
-                    persist(nsqd, topic);
-                }
+            if t.get_or_create_channel(channel).is_ok() && !here.exists {
+                persist(nsqd, topic);
             }
         }
         ChannelChange::Delete => {
@@ -374,7 +316,6 @@ fn channel_entry(nsqd: &NsqdInner, index: u64, entry: &Entry, delivering: bool) 
                 return;
             };
             // A pause names a channel its group has: made here if missing.
-            ch.commit.committed();
             if ch.is_paused() != paused {
                 ch.set_paused(paused);
                 tracing::info!(topic = %topic, channel = %channel, paused, "REPLICATION: channel pause applied");

@@ -13,18 +13,18 @@ use std::sync::Arc;
 
 use nsq_replication::GroupId;
 
-use super::nsqd::NsqdInner;
-use super::replicated::{topic_create, topic_delete};
-use crate::core::channel_entries::replicates;
-use crate::core::progress::Progress;
+use super::groups::Groups;
+use super::topics::{topic_create, topic_delete};
+use crate::core::replicated::channel_entries::replicates;
+use crate::core::replicated::progress::Progress;
+use crate::server::nsqd::NsqdInner;
 
 /// Takes a snapshot of `group` when its progress may claim at least
 /// `--replication-snapshot-entries` entries more than the group's current
 /// snapshot does. Called by the applier between entries; the image is made
 /// there (so it matches the entries applied), the snapshot is taken in the
 /// background, one at a time per group.
-pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
-    let Some(r) = nsqd.replication() else { return };
+pub fn consider(nsqd: &NsqdInner, r: &Arc<Groups>, group: GroupId) {
     let (Some(progress), Some(snapshots)) = (r.progress(group), r.snapshots(group)) else {
         return;
     };
@@ -44,7 +44,7 @@ pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
         }
     };
     let snapshots = snapshots.clone();
-    let nsqd2 = nsqd.clone();
+    let r = r.clone();
     let cancel = nsqd.ctx.cancel.clone();
     nsqd.ctx.tasks.spawn(async move {
         let bytes = image.len();
@@ -63,9 +63,7 @@ pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
             Ok(None) => {}
             Err(e) => tracing::warn!(group, upto, error = %e, "REPLICATION: snapshot not taken"),
         }
-        if let Some(r) = nsqd2.replication() {
-            r.end_snapshot(group);
-        }
+        r.end_snapshot(group);
     });
 }
 
@@ -78,8 +76,7 @@ pub fn consider(nsqd: &Arc<NsqdInner>, group: GroupId) {
 /// it hashes (their creates and deletes are committed to it): it makes
 /// and deletes those here only where this member does not vote in their
 /// own group, whose entries say the rest.
-pub fn install(nsqd: &NsqdInner, group: GroupId, image: &Progress) {
-    let Some(r) = nsqd.replication() else { return };
+pub fn install(nsqd: &NsqdInner, r: &Groups, group: GroupId, image: &Progress) {
     let decides = |name: &str, replicas: u8| {
         let own = r.group_of(name, replicas);
         own == group || (r.whole_group_of(name) == group && !r.votes_in(own))
@@ -93,7 +90,7 @@ pub fn install(nsqd: &NsqdInner, group: GroupId, image: &Progress) {
         if !decides(name, tp.replicas()) {
             continue;
         }
-        topic_create(nsqd, name, tp.replicas());
+        topic_create(nsqd, r, name, tp.replicas());
         let Some(t) = nsqd.get_topic(name).filter(|t| t.replicas().is_some()) else {
             continue;
         };
@@ -113,7 +110,6 @@ pub fn install(nsqd: &NsqdInner, group: GroupId, image: &Progress) {
             let Ok(ch) = t.get_or_create_channel(c) else {
                 continue;
             };
-            ch.commit.committed();
             if ch.is_paused() != cp.is_paused() {
                 ch.set_paused(cp.is_paused());
             }

@@ -24,13 +24,14 @@ use nsq_protocol::{Message, MessageId};
 use nsq_replication::committed::ReadError;
 use nsq_replication::GroupId;
 
-use super::context::{now, now_unix_ns};
+use super::groups::Groups;
 use super::leadership::topics_of;
-use super::nsqd::NsqdInner;
-use super::topic::Topic;
-use crate::core::channel_entries::replicates;
-use crate::core::progress::Pending;
-use crate::core::replicated::{Entry, Published};
+use crate::core::replicated::channel_entries::replicates;
+use crate::core::replicated::entry::{Entry, Published};
+use crate::core::replicated::progress::Pending;
+use crate::server::clock::{now, now_unix_ns};
+use crate::server::nsqd::NsqdInner;
+use crate::server::topic::Topic;
 
 /// How much of the log one read brings back.
 const READ_BYTES: usize = 4 << 20;
@@ -48,26 +49,24 @@ pub type Delivering = Option<bool>;
 /// applied); until then its queues stay empty.
 pub async fn follow(
     nsqd: &Arc<NsqdInner>,
+    r: &Groups,
     group: GroupId,
     was: Delivering,
     ready: bool,
 ) -> Delivering {
-    let Some(r) = nsqd.replication() else {
-        return was;
-    };
     let leads = r.leads(group);
     if was == Some(leads) || (leads && !ready && was == Some(false)) {
         return was;
     }
     let leads = leads && ready;
-    let topics = topics_of(nsqd, group);
+    let topics = topics_of(nsqd, r, group);
     for t in &topics {
         empty(t);
     }
     if leads {
         let mut put = 0;
         for t in &topics {
-            let n = put_back(nsqd, group, t).await;
+            let n = put_back(r, group, t).await;
             r.count_put_back(&t.name, n as u64);
             put += n;
         }
@@ -113,10 +112,7 @@ type Target = Option<String>;
 /// comes, so delivery starts at once; any other gets the messages, read
 /// from the log now. So do the messages a consumer requeued with a delay
 /// that has not run out (`Deferred` entries): they are deferred until due.
-async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
-    let Some(r) = nsqd.replication() else {
-        return 0;
-    };
+async fn put_back(r: &Groups, group: GroupId, t: &Topic) -> usize {
     let (Some(progress), Some(log)) = (r.progress(group), r.committed_log(group)) else {
         return 0;
     };
@@ -162,9 +158,10 @@ async fn put_back(nsqd: &NsqdInner, group: GroupId, t: &Topic) -> usize {
             };
             (split(true), split(false))
         };
+        let mut ids = soon.iter().flat_map(|p| p.ids.iter().copied());
         let placed = match &target {
-            None => t.place_back(&soon),
-            Some(name) => t.get_channel(name).and_then(|ch| ch.place_back(&soon)),
+            None => t.place_back(&mut ids),
+            Some(name) => t.get_channel(name).and_then(|ch| ch.place_back(&mut ids)),
         };
         let eager = match placed {
             Some(n) => {

@@ -15,15 +15,13 @@
 
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name};
 
-use super::replicated::Entry;
+use super::entry::Entry;
 
 /// Whether a channel of a topic with `replicas` goes through the topic's
-/// group. `#ephemeral` channels do not: they keep nothing and go with
-/// their last consumer, who is on the leader only, so a copy on the other
-/// members would never be removed.
-pub fn replicates(replicas: Option<u8>, channel: &str) -> bool {
-    replicas.is_some() && !is_ephemeral(channel)
-}
+/// group: the channels that keep their FINs for it
+/// (`crate::core::channel::replicates`, the plain core's side of this
+/// rule).
+pub use crate::core::channel::replicates;
 
 /// Where a replicated channel stands on this member, as a SUB sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

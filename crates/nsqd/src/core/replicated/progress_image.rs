@@ -32,12 +32,12 @@ use std::collections::BTreeMap;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use nsq_protocol::message::MESSAGE_ID_LEN;
 
-use super::super::ids::IdMap;
-use super::super::replicated::{
+use super::super::entry::{
     count, put_name, take_flag, take_id, take_name, take_u32, take_u64, take_u8, DecodeError,
     EncodeError,
 };
 use super::{Bits, ChannelProgress, Progress, TopicProgress};
+use crate::core::ids::IdMap;
 
 /// The image without any channel's due messages, and with them.
 const VERSION: u8 = 1;
@@ -272,7 +272,7 @@ fn take_count(buf: &mut Bytes, what: &'static str, min_bytes: usize) -> Result<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::replicated::{Entry, Published};
+    use crate::core::replicated::entry::{Entry, Published};
     use nsq_protocol::MessageId;
 
     fn id(n: u8) -> MessageId {
@@ -298,7 +298,7 @@ mod tests {
         Entry::Finished {
             topic: "t".into(),
             channel: channel.into(),
-            cursor: crate::core::replicated::Cursor {
+            cursor: crate::core::replicated::entry::Cursor {
                 index: 0,
                 offset: 0,
             },
@@ -328,7 +328,7 @@ mod tests {
             Entry::Finished {
                 topic: "t".into(),
                 channel: "a".into(),
-                cursor: crate::core::replicated::Cursor {
+                cursor: crate::core::replicated::entry::Cursor {
                     index: 0,
                     offset: 0,
                 },

@@ -54,8 +54,8 @@ use std::collections::BTreeMap;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name};
 use nsq_protocol::MessageId;
 
-use super::ids::IdMap;
-use super::replicated::Entry;
+use super::entry::Entry;
+use crate::core::ids::IdMap;
 
 /// One group's progress: its replicated topics by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -22,7 +22,8 @@
 //!   of the cluster's size, and sets of smaller odd sizes.
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
-//!   committed or refused after a timeout.
+//!   committed or refused after a timeout; [`answer`]: a member's side of
+//!   a forwarded proposal and of a peer's pulse.
 //! * [`snapshot`]: a snapshot asked for by the subscriber, holding its
 //!   image of what the entries made, so openraft may purge the log below
 //!   it.
@@ -37,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answer;
 pub mod committed;
 pub mod group;
 pub mod identity;

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use openraft::error::{ClientWriteError, RaftError};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::answer::ForwardError;
 use crate::network::frame::{Reply, Rpc};
 use crate::network::peer::CallError;
 use crate::network::Peers;
@@ -29,9 +29,6 @@ const RETRY: Duration = Duration::from_millis(50);
 /// What a forwarding member keeps of its time for the leader's answer to
 /// travel back: the leader gives up this much earlier.
 const REPLY_MARGIN: Duration = Duration::from_millis(100);
-/// The longest a leader works on one forwarded proposal, whatever the
-/// request asks (a bound on the tasks a broken peer can leave waiting).
-const MAX_FORWARD: Duration = Duration::from_secs(60);
 
 /// Why a proposal was not committed (as far as the proposer knows: after a
 /// timeout it may still be).
@@ -49,16 +46,6 @@ pub enum ProposeError {
     NoGroup(GroupId),
     #[error("group {group}: {reason}")]
     Failed { group: GroupId, reason: String },
-}
-
-/// A forwarded proposal's failure, as the leader answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ForwardError {
-    /// The member asked does not lead the group (any more).
-    NotLeader,
-    /// Not committed within the time the request gave.
-    Timeout,
-    Failed(String),
 }
 
 /// Proposes payloads to the groups of one member, and through their
@@ -281,23 +268,5 @@ async fn heard_leader_changed(pulses: Pulses, group: GroupId, seen: Option<(Node
         if pulses.leader(group).is_some_and(|l| Some(l) != seen) {
             return;
         }
-    }
-}
-
-/// The leader's side of a forwarded proposal: written by this member's
-/// Raft of the group if it leads it, never forwarded again (a member that
-/// no longer leads answers `NotLeader` and the proposer asks again).
-pub(crate) async fn answer_forward(
-    raft: &Raft,
-    payload: Payload,
-    timeout: Duration,
-) -> Result<u64, ForwardError> {
-    match tokio::time::timeout(timeout.min(MAX_FORWARD), raft.client_write(payload)).await {
-        Err(_) => Err(ForwardError::Timeout),
-        Ok(Ok(r)) => Ok(r.log_id.index),
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
-            Err(ForwardError::NotLeader)
-        }
-        Ok(Err(e)) => Err(ForwardError::Failed(e.to_string())),
     }
 }

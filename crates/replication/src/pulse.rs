@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::identity::Identity;
 use crate::network::frame::{Reply, Rpc};
 use crate::network::peer::Peer;
-use crate::quiet::{self, Activity, GroupPulse, Heard, Leading, QuietFlags, Timing};
+use crate::quiet::{self, Activity, Heard, Leading, QuietFlags, Timing};
 use crate::{GroupId, NodeId, Raft};
 
 /// The peers' last answers to this member's pulses, shared by the pulse
@@ -45,24 +45,6 @@ impl Pulses {
             &self.heard.lock(),
         )
     }
-}
-
-/// The answer to a peer's pulse: what this member knows of each group.
-pub fn answer(groups: &HashMap<GroupId, Raft>) -> Vec<GroupPulse> {
-    let n = groups.keys().max().map_or(0, |g| *g as usize + 1);
-    let mut out = vec![GroupPulse::default(); n];
-    for (g, raft) in groups {
-        let m = raft.metrics();
-        let m = m.borrow();
-        out[*g as usize] = GroupPulse {
-            leading: m.state == openraft::ServerState::Leader,
-            leader: m.current_leader,
-            term: m.current_term,
-            last_index: m.last_log_index.unwrap_or(0),
-            applied: m.last_applied.map_or(0, |l| l.index),
-        };
-    }
-    out
 }
 
 /// Runs until `shutdown`: `every` is openraft's heartbeat interval.

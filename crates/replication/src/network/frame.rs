@@ -34,7 +34,7 @@ use openraft::raft::{
 use serde::{Deserialize, Serialize};
 
 use super::hello::{Hello, Welcome};
-use crate::propose::ForwardError;
+use crate::answer::ForwardError;
 use crate::quiet::GroupPulse;
 use crate::{GroupId, NodeId, Payload, TypeConfig};
 

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::frame::{self, Frame, Reply, Rpc};
 use super::hello::{Greeting, Welcome};
 use super::stream::{read_frames, write_frames, Io};
-use crate::{GroupId, Raft};
+use crate::{answer, GroupId, Raft};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -173,7 +173,7 @@ async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
     let rpc: Rpc = frame::body(&f)?;
     // A pulse is for the member, not for the frame's group.
     if let Rpc::Pulse = rpc {
-        return Ok(Reply::Pulse(crate::pulse::answer(&s.groups.read())));
+        return Ok(Reply::Pulse(answer::pulse(&s.groups.read())));
     }
     let Some(raft) = s.groups.read().get(&f.group).cloned() else {
         return Ok(Reply::NoGroup(f.group));
@@ -192,11 +192,11 @@ async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
         Rpc::Forward {
             payload,
             timeout_ms,
-        } => Reply::Forward(
-            crate::propose::answer_forward(&raft, payload, Duration::from_millis(timeout_ms)).await,
-        ),
+        } => {
+            Reply::Forward(answer::forward(&raft, payload, Duration::from_millis(timeout_ms)).await)
+        }
         // only the first frame is a hello; a second one is not welcome
         Rpc::Hello(_) => Reply::Hello(Err("a second hello on one connection".into())),
-        Rpc::Pulse => Reply::Pulse(crate::pulse::answer(&s.groups.read())),
+        Rpc::Pulse => Reply::Pulse(answer::pulse(&s.groups.read())),
     })
 }

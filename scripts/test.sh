@@ -3,7 +3,9 @@
 #
 #   bash scripts/test.sh
 #
-# 1. checks formatting (cargo fmt --check, the workspace and fuzz/) and lints
+# 1. checks formatting (cargo fmt --check, the workspace and fuzz/), the
+#    imports between files (scripts/house.py: no circles; nsqd's rooms as
+#    docs/architecture/nsqd.json draws them) and lints
 #    (cargo clippy --workspace --all-targets -- -D warnings),
 # 2. builds every binary (debug),
 # 3. checks the systemd units in deploy/ (scripts/check_deploy.sh:
@@ -72,6 +74,11 @@ phase() {
 phase "cargo fmt --check"
 cargo fmt --all -- --check
 rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
+
+# no circle of files importing each other in any crate, and nsqd's picture
+# of its rooms (docs/architecture.md) held against its imports
+phase "the house: imports against docs/architecture/nsqd.json (scripts/house.py)"
+python3 scripts/house.py --check docs/architecture/nsqd.json
 
 # tests/tests/durable_acks.rs replays a trace of nsqd's system calls
 if ! command -v strace >/dev/null; then

@@ -97,7 +97,7 @@ size="$("${P[@]}" image inspect --format '{{.Size}}' "$IMAGE")"
 mnt="$("${P[@]}" image mount "$IMAGE")"
 for b in "${BINS[@]}"; do [ -x "$mnt/$b" ] || fail "the image has no /$b"; done
 [ "$(stat -c %u:%g "$mnt/data")" = 65532:65532 ] || fail "/data in the image is owned by $(stat -c %u:%g "$mnt/data")"
-echo "ok   image $IMAGE built in $((SECONDS - t0)) s: $((size / 1000000)) MB (debug binaries, debug info stripped), ${BINS[*]/#//}, user 65532:65532, volume /data, SIGTERM"
+echo "ok   image $IMAGE built in $((SECONDS - t0)) s: $((size / 1000000)) MB (the binaries of $BIN_DIR, debug info stripped), ${BINS[*]/#//}, user 65532:65532, volume /data, SIGTERM"
 
 # --- deploy/compose.yaml: every command runs against the image's binaries -----
 "$PY_YAML" - "$ROOT/deploy/compose.yaml" >"$WORK/compose.cmds" <<'EOF' || fail "deploy/compose.yaml: could not read its services"

@@ -73,7 +73,7 @@ for f in "${BINS[@]/#//usr/bin/}" "${DAEMONS[@]/%/.service}" "${DAEMONS[@]/%/.to
 done
 [ "$(dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./conffiles | sort | paste -sd' ')" = "/etc/nsq/nsqadmin.toml /etc/nsq/nsqd.toml /etc/nsq/nsqlookupd.toml" ] ||
     fail "conffiles are not the three configs"
-echo "ok   $(basename "$DEB") built in $((SECONDS - t0)) s: $(($(stat -c %s "$DEB") / 1000000)) MB uncompressed (debug binaries, debug info stripped); $(grep '^Depends' <<<"$info")"
+echo "ok   $(basename "$DEB") built in $((SECONDS - t0)) s: $(($(stat -c %s "$DEB") / 1000000)) MB uncompressed (the binaries of $BIN_DIR, debug info stripped); $(grep '^Depends' <<<"$info")"
 
 mkdir -p "$WORK/upper" "$WORK/overlay-work" "$R"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$WORK/upper,workdir=$WORK/overlay-work" "$R" 2>"$WORK/mount.err" ||

@@ -5,9 +5,8 @@
 #
 #   bash scripts/build_deb.sh [--bin-dir DIR] [--out DIR]
 #
-#   --bin-dir DIR  the binaries to package (default target/dist: build them
-#                  with `bash scripts/install.sh --profile dist --prefix ...`
-#                  or `cargo build --profile dist --bins`)
+#   --bin-dir DIR  the binaries to package (default target/release, the
+#                  shipped build: `cargo build --locked --release --bins`)
 #   --out DIR      where the .deb goes (default target/deb)
 #   --compression xz|gzip|none
 #                  dpkg-deb's compression (default xz, as Debian ships; xz
@@ -27,7 +26,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN_DIR="$TARGET/dist"
+BIN_DIR="$TARGET/release"
 OUT="$TARGET/deb"
 COMPRESSION=xz
 BINS=(nsqd nsqlookupd nsqadmin nsq_tail nsq_stat nsq_to_file nsq_to_http nsq_to_nsq to_nsq)

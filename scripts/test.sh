@@ -95,8 +95,18 @@ fi
 if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v promtool >/dev/null ||
     ! command -v prometheus >/dev/null || ! /usr/bin/python3 -c 'import yaml' 2>/dev/null; then
     echo "==> installing Debian's podman, runc, prometheus and python3-yaml with apt-get (needed by scripts/check_image.sh and scripts/check_monitoring.sh)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        podman runc prometheus python3-yaml >/dev/null
+    # Debian's prometheus starts its service when installed; the checks run
+    # their own, so a policy-rc.d keeps the packages' services from starting
+    # (and a machine's own policy, if it has one, is left as it was).
+    no_start=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && no_start=1
+    fi
+    apt_rc=0
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        podman runc prometheus python3-yaml >/dev/null; } || apt_rc=$?
+    [ -z "$no_start" ] || rm -f /usr/sbin/policy-rc.d
+    [ "$apt_rc" -eq 0 ] || exit "$apt_rc"
 fi
 # The browser test's installs (Debian's chromium, npm's playwright-core;
 # each announced as it starts) wait on the network and the disk, not the

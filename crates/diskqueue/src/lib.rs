@@ -116,6 +116,14 @@
 //!   unacknowledged one held back: at-least-once), and a segment is
 //!   deleted only once that position has left it.
 //!
+//! * [`DiskQueue::skip_while`] moves the reader past the records at its
+//!   position that a predicate on their first bytes picks (nsqd's expired
+//!   messages: a message starts with its timestamp), reading those bytes
+//!   only and seeking over the rest; a skipped record counts as read and,
+//!   with `acked_reads`, acknowledged. [`DiskQueue::take_while`] is its
+//!   counterpart that reads them whole (to publish them elsewhere). Go's
+//!   queue has neither.
+//!
 //! All file operations go through the [`Fs`] trait; [`DiskQueue`] uses the
 //! real filesystem ([`OsFs`]) unless a test gives it another.
 //!
@@ -494,6 +502,50 @@ impl<F: Fs> DiskQueue<F> {
         Ok(first)
     }
 
+    /// Skips the records at the read position while `skip` says so of the
+    /// first `peek` bytes of each one's data, up to `max` records, without
+    /// reading the rest of them: what lies past the read-ahead is seeked
+    /// over (nsqd's expired messages on disk: a message's first 8 bytes are
+    /// its timestamp, and its body is never read). A record shorter than
+    /// `peek` is not skipped. Skipped records are done with: with
+    /// [`Options::acked_reads`] they are acknowledged here. Returns how
+    /// many were skipped.
+    pub fn skip_while(
+        &self,
+        max: usize,
+        peek: usize,
+        skip: impl Fn(&[u8]) -> bool,
+    ) -> Result<usize, Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        let n = q.skip_while(max, peek, &skip);
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
+        Ok(n)
+    }
+
+    /// Takes the records at the read position while `take` says so of each
+    /// one's data, up to `max`, appended to `out`; the first it refuses
+    /// stays. As [`DiskQueue::read_batch`] does, it returns the
+    /// [`ReadSeq`] of the first record appended (with `acked_reads` they
+    /// wait for their acknowledgement).
+    pub fn take_while(
+        &self,
+        max: usize,
+        out: &mut Vec<Bytes>,
+        take: impl Fn(&[u8]) -> bool,
+    ) -> Result<ReadSeq, Error> {
+        let mut q = self.lock();
+        q.check_open()?;
+        let first = q.reads + 1;
+        q.take_while(max, out, &take);
+        if !q.opts.defer_sync {
+            q.sync_if_due();
+        }
+        Ok(first)
+    }
+
     /// With [`Options::acked_reads`]: the owner is done with these records
     /// (by the numbers [`DiskQueue::read_batch`] gave them), in any order.
     /// Once every record up to one is acknowledged, the next sync persists
@@ -657,6 +709,16 @@ enum ReadStep {
         next_file_num: i64,
         next_pos: i64,
     },
+    /// The complete segment has nothing left at the read position.
+    Exhausted,
+}
+
+/// What [`Inner::skip_one`] found at the read position.
+enum SkipStep {
+    /// Skipped; the next record starts here.
+    Skipped { next_file_num: i64, next_pos: i64 },
+    /// The record is not to be skipped: the read position stays.
+    Kept,
     /// The complete segment has nothing left at the read position.
     Exhausted,
 }
@@ -1345,39 +1407,43 @@ impl<F: Fs> Inner<F> {
         Some(data)
     }
 
+    /// The open read segment's reader, positioned at the read position:
+    /// the one kept from the last read, or the segment opened now.
+    fn take_reader(&mut self, complete: bool) -> Result<ReadAhead<F::File>, ReadFailure> {
+        if let Some(r) = self.reader.take() {
+            return Ok(r);
+        }
+        let path = self.file_path(self.read_file_num);
+        let mut file = self.fs.open_read(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ReadFailure::Missing,
+            _ => ReadFailure::Io("open", e),
+        })?;
+        let pos = u64::try_from(self.read_pos).map_err(|_| {
+            ReadFailure::Io(
+                "seek",
+                io::Error::new(io::ErrorKind::InvalidInput, "negative read position"),
+            )
+        })?;
+        if pos > 0 {
+            file.seek(SeekFrom::Start(pos))
+                .map_err(|e| ReadFailure::Io("seek", e))?;
+        }
+        self.read_file_end = if complete {
+            let len = file.size().map_err(|e| ReadFailure::Io("stat", e))?;
+            i64::try_from(len).unwrap_or(i64::MAX)
+        } else {
+            self.opts.max_bytes_per_file
+        };
+        debug!(queue = %self.name, "DISKQUEUE({}): readOne() opened {}", self.name, path.display());
+        Ok(ReadAhead::new(file))
+    }
+
     /// Reads the record at the read position without consuming it. The read
     /// segment stays open for the next call unless the reader is done with
     /// it; on failure it is closed.
     fn read_one(&mut self) -> Result<ReadStep, ReadFailure> {
         let complete = self.read_file_num < self.write_file_num;
-        let mut reader = match self.reader.take() {
-            Some(r) => r,
-            None => {
-                let path = self.file_path(self.read_file_num);
-                let mut file = self.fs.open_read(&path).map_err(|e| match e.kind() {
-                    io::ErrorKind::NotFound => ReadFailure::Missing,
-                    _ => ReadFailure::Io("open", e),
-                })?;
-                let pos = u64::try_from(self.read_pos).map_err(|_| {
-                    ReadFailure::Io(
-                        "seek",
-                        io::Error::new(io::ErrorKind::InvalidInput, "negative read position"),
-                    )
-                })?;
-                if pos > 0 {
-                    file.seek(SeekFrom::Start(pos))
-                        .map_err(|e| ReadFailure::Io("seek", e))?;
-                }
-                self.read_file_end = if complete {
-                    let len = file.size().map_err(|e| ReadFailure::Io("stat", e))?;
-                    i64::try_from(len).unwrap_or(i64::MAX)
-                } else {
-                    self.opts.max_bytes_per_file
-                };
-                debug!(queue = %self.name, "DISKQUEUE({}): readOne() opened {}", self.name, path.display());
-                ReadAhead::new(file)
-            }
-        };
+        let mut reader = self.take_reader(complete)?;
 
         if complete && self.read_pos >= self.read_file_end {
             return Ok(ReadStep::Exhausted);
@@ -1420,6 +1486,114 @@ impl<F: Fs> Inner<F> {
         }
         Ok(ReadStep::Record {
             data,
+            next_file_num,
+            next_pos,
+        })
+    }
+
+    fn take_while(&mut self, max: usize, out: &mut Vec<Bytes>, take: &dyn Fn(&[u8]) -> bool) {
+        let mut n = 0;
+        while n < max && self.has_unread() {
+            match self.read_one() {
+                Ok(ReadStep::Record {
+                    data,
+                    next_file_num,
+                    next_pos,
+                }) => {
+                    if !take(&data) {
+                        // left unread: the reader has read past it, so it
+                        // is closed, and the next read reopens the segment
+                        // at the read position, which still points at it
+                        self.reader = None;
+                        return;
+                    }
+                    self.move_forward(next_file_num, next_pos);
+                    out.push(data);
+                    n += 1;
+                }
+                Ok(ReadStep::Exhausted) => self.leave_exhausted_file(),
+                Err(failure) => self.handle_read_error(failure),
+            }
+        }
+    }
+
+    fn skip_while(&mut self, max: usize, peek: usize, skip: &dyn Fn(&[u8]) -> bool) -> usize {
+        let mut n = 0;
+        while n < max && self.has_unread() {
+            match self.skip_one(peek, skip) {
+                Ok(SkipStep::Skipped {
+                    next_file_num,
+                    next_pos,
+                }) => {
+                    self.move_forward(next_file_num, next_pos);
+                    let read = self.reads;
+                    self.ack(&[read]);
+                    n += 1;
+                }
+                Ok(SkipStep::Kept) => break,
+                Ok(SkipStep::Exhausted) => self.leave_exhausted_file(),
+                Err(failure) => self.handle_read_error(failure),
+            }
+        }
+        n
+    }
+
+    /// [`Inner::read_one`]'s checks on the record at the read position,
+    /// reading only its length and the first `peek` bytes of its data; if
+    /// `skip` says so of them, its end is where the reader goes on (the
+    /// rest of the record is seeked over, not read).
+    fn skip_one(
+        &mut self,
+        peek: usize,
+        skip: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<SkipStep, ReadFailure> {
+        let complete = self.read_file_num < self.write_file_num;
+        let mut reader = self.take_reader(complete)?;
+        if complete && self.read_pos >= self.read_file_end {
+            return Ok(SkipStep::Exhausted);
+        }
+        let eof = || io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer");
+        match reader.fill(LEN_PREFIX as usize) {
+            Ok(true) => {}
+            Ok(false) => return Err(ReadFailure::Io("read length", eof())),
+            Err(e) => return Err(ReadFailure::Io("read length", e)),
+        }
+        let buf = reader.buffer();
+        let len = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        if len < self.opts.min_msg_size || len > self.opts.max_msg_size {
+            return Err(ReadFailure::BadLength(len));
+        }
+        let end = self.read_pos.saturating_add(LEN_PREFIX + i64::from(len));
+        let limit = self.read_limit(complete);
+        if end > limit {
+            return Err(ReadFailure::Overrun { end, limit });
+        }
+        let len = len.unsigned_abs() as usize;
+        if len < peek {
+            self.reader = Some(reader);
+            return Ok(SkipStep::Kept);
+        }
+        match reader.fill(LEN_PREFIX as usize + peek) {
+            Ok(true) => {}
+            Ok(false) => return Err(ReadFailure::Io("read record", eof())),
+            Err(e) => return Err(ReadFailure::Io("read record", e)),
+        }
+        let head = &reader.buffer()[LEN_PREFIX as usize..LEN_PREFIX as usize + peek];
+        if !skip(head) {
+            self.reader = Some(reader);
+            return Ok(SkipStep::Kept);
+        }
+        reader
+            .skip(LEN_PREFIX as usize + len)
+            .map_err(|e| ReadFailure::Io("seek", e))?;
+        let (mut next_file_num, mut next_pos) = (self.read_file_num, end);
+        if complete && next_pos >= self.read_file_end {
+            next_file_num += 1;
+            next_pos = 0;
+        } else {
+            self.reader = Some(reader);
+        }
+        Ok(SkipStep::Skipped {
             next_file_num,
             next_pos,
         })

@@ -15,7 +15,7 @@
 //! of its buffer's count, which the cores finishing messages share; that
 //! costs far less than the copy did (docs/performance.md).
 
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -94,6 +94,20 @@ impl<R: Read> ReadAhead<R> {
             self.buf = next.freeze();
         }
         result.map(|()| filled >= want)
+    }
+}
+
+impl<R: Read + Seek> ReadAhead<R> {
+    /// Skips the next `n` bytes: what is read ahead, then the rest by
+    /// seeking the file, never reading it.
+    pub fn skip(&mut self, n: usize) -> io::Result<()> {
+        if n <= self.buf.len() {
+            self.buf.advance(n);
+            return Ok(());
+        }
+        let rest = (n - self.buf.len()) as i64;
+        self.buf = Bytes::new();
+        self.file.seek(SeekFrom::Current(rest)).map(drop)
     }
 }
 
@@ -237,6 +251,30 @@ mod tests {
         let mut r = ReadAhead::new(trickle(300_000, 1000, None));
         assert!(r.fill(200_000).unwrap());
         assert_eq!(r.take(200_000).len(), 200_000);
+    }
+
+    impl Seek for Trickle {
+        fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+            let SeekFrom::Current(d) = to else {
+                unreachable!("only relative seeks here")
+            };
+            self.pos = (self.pos as i64 + d) as usize;
+            Ok(self.pos as u64)
+        }
+    }
+
+    #[test]
+    fn a_skip_takes_what_is_read_ahead_then_seeks_over_the_rest_unread() {
+        let mut r = ReadAhead::new(trickle(300_000, usize::MAX, None));
+        assert!(r.fill(4).unwrap());
+        r.skip(10).unwrap();
+        assert_eq!(r.buffer()[0], 10, "within the read-ahead: consumed");
+        // past it: the file is seeked, and only then read again
+        r.skip(200_000).unwrap();
+        assert!(r.buffer().is_empty());
+        assert_eq!(r.file.pos, 200_010, "the skipped bytes were never read");
+        assert!(r.fill(1).unwrap());
+        assert_eq!(r.buffer()[0], (200_010 % 256) as u8);
     }
 
     #[test]

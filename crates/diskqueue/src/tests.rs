@@ -996,3 +996,119 @@ fn buffered_reads_serve_the_read_ahead_only() {
         "appended after the read-ahead: found by a full read"
     );
 }
+
+// ------------------------------------------------------------ skip_while
+
+/// The first 8 bytes of a `payload(seq, _)` record, as a number.
+fn head_seq(head: &[u8]) -> u64 {
+    u64::from_be_bytes(head[..8].try_into().expect("8 bytes"))
+}
+
+#[test]
+fn skip_while_skips_matching_records_across_segments_and_stops_at_the_first_kept() {
+    let dir = TempDir::new().unwrap();
+    // 300-byte records, four to a segment: the skip crosses segments
+    let q = DiskQueue::open("s", dir.path(), opts(8, 1 << 20, 1200)).unwrap();
+    for seq in 0..10 {
+        q.put(&payload(seq, 300)).unwrap();
+    }
+    let n = q.skip_while(100, 8, |h| head_seq(h) < 6).unwrap();
+    assert_eq!(n, 6);
+    assert_eq!(q.depth(), 4);
+    // the first record kept is read whole, then the rest
+    let rest: Vec<u64> = read_all(&q).iter().map(|r| head_seq(r)).collect();
+    assert_eq!(rest, vec![6, 7, 8, 9]);
+    assert!(
+        !files(dir.path()).iter().any(|f| f.ends_with("000000.dat")),
+        "a segment skipped through is removed like one read: {:?}",
+        files(dir.path())
+    );
+    // max bounds it; nothing to skip is no error
+    assert_eq!(q.skip_while(100, 8, |_| true).unwrap(), 0);
+}
+
+#[test]
+fn skip_while_stops_at_max_and_keeps_short_records() {
+    let dir = TempDir::new().unwrap();
+    let q = DiskQueue::open("m", dir.path(), opts(1, 1 << 20, 1 << 20)).unwrap();
+    for seq in 0..5 {
+        q.put(&payload(seq, 20)).unwrap();
+    }
+    q.put(b"tiny").unwrap();
+    q.put(&payload(9, 20)).unwrap();
+    assert_eq!(q.skip_while(2, 8, |_| true).unwrap(), 2);
+    assert_eq!(q.skip_while(100, 8, |_| true).unwrap(), 3);
+    // a record shorter than the bytes to judge it by is not skipped
+    assert_eq!(q.skip_while(100, 8, |_| true).unwrap(), 0);
+    assert_eq!(&q.read().unwrap().unwrap()[..], b"tiny");
+    assert_eq!(q.depth(), 1);
+}
+
+#[test]
+fn skip_while_seeks_over_bodies_past_the_read_ahead_and_survives_a_restart() {
+    let dir = TempDir::new().unwrap();
+    let mut o = opts(8, 1 << 22, 1 << 24);
+    o.sync_every = 1;
+    {
+        let q = DiskQueue::open("big", dir.path(), o.clone()).unwrap();
+        // bodies far larger than the 64 KiB read-ahead
+        for seq in 0..4 {
+            q.put(&payload(seq, 1 << 20)).unwrap();
+        }
+        assert_eq!(q.skip_while(100, 8, |h| head_seq(h) < 3).unwrap(), 3);
+        q.close().unwrap();
+    }
+    let q = DiskQueue::open("big", dir.path(), o).unwrap();
+    assert_eq!(q.depth(), 1);
+    let rest = read_all(&q);
+    assert_eq!(rest.len(), 1);
+    assert_eq!(head_seq(&rest[0]), 3);
+    assert_eq!(rest[0].len(), 1 << 20, "the record after a seek is whole");
+}
+
+#[test]
+fn skipped_records_need_no_acknowledgement() {
+    let dir = TempDir::new().unwrap();
+    let mut o = opts(8, 1 << 20, 1 << 20);
+    o.acked_reads = true;
+    o.sync_every = 1;
+    {
+        let q = DiskQueue::open("a", dir.path(), o.clone()).unwrap();
+        for seq in 0..4 {
+            q.put(&payload(seq, 20)).unwrap();
+        }
+        assert_eq!(q.skip_while(100, 8, |h| head_seq(h) < 2).unwrap(), 2);
+        assert_eq!(q.unacked(), 0, "skipped ones are done with");
+        // one read and not acknowledged: it must come back after a restart
+        let mut got = Vec::new();
+        q.read_batch(1, &mut got, false).unwrap();
+        assert_eq!(head_seq(&got[0]), 2);
+        q.close().unwrap();
+    }
+    let q = DiskQueue::open("a", dir.path(), o).unwrap();
+    let rest: Vec<u64> = read_all(&q).iter().map(|r| head_seq(r)).collect();
+    assert_eq!(
+        rest,
+        vec![2, 3],
+        "the skipped ones never again, the unacked one again"
+    );
+}
+
+#[test]
+fn take_while_reads_matching_records_whole_and_leaves_the_first_refused() {
+    let dir = TempDir::new().unwrap();
+    let q = DiskQueue::open("t", dir.path(), opts(8, 1 << 20, 1000)).unwrap();
+    for seq in 0..8 {
+        q.put(&payload(seq, 300)).unwrap();
+    }
+    let mut got = Vec::new();
+    q.take_while(100, &mut got, |d| head_seq(d) < 5).unwrap();
+    assert_eq!(
+        got.iter().map(|r| head_seq(r)).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert!(got.iter().all(|r| r.len() == 300), "whole");
+    // the refused one is read next, then the rest, in order
+    let rest: Vec<u64> = read_all(&q).iter().map(|r| head_seq(r)).collect();
+    assert_eq!(rest, vec![5, 6, 7]);
+}

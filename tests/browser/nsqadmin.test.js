@@ -342,21 +342,22 @@ async function main() {
   await page.fill('#channel-config input[name="max_attempts"]', "5");
   await page.fill('#channel-config input[name="max_depth"]', "1000");
   await page.selectOption('#channel-config select[name="max_depth_policy"]', "drop-oldest");
+  await page.fill('#channel-config input[name="max_age"]', "30m");
   page.once("dialog", (d) => { dialogs++; d.accept(); });
   await page.click("#channel-config button[data-act=save-config]");
   const chSet = await waitFor("channel settings on both nsqd", async () => {
     for (const n of nsqds) {
       const c = (await http("GET", n.http, "/channel/config?topic=orders&channel=archive")).json || {};
-      if (c.max_attempts !== 5 || c.max_depth !== 1000 || c.max_depth_policy !== "drop-oldest") { return false; }
+      if (c.max_attempts !== 5 || c.max_depth !== 1000 || c.max_depth_policy !== "drop-oldest" || c.max_age !== "30m0s") { return false; }
     }
     return true;
   }, 10000).catch(() => false);
-  check(chSet, "channel settings: the form sets max attempts and max depth on both nsqd");
+  check(chSet, "channel settings: the form sets max attempts, max depth and max age on both nsqd");
   const shownCh = await waitFor("the settings table shows them", async () => {
     const t = await page.textContent("#channel-settings");
-    return t.includes("orders.archive.dead") && t.includes("drop the oldest") ? t : false;
+    return t.includes("orders.archive.dead") && t.includes("drop the oldest") && t.includes("30m0s") ? t : false;
   }, 10000).catch(() => null);
-  check(shownCh !== null, "channel settings: the page shows max attempts, the dead-letter topic and the limit", shownCh);
+  check(shownCh !== null, "channel settings: the page shows max attempts, the dead-letter topic, the limit and the max age", shownCh);
   await page.evaluate(() => window.scrollTo(0, 0)); // the fixed header at the top, not over the page
   await shot("channel-settings");
 
@@ -365,19 +366,20 @@ async function main() {
   await page.waitForSelector("#topic-config");
   await page.fill('#topic-config input[name="mem_queue_size"]', "500");
   await page.fill('#topic-config input[name="max_depth"]', "100000");
+  await page.fill('#topic-config input[name="max_age"]', "1h");
   page.once("dialog", (d) => { dialogs++; d.accept(); });
   await page.click("#topic-config button[data-act=save-config]");
   const tSet = await waitFor("topic settings on both nsqd", async () => {
     for (const n of nsqds) {
       const t = (await http("GET", n.http, "/topic/config?topic=orders")).json || {};
-      if (t.mem_queue_size !== 500 || t.max_depth !== 100000 || t.max_depth_policy !== "reject") { return false; }
+      if (t.mem_queue_size !== 500 || t.max_depth !== 100000 || t.max_depth_policy !== "reject" || t.max_age !== "1h0m0s") { return false; }
     }
     return true;
   }, 10000).catch(() => false);
-  check(tSet, "topic settings: the form sets the memory queue size and max depth on both nsqd");
+  check(tSet, "topic settings: the form sets the memory queue size, max depth and max age on both nsqd");
   const shownT = await waitFor("the topic settings table shows them", async () => {
     const t = await page.textContent("#topic-settings");
-    return t.includes("500") && t.includes("100,000") && t.includes("reject publishes") ? t : false;
+    return t.includes("500") && t.includes("100,000") && t.includes("reject publishes") && t.includes("1h0m0s") ? t : false;
   }, 10000).catch(() => null);
   check(shownT !== null, "topic settings: the page shows them", shownT);
   await page.evaluate(() => window.scrollTo(0, 0)); // the fixed header at the top, not over the page

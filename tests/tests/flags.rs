@@ -32,6 +32,7 @@ const BINARIES: &[(&str, &str, bool)] = &[
 /// feature's); every other flag is NSQ's.
 const ADDITIONS: &[(&str, &str, &str, &str)] = &[
     ("nsqd", "max-attempts", "int", ""),
+    ("nsqd", "max-age", "duration", ""),
     ("nsqd", "max-defer-timeout", "duration", ""),
     ("nsqd", "deferred-spill", "", ""),
     ("nsqd", "log-format", "string", "\"nsq\""),

@@ -776,7 +776,11 @@
     bindActions(p, el, {
       "save-config": function (b) {
         var body = { action: "config" };
-        Array.prototype.forEach.call(el.querySelectorAll("input, select"), function (i) { body[i.name] = i.value.trim(); });
+        // only what was changed: a setting shown as it is in force (a
+        // channel's max age may be its topic's) is not made its own
+        Array.prototype.forEach.call(el.querySelectorAll("input, select"), function (i) {
+          if (i.value.trim() !== (i.getAttribute("data-was") || "").trim()) { body[i.name] = i.value.trim(); }
+        });
         act(p, "Save the settings of " + what + " " + p.title + " on every nsqd that has it?", "POST", path, body, function () {
           p.formDrawn = false; p.refresh();
         }, b);
@@ -799,8 +803,15 @@
     memQueue: "messages kept in memory before the rest goes to disk, for the topic and its channels; empty = --mem-queue-size",
     maxAttempts: "deliveries a message gets at most; the next would go to the dead-letter topic; 0 = unlimited, NSQ's behaviour",
     deadTopic: "where messages past max attempts go; empty = <topic>.<channel>.dead",
-    deadCount: "messages moved to the dead-letter topic"
+    deadCount: "messages moved to the dead-letter topic",
+    maxAge: "messages older than this (from their publish time) expire undelivered: dropped, or sent to the dead-letter topic when the channel has one; Go's duration (90s, 1h); 0 or empty = never, NSQ's behaviour",
+    channelMaxAge: "as the topic's max age, for this channel only: the shorter of the two applies; empty = the topic's",
+    expired: "messages that expired past their max age"
   };
+
+  function ageText(o) {
+    return o.max_age ? esc(o.max_age) : '<span class="muted">never</span>';
+  }
 
   function topicSettings(p, t) {
     settingsPanel(p, document.getElementById("settings"), "topic", "/api/topics/" + enc(t.topic_name), [
@@ -808,8 +819,12 @@
         t.mem_queue_size != null ? num(t.mem_queue_size) : '<span class="muted">--mem-queue-size</span>',
         t.mem_queue_size != null ? String(t.mem_queue_size) : "", "--mem-queue-size"],
       ["max_depth", "Max depth", LIMIT_WORDS.maxDepth, limitText(t), String(t.max_depth || 0), "0"],
-      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(t), t.max_depth_policy || "reject", "policy"]
-    ], [["dropped_count", "Dropped", LIMIT_WORDS.dropped, t.dropped_count || 0]]);
+      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(t), t.max_depth_policy || "reject", "policy"],
+      ["max_age", "Max age", LIMIT_WORDS.maxAge, ageText(t), t.max_age || "", "never"]
+    ], [
+      ["dropped_count", "Dropped", LIMIT_WORDS.dropped, t.dropped_count || 0],
+      ["expired_count", "Expired", LIMIT_WORDS.expired, t.expired_count || 0]
+    ]);
   }
 
   function channelSettings(p, c) {
@@ -822,10 +837,12 @@
         c.dead_letter_topic && c.dead_letter_topic !== c.topic_name + "." + c.channel_name + ".dead" ? c.dead_letter_topic : "",
         c.topic_name + "." + c.channel_name + ".dead"],
       ["max_depth", "Max depth", LIMIT_WORDS.maxDepth, limitText(c), String(c.max_depth || 0), "0"],
-      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(c), c.max_depth_policy || "reject", "policy"]
+      ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(c), c.max_depth_policy || "reject", "policy"],
+      ["max_age", "Max age", LIMIT_WORDS.channelMaxAge, ageText(c), c.max_age || "", "the topic's"]
     ], [
       ["dead_letter_count", "Dead letters", LIMIT_WORDS.deadCount, c.dead_letter_count || 0],
-      ["dropped_count", "Dropped", LIMIT_WORDS.dropped, c.dropped_count || 0]
+      ["dropped_count", "Dropped", LIMIT_WORDS.dropped, c.dropped_count || 0],
+      ["expired_count", "Expired", LIMIT_WORDS.expired, c.expired_count || 0]
     ]);
   }
 

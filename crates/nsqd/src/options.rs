@@ -103,6 +103,8 @@ nsq_cli::flags! {
         max_channel_consumers: i64 = 0;
         /// nsq-rs: deliveries a message gets at most per channel before it goes to the channel's dead-letter topic (0: unlimited, as NSQ; per channel: /channel/config)
         max_attempts: u16 = 0;
+        /// nsq-rs: messages older than this (from their publish time) expire undelivered, in every topic that sets no max_age of its own (0: never, as NSQ; per topic and channel: /topic/config, /channel/config)
+        max_age: Duration = "0s";
         /// UDP <addr>:<port> of a statsd daemon to push stats to
         statsd_address: String = "";
         /// time between pushes to statsd

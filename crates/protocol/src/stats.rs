@@ -100,6 +100,13 @@ pub struct TopicStats {
     pub max_depth_policy: Option<String>,
     #[serde(skip_serializing_if = "unset", default)]
     pub dropped_count: u64,
+    /// nsq-rs expiry, absent (as from NSQ) while not set: the topic's
+    /// `max_age` (Go's duration text), and the messages that expired in
+    /// its own queue.
+    #[serde(skip_serializing_if = "unset", default)]
+    pub max_age: Option<String>,
+    #[serde(skip_serializing_if = "unset", default)]
+    pub expired_count: u64,
     /// nsq-rs replicated topics: the topic's replicas, absent on every
     /// unreplicated topic (docs/replication.md).
     #[serde(skip_serializing_if = "unset", default)]
@@ -189,6 +196,13 @@ pub struct ChannelStats {
     pub max_depth_policy: Option<String>,
     #[serde(skip_serializing_if = "unset", default)]
     pub dropped_count: u64,
+    /// nsq-rs expiry, absent (as from NSQ) while not set: the `max_age` in
+    /// force for the channel (the shorter of its own and its topic's, Go's
+    /// duration text), and the messages that expired in it.
+    #[serde(skip_serializing_if = "unset", default)]
+    pub max_age: Option<String>,
+    #[serde(skip_serializing_if = "unset", default)]
+    pub expired_count: u64,
     pub client_count: i64,
     pub clients: Option<Vec<ClientStats>>,
     pub paused: bool,

@@ -1,5 +1,6 @@
 //! nsq-rs's settings and counters of a topic or channel (depth limits,
-//! `max_attempts` and dead letters, a topic's own `mem_queue_size`), absent
+//! `max_attempts` and dead letters, a topic's own `mem_queue_size`,
+//! `max_age` and what expired), absent
 //! from NSQ: read from nsqd's `/stats`, answered inline in the topic's or
 //! channel's `/api` object, and combined across nodes. Each key stays absent
 //! while not set, as NSQ's nsqadmin would answer.
@@ -24,6 +25,8 @@ pub struct ChannelSettings {
     pub dead_letter_count: i64,
     #[serde(flatten)]
     pub depth_limit: DepthLimit,
+    #[serde(flatten)]
+    pub expiry: Expiry,
 }
 
 impl ChannelSettings {
@@ -34,6 +37,7 @@ impl ChannelSettings {
             self.dead_letter_topic.clone_from(&o.dead_letter_topic);
         }
         self.depth_limit.add(&o.depth_limit);
+        self.expiry.add(&o.expiry);
     }
 }
 
@@ -45,6 +49,8 @@ pub struct TopicSettings {
     pub mem_queue_size: Option<i64>,
     #[serde(flatten)]
     pub depth_limit: DepthLimit,
+    #[serde(flatten)]
+    pub expiry: Expiry,
 }
 
 impl TopicSettings {
@@ -53,6 +59,27 @@ impl TopicSettings {
             self.mem_queue_size = o.mem_queue_size;
         }
         self.depth_limit.add(&o.depth_limit);
+        self.expiry.add(&o.expiry);
+    }
+}
+
+/// A topic's or channel's `max_age` in force (Go's duration text) and the
+/// messages that expired, last in both objects.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Expiry {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub max_age: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub expired_count: i64,
+}
+
+impl Expiry {
+    fn add(&mut self, o: &Expiry) {
+        self.expired_count += o.expired_count;
+        if self.max_age.is_empty() {
+            self.max_age.clone_from(&o.max_age);
+        }
     }
 }
 

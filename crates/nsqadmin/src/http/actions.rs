@@ -219,9 +219,10 @@ fn config_query(body: &[u8], channel: bool) -> Result<String, ApiErr> {
             "dead_letter_topic",
             "max_depth",
             "max_depth_policy",
+            "max_age",
         ]
     } else {
-        &["mem_queue_size", "max_depth", "max_depth_policy"]
+        &["mem_queue_size", "max_depth", "max_depth_policy", "max_age"]
     };
     let obj = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => o,
@@ -242,6 +243,10 @@ fn config_query(body: &[u8], channel: bool) -> Result<String, ApiErr> {
             // empty: back to --mem-queue-size
             "mem_queue_size" => v.is_empty() || v.parse::<u64>().is_ok(),
             "max_attempts" => v.parse::<u16>().is_ok(),
+            // Go's duration syntax, not negative; empty: back to the default
+            "max_age" => {
+                v.is_empty() || nsq_protocol::duration::parse_signed(&v).is_ok_and(|ns| ns >= 0)
+            }
             _ => v.parse::<u64>().is_ok(),
         };
         if !ok {
@@ -376,6 +381,12 @@ mod tests {
         assert_eq!(q.unwrap(), "&max_depth=10&max_depth_policy=drop-oldest");
         let q = config_query(br#"{"max_attempts":"3","dead_letter_topic":""}"#, true);
         assert_eq!(q.unwrap(), "&max_attempts=3&dead_letter_topic=");
+        let q = config_query(br#"{"max_age":"1h30m"}"#, false);
+        assert_eq!(q.unwrap(), "&max_age=1h30m");
+        for bad in [r#"{"max_age":"-1s"}"#, r#"{"max_age":"soon"}"#] {
+            let e = config_query(bad.as_bytes(), true).unwrap_err();
+            assert_eq!(e.code, 400);
+        }
         for (body, want) in [
             (&br#"{"max_depth":-1}"#[..], "INVALID_ARG_MAX_DEPTH"),
             (

@@ -43,6 +43,7 @@ use super::in_flight::{Delivery, InFlight, InFlightError};
 use super::limits::Limit;
 use super::queue::Queue;
 use super::rng::Rng;
+use expiry::Expiry;
 
 /// Most backend records a channel moves into memory at once.
 pub const REFILL_MAX: usize = 256;
@@ -143,6 +144,8 @@ pub struct Channel {
     /// Messages requeued with a delay, and when due (Unix ms), for the
     /// same group (`channel_finished.rs`).
     deferrals: Option<Vec<(MessageId, i64)>>,
+    /// `max_age` and what expired (`channel_expiry.rs`).
+    expiry: Expiry,
     /// When the timer will next wake, so we know when an earlier deadline
     /// must wake it.
     scheduled_wake: Option<Instant>,
@@ -176,6 +179,7 @@ impl Channel {
             effects: Effects::default(),
             finished: None,
             deferrals: None,
+            expiry: Expiry::new(now),
             scheduled_wake: None,
         }
     }
@@ -226,6 +230,9 @@ impl Channel {
             }
         }
         self.request_refill();
+        if self.expires() {
+            self.schedule_expiry(now);
+        }
     }
 
     /// Into the queue: memory while it has room, else the backend. Past the
@@ -372,7 +379,9 @@ impl Channel {
             s.in_flight -= 1;
             s.requeue_count += 1;
         }
-        if delay.is_zero() {
+        if Self::is_expired(&d.msg, self.expiry.cutoff(now)) {
+            self.expire(d.msg);
+        } else if delay.is_zero() {
             self.enqueue(d.msg);
         } else {
             // Deferred for a while, maybe long after its neighbours were
@@ -421,11 +430,16 @@ impl Channel {
             self.credit_changed(d.client);
         }
         self.release_due(now);
+        let expiry = self.sweep_expired(now);
         self.pump(now);
-        let next = match (self.in_flight.next_deadline(), self.deferred.next_due(now)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = [
+            self.in_flight.next_deadline(),
+            self.deferred.next_due(now),
+            expiry,
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         self.scheduled_wake = next;
         self.effects.wake = false;
         next
@@ -444,6 +458,7 @@ impl Channel {
         if self.paused || self.exiting {
             return;
         }
+        let cutoff = self.expiry.cutoff(now);
         while let Some(&client) = self.ring.front() {
             let Some(slot) = self.subscribers.get(&client) else {
                 self.ring.pop_front();
@@ -459,6 +474,11 @@ impl Channel {
             let Some((mut msg, refilled)) = self.queue.pop() else {
                 return;
             };
+            if Self::is_expired(&msg, cutoff) {
+                // never delivered; the client keeps its turn
+                self.expire(msg);
+                continue;
+            }
             if self.max_attempts > 0 && msg.attempts >= self.max_attempts {
                 // a poison message: instead of attempt max + 1 it goes to the
                 // dead-letter topic, and the client keeps its turn
@@ -612,6 +632,11 @@ mod report;
 #[path = "channel_finished.rs"]
 mod finished;
 pub use finished::replicates;
+
+// max_age: what expires, where, and what becomes of it
+#[path = "channel_expiry.rs"]
+mod expiry;
+pub use expiry::{BackendExpiry, BACKEND_SWEEP, BACKEND_SWEEP_MAX};
 
 // the channel's deferred messages, in memory and spilled
 #[path = "channel_deferred.rs"]

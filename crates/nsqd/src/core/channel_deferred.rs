@@ -52,8 +52,13 @@ impl Channel {
 
     /// Due deferred messages back into the queue; loads of runs due soon.
     pub(super) fn release_due(&mut self, now: Instant) {
+        let cutoff = self.expiry.cutoff(now);
         while let Some(msg) = self.deferred.pop_due(now) {
-            self.enqueue(msg);
+            if Self::is_expired(&msg, cutoff) {
+                self.expire(msg);
+            } else {
+                self.enqueue(msg);
+            }
         }
         self.deferred.plan_loads(now);
     }
@@ -69,7 +74,14 @@ impl Channel {
         acks: Vec<(MessageId, u64)>,
         now: Instant,
     ) {
-        self.dead_letter_count = self.dead_letter_count.saturating_sub(msgs.len() as u64);
+        // counted when they come back, as what they were: expired, or past
+        // their attempts
+        let cutoff = self.expiry.cutoff(now);
+        let expired = msgs.iter().filter(|m| Self::is_expired(m, cutoff)).count() as u64;
+        self.uncount_expired(expired);
+        self.dead_letter_count = self
+            .dead_letter_count
+            .saturating_sub(msgs.len() as u64 - expired);
         self.unacked.extend(acks);
         for msg in msgs {
             self.defer(msg, now + DEAD_LETTER_RETRY, now);

@@ -33,6 +33,7 @@ impl Channel {
             append: std::mem::take(&mut self.effects.append),
             refill: self.effects.refill.take(),
             skip: std::mem::take(&mut self.effects.skip),
+            expire: self.effects.expire.take(),
             dead_letters: std::mem::take(&mut self.effects.dead_letters),
             acks: std::mem::take(&mut self.effects.acks),
             dead_letter_acks: std::mem::take(&mut self.effects.dead_letter_acks),

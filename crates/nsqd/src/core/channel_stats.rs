@@ -41,6 +41,10 @@ impl Channel {
             max_depth: self.limit.max_depth,
             max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
             dropped_count: self.dropped_count,
+            max_age: self
+                .expires()
+                .then(|| nsq_protocol::duration::format(self.max_age())),
+            expired_count: self.expiry.count,
             client_count: self.subscribers.len() as i64,
             clients: None,
             paused: self.paused,

@@ -142,6 +142,21 @@ impl Harness {
                 let n = (work.skip as usize).min(self.disk.len());
                 self.skipped.extend(self.disk.drain(..n));
             }
+            if let Some(e) = work.expire {
+                let n = self
+                    .disk
+                    .iter()
+                    .take(e.max)
+                    .take_while(|m| m.timestamp < e.before_ns)
+                    .count();
+                let gone: Vec<Message> = self.disk.drain(..n).collect();
+                if e.bodies {
+                    self.ch.backend_expired(0, gone, Vec::new(), self.now);
+                } else {
+                    self.ch
+                        .backend_expired(n as u64, Vec::new(), Vec::new(), self.now);
+                }
+            }
             for read in work.acks {
                 self.ack(read);
             }
@@ -629,3 +644,7 @@ mod backend;
 // depth limits
 #[path = "channel_limits_tests.rs"]
 mod limits;
+
+// max_age: expiry in memory, on disk, deferred, in flight
+#[path = "channel_expiry_tests.rs"]
+mod expiry;

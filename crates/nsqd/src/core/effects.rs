@@ -9,6 +9,7 @@
 use bytes::BytesMut;
 use nsq_protocol::{Message, MessageId};
 
+use super::channel::BackendExpiry;
 use super::deferred::DeferredWork;
 use super::ids::ClientId;
 use super::queue::Refill;
@@ -33,6 +34,8 @@ pub(super) struct Effects {
     pub(super) refill: Option<Refill>,
     /// Oldest backend records to drop (`drop-oldest`).
     pub(super) skip: u64,
+    /// Expired backend records to take (`max_age`).
+    pub(super) expire: Option<BackendExpiry>,
     /// An earlier deadline than the timer sleeps toward appeared.
     pub(super) wake: bool,
 }
@@ -56,6 +59,10 @@ pub struct DiskWork {
     /// How many of the oldest backend records to read and drop (a
     /// `drop-oldest` limit), before any refill.
     pub skip: u64,
+    /// The expired records at the head of the backend to take (nsq-rs,
+    /// `max_age`), before any refill; reported back with
+    /// [`super::Channel::backend_expired`].
+    pub expire: Option<BackendExpiry>,
     /// Run files of spilled deferred messages to write, load and delete
     /// (nsq-rs, `--deferred-spill`), reported back with
     /// [`super::Channel::spilled`] and [`super::Channel::loaded`].
@@ -69,6 +76,7 @@ impl DiskWork {
             && self.dead_letters.is_empty()
             && self.acks.is_empty()
             && self.skip == 0
+            && self.expire.is_none()
             && self.deferred.is_empty()
     }
 }

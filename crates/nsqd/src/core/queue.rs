@@ -125,6 +125,11 @@ impl<T> Queue<T> {
         }
     }
 
+    /// The next item in memory, left there.
+    pub fn front(&self) -> Option<&T> {
+        self.memory.front()
+    }
+
     /// The next item in memory, and whether it came from the backend.
     pub fn pop(&mut self) -> Option<(T, bool)> {
         let item = self.memory.pop_front()?;

@@ -30,6 +30,7 @@ use bytes::Bytes;
 use nsq_protocol::stats::{E2eLatency, TopicStats};
 use nsq_protocol::Message;
 
+use super::channel::{BackendExpiry, BACKEND_SWEEP};
 use super::guid::GuidFactory;
 use super::limits::{Admit, Full, Limit};
 use super::queue::{Queue, Refill};
@@ -51,6 +52,10 @@ pub enum Refused {
     /// A `reject` limit: the topic's or a channel's.
     #[error(transparent)]
     Full(#[from] Full),
+    /// A deferral as long as the topic's `max_age` or longer: the message
+    /// would expire before it is due (nsq-rs).
+    #[error("defer past the topic's max_age {}", nsq_protocol::duration::format(*.0))]
+    DeferPastMaxAge(Duration),
 }
 
 impl From<Exiting> for Refused {
@@ -129,6 +134,23 @@ pub struct Topic<C> {
     mem_queue_size: Option<usize>,
     /// Channels with a `reject` limit, asked before each publish.
     rejecting: BTreeSet<String>,
+    /// Its own `max_age` (nsq-rs; None: the flag's), the one in force in
+    /// nanoseconds (0: never expire, NSQ's behaviour), and what expired in
+    /// its backlog.
+    own_max_age: Option<Duration>,
+    max_age_ns: i64,
+    expired_count: u64,
+    /// A backend sweep is out.
+    sweeping: bool,
+}
+
+/// A sweep of a topic's backlog for expired messages.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// Take the expired head of the backend, then [`Topic::backend_expired`].
+    pub backend: Option<BackendExpiry>,
+    /// When to sweep again (Unix ns); None: nothing can expire.
+    pub next_ns: Option<i64>,
 }
 
 impl<C> Topic<C> {
@@ -147,6 +169,10 @@ impl<C> Topic<C> {
             backend_len: if cfg.durable { cfg.backend_depth } else { 0 },
             mem_queue_size: None,
             rejecting: BTreeSet::new(),
+            own_max_age: None,
+            max_age_ns: 0,
+            expired_count: 0,
+            sweeping: false,
         }
     }
 
@@ -183,6 +209,9 @@ impl<C> Topic<C> {
     ) -> Result<Publish, Refused> {
         if self.exiting {
             return Err(Refused::Exiting);
+        }
+        if let Some(r) = self.defer_refusal(defer) {
+            return Err(r);
         }
         let msgs = self.stamp(bodies, now_unix_ns);
         self.route(msgs, defer, channel_refuses)
@@ -239,6 +268,19 @@ impl<C> Topic<C> {
             (self.topic_admit(incoming) == Admit::Refuse)
                 .then_some(Full::Topic(self.limit.max_depth))
         })
+    }
+
+    /// Why a publish deferred by `defer` is refused: a deferral that
+    /// reaches the topic's `max_age` would only ever expire (a channel with
+    /// a shorter `max_age` of its own expires it when it comes due).
+    pub fn defer_refusal(&self, defer: Option<Duration>) -> Option<Refused> {
+        let max_age = self.max_age();
+        match defer {
+            Some(d) if !max_age.is_zero() && d >= max_age => {
+                Some(Refused::DeferPastMaxAge(max_age))
+            }
+            _ => None,
+        }
     }
 
     fn channel_refusal(
@@ -466,6 +508,77 @@ impl<C> Topic<C> {
         self.backlog.memory_len() as u64 + self.backend_len
     }
 
+    // ---- expiry (nsq-rs, opt-in) ----
+
+    /// The topic's own `max_age` (None: `default`, the flag's; zero:
+    /// never expire). Its channels take the one in force too, unless
+    /// theirs is shorter.
+    pub fn set_max_age(&mut self, own: Option<Duration>, default: Duration) {
+        self.own_max_age = own;
+        let max_age = own.unwrap_or(default);
+        self.max_age_ns = i64::try_from(max_age.as_nanos()).unwrap_or(i64::MAX);
+    }
+
+    /// The `max_age` in force (zero: none).
+    pub fn max_age(&self) -> Duration {
+        Duration::from_nanos(self.max_age_ns.max(0) as u64)
+    }
+
+    /// Its own `max_age`, if it has one (for `nsqd.dat`).
+    pub fn own_max_age(&self) -> Option<Duration> {
+        self.own_max_age
+    }
+
+    /// Drops the expired messages at the head of the backlog's memory
+    /// (`now_unix_ns`: the wall clock) and asks for a sweep of its backend
+    /// while it holds records. A backlog that flows needs none: its
+    /// channels expire what reaches them (their `max_age` is at most the
+    /// topic's).
+    pub fn sweep_expired(&mut self, now_unix_ns: i64) -> Sweep {
+        if self.max_age_ns == 0 || self.can_flow() {
+            return Sweep::default();
+        }
+        let before = now_unix_ns.saturating_sub(self.max_age_ns);
+        while self
+            .backlog
+            .front()
+            .is_some_and(|b| b.msg.timestamp < before)
+        {
+            if self.backlog.pop().is_some() {
+                self.expired_count += 1;
+            }
+        }
+        let mut sweep = Sweep {
+            next_ns: self
+                .backlog
+                .front()
+                .map(|b| b.msg.timestamp.saturating_add(self.max_age_ns)),
+            backend: None,
+        };
+        if self.backlog.backend_pending() && !self.exiting {
+            if !self.sweeping {
+                self.sweeping = true;
+                sweep.backend = Some(BackendExpiry {
+                    before_ns: before,
+                    bodies: false,
+                    max: super::channel::BACKEND_SWEEP_MAX,
+                });
+            }
+            let again = now_unix_ns
+                .saturating_add(BACKEND_SWEEP.as_nanos() as i64)
+                .min(now_unix_ns.saturating_add(self.max_age_ns));
+            sweep.next_ns = Some(sweep.next_ns.map_or(again, |n| n.min(again)));
+        }
+        sweep
+    }
+
+    /// A backend sweep ([`Sweep::backend`]) took `n` expired records.
+    pub fn backend_expired(&mut self, n: u64) {
+        self.sweeping = false;
+        self.backend_len = self.backend_len.saturating_sub(n);
+        self.expired_count += n;
+    }
+
     // ---- administration ----
 
     /// Messages may flow (pre-creation or metadata load done). True: pump.
@@ -521,6 +634,8 @@ impl<C> Topic<C> {
             max_depth: self.limit.max_depth,
             max_depth_policy: self.limit.is_set().then(|| self.limit.policy.to_string()),
             dropped_count: self.dropped_count,
+            max_age: (self.max_age_ns > 0).then(|| nsq_protocol::duration::format(self.max_age())),
+            expired_count: self.expired_count,
             // The server's: the core does not know replication.
             replicas: None,
             replication: None,

@@ -472,3 +472,67 @@ fn a_refusal_is_told_before_routing_and_admitted_batches_pass_reject_limits() {
     let s = h.topic.stats("t", 0);
     assert_eq!((s.depth, s.message_count), (4, 4));
 }
+
+// ---- expiry (max_age) ----
+
+#[test]
+fn a_backlog_that_cannot_flow_loses_what_expires_and_asks_for_a_backend_sweep() {
+    let mut t: Topic<Channel> = Topic::new(cfg(2));
+    t.set_max_age(Some(Duration::from_secs(60)), Duration::ZERO);
+    // no channel: everything waits in the backlog, two in memory
+    let p = t
+        .publish(
+            vec![Bytes::from("a"), Bytes::from("b")],
+            None,
+            NOW_NS,
+            no_refusal,
+        )
+        .unwrap();
+    assert!(p.fan_out.is_empty() && p.append.is_empty());
+    let p = t
+        .publish(
+            vec![Bytes::from("c")],
+            None,
+            NOW_NS + 10_000_000_000,
+            no_refusal,
+        )
+        .unwrap();
+    assert_eq!(p.append.len(), 1, "past memory: the backend");
+    t.appended();
+    // 30 s on: nothing expired yet; the backend is looked at again in a
+    // second (before a and b expire, at 60 s)
+    let s = t.sweep_expired(NOW_NS + 30_000_000_000);
+    assert_eq!(s.next_ns, Some(NOW_NS + 31_000_000_000));
+    assert!(s.backend.is_some(), "the backend holds one");
+    t.backend_expired(0);
+    // 61 s on: both in memory expired
+    let s = t.sweep_expired(NOW_NS + 61_000_000_000);
+    assert_eq!(t.stats("t", 1).expired_count, 2);
+    assert_eq!(s.backend.map(|b| b.before_ns), Some(NOW_NS + 1_000_000_000));
+    // the server's sweep took c (published at +10 s: expired at +70 s)
+    t.backend_expired(1);
+    let st = t.stats("t", 0);
+    assert_eq!((st.expired_count, st.max_age.as_deref()), (3, Some("1m0s")));
+}
+
+#[test]
+fn a_backlog_that_flows_is_left_to_its_channels_and_expiry_off_sweeps_nothing() {
+    let mut t: Topic<Channel> = Topic::new(cfg(10));
+    t.publish(vec![Bytes::from("a")], None, NOW_NS, no_refusal)
+        .unwrap();
+    assert!(
+        t.sweep_expired(NOW_NS + 1_000_000_000_000)
+            .next_ns
+            .is_none(),
+        "off"
+    );
+    t.set_max_age(None, Duration::from_secs(1));
+    t.add_channel("c", channel()).unwrap();
+    let s = t.sweep_expired(NOW_NS + 1_000_000_000_000);
+    assert!(s.next_ns.is_none() && s.backend.is_none());
+    assert_eq!(
+        t.stats("t", 0).expired_count,
+        0,
+        "its channels expire what reaches them"
+    );
+}

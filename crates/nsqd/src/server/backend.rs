@@ -72,6 +72,17 @@ pub struct Read {
     pub deferred: Vec<(Message, std::time::Duration)>,
 }
 
+/// What a sweep for expired messages took off a queue's head.
+#[derive(Debug, Default)]
+pub struct Expired {
+    /// Skipped unread: counted only.
+    pub skipped: u64,
+    /// Read whole (their bodies were wanted, or a keeper holds them).
+    pub taken: Vec<Message>,
+    /// `taken`'s read numbers, when the queue keeps what it hands out.
+    pub reads: Vec<ReadSeq>,
+}
+
 /// Records appended to a disk queue (or to a channel's deferred run), to
 /// wait for until they are durable.
 #[derive(Clone)]
@@ -259,6 +270,53 @@ impl DiskBackend {
         read
     }
 
+    /// The records at the head published before `before_ns` (a message's
+    /// first 8 bytes are its timestamp), at most `max`: skipped unread, or
+    /// with `bodies` read whole and returned (with their read numbers when
+    /// the queue keeps what it hands out).
+    pub fn expire(&self, before_ns: i64, bodies: bool, max: usize) -> Expired {
+        let expired = |head: &[u8]| {
+            head.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .is_some_and(|ts| i64::from_be_bytes(ts) < before_ns)
+        };
+        let mut out = Expired::default();
+        if !bodies {
+            match blocking(|| self.queue.skip_while(max, 8, expired)) {
+                Ok(n) => out.skipped = n as u64,
+                Err(e) => tracing::error!(error = %e, "disk queue skip of expired messages failed"),
+            }
+            self.kick_sync();
+            return out;
+        }
+        let mut records = Vec::new();
+        let first = match blocking(|| self.queue.take_while(max, &mut records, expired)) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "disk queue read of expired messages failed");
+                return out;
+            }
+        };
+        self.kick_sync();
+        let mut skipped = Vec::new();
+        for (seq, data) in (first..).zip(records) {
+            match Message::decode(data) {
+                Ok(m) => {
+                    out.taken.push(m);
+                    if self.acked_reads {
+                        out.reads.push(seq);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "failed to decode message from disk queue, skipped");
+                    skipped.push(seq);
+                }
+            }
+        }
+        self.ack(&skipped);
+        out
+    }
+
     /// With acknowledged reads: these records (by read number) are done
     /// with; the read position a restart begins at may move past them.
     pub fn ack(&self, reads: &[ReadSeq]) {
@@ -331,6 +389,9 @@ pub trait Keeper: Send + Sync {
     /// Keeps, behind what it holds, the messages of these ids that it can
     /// find, as new deliveries (attempts start over); how many.
     fn put_back(&self, ids: &mut dyn Iterator<Item = MessageId>) -> u64;
+    /// Takes the messages at the head published before `before_ns` (Unix
+    /// ns), at most `max` (they expired).
+    fn take_expired(&self, before_ns: i64, max: usize) -> Vec<Message>;
 }
 
 /// Opens the [`Keeper`] of a topic's queue or of one of its channels'.
@@ -429,6 +490,19 @@ impl Backend {
             Store::Disk(d) => d.read(max),
             Store::Kept(k) => k.read(max),
             _ => Read::default(),
+        }
+    }
+
+    /// The expired records at the queue's head (see
+    /// [`DiskBackend::expire`]); a keeper's are taken whole.
+    pub fn expire(&self, before_ns: i64, bodies: bool, max: usize) -> Expired {
+        match &self.store {
+            Store::Disk(d) => d.expire(before_ns, bodies, max),
+            Store::Kept(k) => Expired {
+                taken: k.take_expired(before_ns, max),
+                ..Expired::default()
+            },
+            _ => Expired::default(),
         }
     }
 

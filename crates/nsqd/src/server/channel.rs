@@ -46,6 +46,26 @@ struct Locked {
     clients: IdMap<ClientId, Arc<Client>>,
     /// Where messages past `max_attempts` go; None: the default name.
     dead_letter_topic: Option<String>,
+    /// Its topic's `max_age` in force (zero: none), which bounds its own.
+    topic_max_age: Duration,
+}
+
+impl Locked {
+    /// Whether the channel has a dead-letter topic: `max_attempts` set, or
+    /// one named. What expires goes there then.
+    fn has_dead_letters(&self) -> bool {
+        self.core.max_attempts() > 0 || self.dead_letter_topic.is_some()
+    }
+}
+
+/// A channel's nsq-rs settings as `nsqd.dat` keeps them: only what differs
+/// from the defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub max_attempts: Option<u16>,
+    pub dead_letter_topic: Option<String>,
+    pub limit: Limit,
+    pub max_age: Option<Duration>,
 }
 
 /// The dead-letter topic a channel uses unless told otherwise:
@@ -109,6 +129,7 @@ impl Channel {
                 core: core::Channel::new(cfg, now()),
                 clients: IdMap::default(),
                 dead_letter_topic: None,
+                topic_max_age: Duration::ZERO,
             }),
             left: LeftFins::default(),
             backend,
@@ -209,6 +230,9 @@ impl Channel {
                 let dropped = self.backend.read(skip as usize);
                 self.backend.ack(&dropped.reads);
             }
+            let expired = work
+                .expire
+                .map(|e| self.backend.expire(e.before_ns, e.bodies, e.max));
             let refilled = work.refill.map(|r| (r, self.backend.read(r.max)));
             let did_append = appended.is_some();
             // with durable acknowledgements, a run is deleted only once the
@@ -241,6 +265,9 @@ impl Channel {
                 let now = now();
                 if did_append {
                     st.core.appended(now);
+                }
+                if let Some(x) = expired {
+                    st.core.backend_expired(x.skipped, x.taken, x.reads, now);
                 }
                 if let Some((r, read)) = refilled {
                     st.core.refilled(r, read.msgs, read.reads, read.more, now);
@@ -299,18 +326,49 @@ impl Channel {
         self.run(|st| {
             st.dead_letter_topic = dead_letter_topic;
             st.core.set_max_attempts(max_attempts, now());
+            let dead = st.has_dead_letters();
+            st.core.set_expired_dead_letters(dead);
         })
     }
 
     /// Only what differs from the defaults, for `nsqd.dat`.
-    pub fn settings(&self) -> (Option<u16>, Option<String>, Limit) {
+    pub fn settings(&self) -> Settings {
         let st = self.lock();
         let max = st.core.max_attempts();
-        (
-            (max > 0).then_some(max),
-            st.dead_letter_topic.clone(),
-            st.core.limit(),
-        )
+        Settings {
+            max_attempts: (max > 0).then_some(max),
+            dead_letter_topic: st.dead_letter_topic.clone(),
+            limit: st.core.limit(),
+            max_age: st.core.own_max_age(),
+        }
+    }
+
+    /// Its own `max_age` (nsq-rs; None: its topic's); the shorter of it and
+    /// its topic's applies.
+    pub fn set_max_age(&self, own: Option<Duration>) {
+        self.run(|st| {
+            let (topic, dead) = (st.topic_max_age, st.has_dead_letters());
+            st.core.set_max_age(own, topic, dead, now(), now_unix_ns());
+        })
+    }
+
+    /// Its topic's `max_age` in force changed (set through the topic).
+    pub(super) fn set_topic_max_age(&self, topic: Duration) {
+        self.run(|st| {
+            st.topic_max_age = topic;
+            let (own, dead) = (st.core.own_max_age(), st.has_dead_letters());
+            st.core.set_max_age(own, topic, dead, now(), now_unix_ns());
+        })
+    }
+
+    /// Its own `max_age`, if it has one.
+    pub fn own_max_age(&self) -> Option<Duration> {
+        self.lock().core.own_max_age()
+    }
+
+    /// The `max_age` in force (zero: none).
+    pub fn max_age(&self) -> Duration {
+        self.lock().core.max_age()
     }
 
     fn append(&self, msgs: &[Message]) -> Result<Option<Ticket>, BackendError> {
@@ -432,7 +490,14 @@ impl Channel {
     pub async fn run_timer(self: Arc<Self>) {
         let mut syncs = self.backend.syncs();
         loop {
-            let next = self.run(|st| st.core.process_timers(now()));
+            let next = self.run(|st| {
+                let now = now();
+                if st.core.expires() {
+                    // ages are read from the wall clock it last heard
+                    st.core.sync_wall_clock(now, now_unix_ns());
+                }
+                st.core.process_timers(now)
+            });
             let sleep = async {
                 match next {
                     Some(t) => tokio::time::sleep_until(t.into()).await,

@@ -25,6 +25,10 @@ pub struct TopicMeta {
     pub max_depth: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth_policy: Option<String>,
+    /// Its own `max_age`, in nanoseconds (nsq-rs expiry; Go's encoding of a
+    /// duration), present only when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i64>,
     /// A replicated topic's replicas (nsq-rs, docs/replication.md);
     /// absent for every unreplicated topic, so the file stays NSQ's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -45,6 +49,10 @@ pub struct ChannelMeta {
     pub max_depth: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth_policy: Option<String>,
+    /// Its own `max_age`, in nanoseconds (nsq-rs expiry), present only when
+    /// set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<i64>,
 }
 
 /// The file's contents; `Ok(None)` when there is none yet. Errors are
@@ -100,6 +108,7 @@ mod tests {
                 mem_queue_size: None,
                 max_depth: None,
                 max_depth_policy: None,
+                max_age: None,
                 replicas: None,
             }]),
             version: "1.3.0".into(),

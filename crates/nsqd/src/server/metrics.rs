@@ -118,6 +118,11 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "counter",
         "Messages the topic's drop-oldest limit dropped.",
     );
+    let mut t_expired = Family::new(
+        "nsqd_topic_expired_total",
+        "counter",
+        "Messages of the topic's own queue that expired past its max_age.",
+    );
 
     let mut c_depth = Family::new(
         "nsqd_channel_depth",
@@ -169,6 +174,11 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "counter",
         "Messages the channel's drop-oldest limit dropped.",
     );
+    let mut c_expired = Family::new(
+        "nsqd_channel_expired_total",
+        "counter",
+        "Messages of the channel that expired past its max_age (dropped or dead-lettered).",
+    );
     let mut c_clients = Family::new(
         "nsqd_channel_clients",
         "gauge",
@@ -199,6 +209,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
         t_paused.add(tl.clone(), t.paused as u8);
         t_chans.add(tl.clone(), t.channels.len());
         t_dropped.add(tl.clone(), t.dropped_count);
+        t_expired.add(tl.clone(), t.expired_count);
         if t.max_depth > 0 {
             t_max.add(tl.clone(), t.max_depth);
         }
@@ -219,6 +230,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
             c_timeout.add(cl.clone(), c.timeout_count);
             c_dead.add(cl.clone(), c.dead_letter_count);
             c_dropped.add(cl.clone(), c.dropped_count);
+            c_expired.add(cl.clone(), c.expired_count);
             if c.max_depth > 0 {
                 c_max.add(cl.clone(), c.max_depth);
             }
@@ -332,6 +344,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
         t_e2e,
         t_max,
         t_dropped,
+        t_expired,
         c_depth,
         c_backend,
         c_inflight,
@@ -342,6 +355,7 @@ pub fn render(s: &Stats, clients: usize) -> String {
         c_dead,
         c_max,
         c_dropped,
+        c_expired,
         c_clients,
         c_paused,
         c_e2e,
@@ -403,6 +417,8 @@ mod tests {
                     max_depth: 0,
                     max_depth_policy: None,
                     dropped_count: 0,
+                    max_age: None,
+                    expired_count: 0,
                     client_count: 1,
                     clients: None,
                     paused: true,
@@ -424,6 +440,8 @@ mod tests {
                 max_depth: 0,
                 max_depth_policy: None,
                 dropped_count: 0,
+                max_age: None,
+                expired_count: 0,
                 replicas: None,
                 replication: None,
             }]),

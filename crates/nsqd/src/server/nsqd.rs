@@ -11,6 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use nsq_protocol::identify::ServerFeatures;
 use nsq_protocol::names::{is_ephemeral, is_valid_channel_name, is_valid_topic_name};
@@ -444,6 +445,9 @@ impl NsqdInner {
             if limit.is_set() || t.mem_queue_size.is_some() {
                 topic.configure(limit, t.mem_queue_size.map(|n| n.max(0) as usize));
             }
+            if let Some(max_age) = duration_from_meta(t.max_age) {
+                topic.set_max_age(Some(max_age));
+            }
             for c in t.channels.unwrap_or_default() {
                 if !is_valid_channel_name(&c.name) {
                     tracing::warn!(channel = %c.name, "skipping creation of invalid channel");
@@ -460,6 +464,9 @@ impl NsqdInner {
                         limit_from_meta(&c.name, c.max_depth, c.max_depth_policy.as_deref());
                     if limit.is_set() {
                         topic.set_channel_limit(&ch, limit);
+                    }
+                    if let Some(max_age) = duration_from_meta(c.max_age) {
+                        ch.set_max_age(Some(max_age));
                     }
                 }
             }
@@ -552,4 +559,11 @@ fn limit_from_meta(name: &str, max_depth: Option<u64>, policy: Option<&str>) -> 
         max_depth: max_depth.unwrap_or(0),
         policy,
     }
+}
+
+/// A `max_age` as `nsqd.dat` keeps it (nanoseconds); a negative one (a
+/// file edited by hand) is ignored.
+fn duration_from_meta(ns: Option<i64>) -> Option<Duration> {
+    ns.and_then(|n| u64::try_from(n).ok())
+        .map(Duration::from_nanos)
 }

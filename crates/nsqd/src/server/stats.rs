@@ -171,13 +171,14 @@ fn client_line(c: &ClientStats, now_secs: i64) -> String {
     }
 }
 
-/// nsq-rs limits at the end of a topic's or channel's line, only those set
-/// (an nsqd with none prints NSQ's lines).
+/// nsq-rs limits and expiry at the end of a topic's or channel's line,
+/// only those set (an nsqd with none prints NSQ's lines).
 fn limits_text(
     mem_queue_size: Option<i64>,
     max_depth: u64,
     policy: Option<&str>,
     dropped: u64,
+    (max_age, expired): (Option<&str>, u64),
 ) -> String {
     let mut s = String::new();
     if let Some(m) = mem_queue_size {
@@ -192,6 +193,12 @@ fn limits_text(
     }
     if dropped > 0 {
         let _ = write!(s, " dropped: {dropped}");
+    }
+    if let Some(a) = max_age {
+        let _ = write!(s, " max-age: {a}");
+    }
+    if expired > 0 {
+        let _ = write!(s, " expired: {expired}");
     }
     s
 }
@@ -318,7 +325,8 @@ pub fn text(stats: &Stats) -> String {
                         t.mem_queue_size,
                         t.max_depth,
                         t.max_depth_policy.as_deref(),
-                        t.dropped_count
+                        t.dropped_count,
+                        (t.max_age.as_deref(), t.expired_count)
                     ),
                     replication_text(t.replicas, t.replication.as_ref())
                 );
@@ -340,7 +348,8 @@ pub fn text(stats: &Stats) -> String {
                             None,
                             c.max_depth,
                             c.max_depth_policy.as_deref(),
-                            c.dropped_count
+                            c.dropped_count,
+                            (c.max_age.as_deref(), c.expired_count)
                         )
                     );
                     for cl in c.clients.iter().flatten() {

@@ -73,6 +73,14 @@ pub fn lines(
                 t.dropped_count,
             );
         }
+        // nsq-rs: only once a message has expired
+        if t.expired_count > 0 || prev.contains_key(&format!("topic.{tn}.expired_count")) {
+            counter(
+                &mut out,
+                format!("topic.{tn}.expired_count"),
+                t.expired_count,
+            );
+        }
         for p in t.e2e_processing_latency.percentiles.iter().flatten() {
             gauge(
                 &mut out,
@@ -109,6 +117,9 @@ pub fn lines(
             }
             if c.dropped_count > 0 || prev.contains_key(&format!("{base}.dropped_count")) {
                 counter(&mut out, format!("{base}.dropped_count"), c.dropped_count);
+            }
+            if c.expired_count > 0 || prev.contains_key(&format!("{base}.expired_count")) {
+                counter(&mut out, format!("{base}.expired_count"), c.expired_count);
             }
             gauge(&mut out, format!("{base}.clients"), c.client_count);
             for p in c.e2e_processing_latency.percentiles.iter().flatten() {
@@ -273,6 +284,8 @@ mod tests {
             max_depth: 0,
             max_depth_policy: None,
             dropped_count: 0,
+            max_age: None,
+            expired_count: 0,
             client_count: 1,
             clients: None,
             paused: false,
@@ -301,6 +314,8 @@ mod tests {
                 max_depth: 0,
                 max_depth_policy: None,
                 dropped_count: 0,
+                max_age: None,
+                expired_count: 0,
                 replicas: None,
                 replication: None,
             }]),

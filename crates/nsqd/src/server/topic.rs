@@ -43,6 +43,9 @@ pub enum PutError {
     /// A `reject` limit refused the publish, whole (nsq-rs, opt-in).
     #[error("{0}")]
     Full(Full),
+    /// A deferral that reaches the topic's `max_age` (nsq-rs, opt-in).
+    #[error("defer past the topic's max_age {}", nsq_protocol::duration::format(*.0))]
+    DeferPastMaxAge(Duration),
     #[error("{0}")]
     Backend(#[from] BackendError),
 }
@@ -58,6 +61,7 @@ impl From<Refused> for PutError {
         match r {
             Refused::Exiting => PutError::Exiting,
             Refused::Full(f) => PutError::Full(f),
+            Refused::DeferPastMaxAge(d) => PutError::DeferPastMaxAge(d),
         }
     }
 }
@@ -125,11 +129,13 @@ impl Topic {
             None => ctx.open_backend(name, false),
         };
         let cfg = ctx.topic_config(name, &backend, started);
+        let mut state = core::Topic::new(cfg);
+        state.set_max_age(None, ctx.opts.max_age);
         Arc::new(Topic {
             name: name.to_string(),
             ephemeral: nsq_protocol::names::is_ephemeral(name),
             replicas: AtomicU8::new(0),
-            state: Mutex::new(core::Topic::new(cfg)),
+            state: Mutex::new(state),
             backend,
             keeper,
             pump: Notify::new(),
@@ -158,11 +164,16 @@ impl Topic {
         self.state.lock().stamp(bodies, now_unix_ns())
     }
 
-    /// Whether `incoming` new messages pass the `reject` limits of the
-    /// topic and its channels: a check, not a reservation (publishes
-    /// checked at the same moment may together pass a limit).
-    pub fn admits(&self, incoming: usize) -> Result<(), PutError> {
-        match self.state.lock().refusal(incoming, |ch, n| ch.refuses(n)) {
+    /// Whether `incoming` new messages, deferred by `defer`, pass the
+    /// `reject` limits of the topic and its channels and its `max_age`: a
+    /// check, not a reservation (publishes checked at the same moment may
+    /// together pass a limit).
+    pub fn admits(&self, incoming: usize, defer: Option<Duration>) -> Result<(), PutError> {
+        let st = self.state.lock();
+        if let Some(r) = st.defer_refusal(defer) {
+            return Err(r.into());
+        }
+        match st.refusal(incoming, |ch, n| ch.refuses(n)) {
             Some(full) => Err(PutError::Full(full)),
             None => Ok(()),
         }
@@ -267,8 +278,16 @@ impl Topic {
                     None => std::future::pending().await,
                 }
             };
+            let sweep = self.sweep_expired();
+            let swept = async {
+                match sweep {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = self.pump.notified() => {}
+                _ = swept => continue,
                 true = synced => {
                     if !self.state.lock().backend_grew() {
                         continue;
@@ -310,6 +329,31 @@ impl Topic {
                 tokio::task::yield_now().await;
             }
         }
+    }
+
+    /// Drops what expired in the backlog while it cannot flow (nsq-rs,
+    /// `max_age`; its channels expire what reaches them), its backend's
+    /// expired head skipped unread; returns when to look again. A keeper's
+    /// backlog (a replicated topic's, held for channels to come) is its
+    /// group's to keep, and is left to them.
+    fn sweep_expired(&self) -> Option<Instant> {
+        let now_ns = now_unix_ns();
+        let sweep = self.state.lock().sweep_expired(now_ns);
+        if let Some(e) = sweep.backend {
+            let n = if self.keeper.is_some() {
+                0
+            } else {
+                let _io = self.backend.lock_io();
+                let x = self.backend.expire(e.before_ns, false, e.max);
+                x.skipped + x.taken.len() as u64
+            };
+            self.state.lock().backend_expired(n);
+            if n > 0 {
+                tracing::info!(topic = %self.name, expired = n, "expired messages of the topic's backlog dropped");
+            }
+        }
+        let left = sweep.next_ns?.saturating_sub(now_ns).max(0) as u64;
+        Some(now() + Duration::from_nanos(left))
     }
 
     /// Puts back the messages of these ids that the topic's keeper holds
@@ -365,6 +409,9 @@ impl Topic {
             );
             if let Some(size) = st.mem_queue_size() {
                 ch.set_mem_queue_size(size);
+            }
+            if !st.max_age().is_zero() {
+                ch.set_topic_max_age(st.max_age());
             }
             if replicates(self.replicas(), name) {
                 ch.record_finished();
@@ -545,6 +592,25 @@ impl Topic {
         }
     }
 
+    /// Its own `max_age` (nsq-rs; None: `--max-age`'s); its channels take
+    /// the one in force too, unless theirs is shorter. The backlog's pump
+    /// looks again at what expires.
+    pub fn set_max_age(&self, own: Option<Duration>) {
+        let mut st = self.state.lock();
+        st.set_max_age(own, self.ctx.opts.max_age);
+        for (_, ch) in st.channels() {
+            ch.set_topic_max_age(st.max_age());
+        }
+        drop(st);
+        self.pump.notify_one();
+    }
+
+    /// Its own `max_age`, if it has one, and the one in force.
+    pub fn max_age(&self) -> (Option<Duration>, Duration) {
+        let st = self.state.lock();
+        (st.own_max_age(), st.max_age())
+    }
+
     /// A channel's limit, under the topic's lock: no publish is between
     /// asking the channel and counting it as one that may refuse.
     pub fn set_channel_limit(&self, ch: &Channel, limit: Limit) {
@@ -560,14 +626,15 @@ impl Topic {
             .channels()
             .filter(|(_, c)| !c.ephemeral)
             .map(|(n, c)| {
-                let (max_attempts, dead_letter_topic, limit) = c.settings();
+                let s = c.settings();
                 ChannelMeta {
                     name: n.clone(),
                     paused: c.is_paused(),
-                    max_attempts,
-                    dead_letter_topic,
-                    max_depth: limit.is_set().then_some(limit.max_depth),
-                    max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
+                    max_attempts: s.max_attempts,
+                    dead_letter_topic: s.dead_letter_topic,
+                    max_depth: s.limit.is_set().then_some(s.limit.max_depth),
+                    max_depth_policy: s.limit.is_set().then(|| s.limit.policy.to_string()),
+                    max_age: s.max_age.map(duration_ns),
                 }
             })
             .collect();
@@ -579,7 +646,13 @@ impl Topic {
             mem_queue_size: st.mem_queue_size().map(|n| n as i64),
             max_depth: limit.is_set().then_some(limit.max_depth),
             max_depth_policy: limit.is_set().then(|| limit.policy.to_string()),
+            max_age: st.own_max_age().map(duration_ns),
             replicas: self.replicas(),
         }
     }
+}
+
+/// A duration as `nsqd.dat` keeps it: nanoseconds, as Go encodes one.
+fn duration_ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }

@@ -5,6 +5,7 @@
 //! are its channels (all but `#ephemeral` ones).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -151,6 +152,21 @@ pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Qu
     }
 }
 
+/// `max_age` (nsq-rs expiry) from a `/topic/config` or `/channel/config`
+/// POST, in Go's duration syntax (`90s`, `1h`; `0`: never, which for a
+/// channel means none of its own); empty: back to the default (the flag's
+/// for a topic, its topic's for a channel); absent: `current` kept.
+fn max_age_param(q: &Query, current: Option<Duration>) -> Result<Option<Duration>, Response> {
+    match q.get("max_age") {
+        None => Ok(current),
+        Some("") => Ok(None),
+        Some(v) => match nsq_protocol::duration::parse_signed(v) {
+            Ok(ns) if ns >= 0 => Ok(Some(Duration::from_nanos(ns as u64))),
+            _ => Err(err(StatusCode::BAD_REQUEST, "INVALID_ARG_MAX_AGE")),
+        },
+    }
+}
+
 /// `max_depth` and `max_depth_policy` from a `/topic/config` or
 /// `/channel/config` POST, each absent one kept from `current`; every
 /// value is checked before anything is changed.
@@ -198,7 +214,12 @@ pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Respo
                 Err(_) => return err(StatusCode::BAD_REQUEST, "INVALID_ARG_MEM_QUEUE_SIZE"),
             },
         };
+        let max_age = match max_age_param(q, topic.max_age().0) {
+            Ok(m) => m,
+            Err(r) => return r,
+        };
         topic.configure(limit, mem_queue_size);
+        topic.set_max_age(max_age);
         if let Err(r) = persist(nsqd) {
             return r;
         }
@@ -208,6 +229,7 @@ pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Respo
         "mem_queue_size": topic.mem_queue_size().unwrap_or(nsqd.ctx.mem_queue_size()),
         "max_depth": limit.max_depth,
         "max_depth_policy": limit.policy.as_str(),
+        "max_age": nsq_protocol::duration::format(topic.max_age().1),
     });
     json_response(StatusCode::OK, body.to_string().into_bytes())
 }
@@ -246,7 +268,7 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
             },
         };
         let dead_letter_topic = match q.get("dead_letter_topic") {
-            None => ch.settings().1,
+            None => ch.settings().dead_letter_topic,
             Some("") => None,
             // its own topic would feed the poison messages back to the
             // channel that gave up on them
@@ -259,7 +281,12 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
             Ok(l) => l,
             Err(r) => return r,
         };
+        let max_age = match max_age_param(q, ch.own_max_age()) {
+            Ok(m) => m,
+            Err(r) => return r,
+        };
         ch.configure(max_attempts, dead_letter_topic);
+        ch.set_max_age(max_age);
         topic.set_channel_limit(&ch, limit);
         if let Err(r) = persist(nsqd) {
             return r;
@@ -271,6 +298,7 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
         "dead_letter_topic": ch.dead_letter_topic(),
         "max_depth": limit.max_depth,
         "max_depth_policy": limit.policy.as_str(),
+        "max_age": nsq_protocol::duration::format(ch.max_age()),
     });
     json_response(StatusCode::OK, body.to_string().into_bytes())
 }

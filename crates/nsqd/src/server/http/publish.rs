@@ -157,13 +157,15 @@ async fn replicated(
 
 /// nsqd's 503 `EXITING` for a publish that failed; a `reject` limit's
 /// refusal (nsq-rs, opt-in) is a 503 too, `MAX_DEPTH_REACHED`: nothing of
-/// the request was published.
+/// the request was published. A `defer` that reaches the topic's
+/// `max_age` (nsq-rs, opt-in) is a 400, `DEFER_PAST_MAX_AGE`.
 fn put_error(e: &PutError) -> Response {
     match e {
         PutError::Full(f) => {
             tracing::debug!(error = %f, "publish refused");
             err(StatusCode::SERVICE_UNAVAILABLE, "MAX_DEPTH_REACHED")
         }
+        PutError::DeferPastMaxAge(_) => err(StatusCode::BAD_REQUEST, "DEFER_PAST_MAX_AGE"),
         _ => err(StatusCode::SERVICE_UNAVAILABLE, "EXITING"),
     }
 }

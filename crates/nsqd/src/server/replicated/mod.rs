@@ -100,7 +100,7 @@ fn publish_entry(
     bodies: Vec<Bytes>,
     defer: Option<Duration>,
 ) -> Result<Entry, PutError> {
-    topic.admits(bodies.len())?;
+    topic.admits(bodies.len(), defer)?;
     let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
     Ok(Entry::Publish {
         topic: topic.name.clone(),

@@ -328,6 +328,57 @@ impl Keeper for LogBackend {
         read
     }
 
+    /// The messages at the head published before `before_ns`, up to the
+    /// first that was not (they expired): read back from the log, and
+    /// their places dropped.
+    fn take_expired(&self, before_ns: i64, max: usize) -> Vec<Message> {
+        let (wanted, generation) = {
+            let places = self.places.lock();
+            (places.front(max as u64), places.generation)
+        };
+        let mut out = Vec::new();
+        let mut ahead = self.ahead.lock();
+        'places: for place in &wanted {
+            let (index, first, count, attempts) = match place {
+                Place::Kept(m) if m.timestamp < before_ns => {
+                    out.push(m.clone());
+                    continue;
+                }
+                Place::Kept(_) => break,
+                Place::Run {
+                    index,
+                    first,
+                    count,
+                    attempts,
+                } => (*index, *first, *count, *attempts),
+            };
+            let batch = match ahead.batch(&self.source, index) {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::error!(topic = %self.source.topic, index, error = %e, "REPLICATION: expired messages not read back from the log; left in place");
+                    break;
+                }
+            };
+            for p in batch.iter().skip(first as usize).take(count as usize) {
+                if p.timestamp >= before_ns {
+                    break 'places;
+                }
+                let mut msg = Message::new(p.id, p.timestamp, p.body.clone());
+                msg.attempts = attempts;
+                out.push(msg);
+            }
+        }
+        drop(ahead);
+        let mut places = self.places.lock();
+        if places.generation == generation {
+            places.take(out.len() as u64);
+        } else {
+            // emptied meanwhile: nothing of it is the queue's any more
+            out.clear();
+        }
+        out
+    }
+
     fn depth(&self) -> u64 {
         self.places.lock().count
     }

@@ -21,6 +21,10 @@
 //! publish; unlike NSQ's other publish failures it does not close the
 //! connection. On a replicated topic the limits of this nsqd's topic and
 //! channels are checked before the batch is proposed, with the same error.
+//!
+//! A DPUB whose delay reaches the topic's `max_age` (nsq-rs, opt-in) gets
+//! `E_DPUB_FAILED DPUB failed defer past the topic's max_age <d>`, the
+//! connection kept: the message would only ever expire.
 
 use std::time::Duration;
 
@@ -70,6 +74,9 @@ pub fn publish(
     let put_error = |e: PutError| match e {
         PutError::Exiting => exiting(),
         PutError::Full(f) => ProtocolError::non_fatal(code, format!("{cmd} failed {f}")),
+        e @ PutError::DeferPastMaxAge(_) => {
+            ProtocolError::non_fatal(code, format!("{cmd} failed {e}"))
+        }
         PutError::Backend(e) => ProtocolError::fatal(code, format!("{cmd} failed {e}")),
     };
     if topic.replicas().is_some() {

@@ -636,7 +636,8 @@ pub use finished::replicates;
 // max_age: what expires, where, and what becomes of it
 #[path = "channel_expiry.rs"]
 mod expiry;
-pub use expiry::{BackendExpiry, BACKEND_SWEEP, BACKEND_SWEEP_MAX};
+pub use super::effects::BackendExpiry;
+pub use expiry::{BACKEND_SWEEP, BACKEND_SWEEP_MAX};
 
 // the channel's deferred messages, in memory and spilled
 #[path = "channel_deferred.rs"]

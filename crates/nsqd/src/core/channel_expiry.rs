@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use nsq_protocol::Message;
 
 use super::Channel;
+use crate::core::effects::BackendExpiry;
 
 /// How often the timer looks at the backend while it holds records and
 /// expiry is on: what an expired message on disk may outlive its age by.
@@ -25,17 +26,6 @@ pub const BACKEND_SWEEP: Duration = Duration::from_secs(1);
 
 /// Most backend records one sweep takes off the disk queue.
 pub const BACKEND_SWEEP_MAX: usize = 4096;
-
-/// A backend sweep for the server to do: take the records at the head of
-/// the backend published before `before_ns` (Unix ns), at most `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BackendExpiry {
-    pub before_ns: i64,
-    /// Their bodies are wanted (the channel dead-letters what expires);
-    /// else the disk queue skips them without reading them.
-    pub bodies: bool,
-    pub max: usize,
-}
 
 /// A channel's expiry settings and count.
 #[derive(Debug)]

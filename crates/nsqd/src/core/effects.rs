@@ -9,10 +9,21 @@
 use bytes::BytesMut;
 use nsq_protocol::{Message, MessageId};
 
-use super::channel::BackendExpiry;
 use super::deferred::DeferredWork;
 use super::ids::ClientId;
 use super::queue::Refill;
+
+/// A sweep of a backend for expired messages (nsq-rs `max_age`) for the
+/// server to do: take the records at the head of
+/// the backend published before `before_ns` (Unix ns), at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendExpiry {
+    pub before_ns: i64,
+    /// Their bodies are wanted (the channel dead-letters what expires);
+    /// else the disk queue skips them without reading them.
+    pub bodies: bool,
+    pub max: usize,
+}
 
 /// What the server must carry out after a call. Frames are taken with
 /// [`super::Channel::flush_deliveries`], disk work with

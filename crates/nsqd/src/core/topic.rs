@@ -30,7 +30,8 @@ use bytes::Bytes;
 use nsq_protocol::stats::{E2eLatency, TopicStats};
 use nsq_protocol::Message;
 
-use super::channel::{BackendExpiry, BACKEND_SWEEP};
+use super::channel::BACKEND_SWEEP;
+use super::effects::BackendExpiry;
 use super::guid::GuidFactory;
 use super::limits::{Admit, Full, Limit};
 use super::queue::{Queue, Refill};

@@ -331,7 +331,9 @@ __run() {
         prev="$a"
     done
     if [ "$BASHPID" != "$$" ]; then
-        echo "$probe" >"$__ready/$BASHPID"
+        # written whole, then named: the waiting side never reads it half
+        # written (an empty address read as "nothing to wait for")
+        echo "$probe" >"$__ready/$BASHPID.part" && mv "$__ready/$BASHPID.part" "$__ready/$BASHPID"
         # its log apart from the commands' output, unless the page sends it somewhere
         if [ /dev/fd/1 -ef "$__cur" ]; then exec >>"$__out/daemons"; fi
         if [ /dev/fd/2 -ef "$__cur" ]; then exec 2>>"$__out/daemons"; fi

@@ -1130,6 +1130,46 @@ fn tls_configuration_errors_are_fatal() {
         "{}",
         out.stderr
     );
+
+    // A file that is not PEM: Go's words, then the flag and the file, so the
+    // operator knows which of the three to fix.
+    let pki = Pki::new();
+    let not_pem = pki.path("not.pem");
+    std::fs::write(&not_pem, "not a certificate").unwrap();
+    let (cert, key) = (
+        format!("--tls-cert={}", pki.path("cert.pem")),
+        format!("--tls-key={}", pki.path("key.pem")),
+    );
+    let cases = [
+        (
+            vec![format!("--tls-cert={not_pem}"), key.clone()],
+            format!("tls: failed to find any PEM data in certificate input (--tls-cert={not_pem})"),
+        ),
+        (
+            vec![cert.clone(), format!("--tls-key={not_pem}")],
+            format!("tls: failed to find any PEM data in key input (--tls-key={not_pem})"),
+        ),
+        (
+            vec![
+                cert.clone(),
+                key.clone(),
+                "--tls-client-auth-policy=require-verify".to_string(),
+                format!("--tls-root-ca-file={not_pem}"),
+            ],
+            format!("failed to append certificate to pool (--tls-root-ca-file={not_pem})"),
+        ),
+    ];
+    for (flags, want) in cases {
+        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        args.extend(["--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0"]);
+        let out = run_bin("nsqd", &args, secs(10));
+        assert_eq!(out.status.and_then(|s| s.code()), Some(1), "{}", out.stderr);
+        assert!(
+            out.stderr.contains(&want),
+            "want {want:?} in {}",
+            out.stderr
+        );
+    }
 }
 
 #[test]

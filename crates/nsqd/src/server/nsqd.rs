@@ -47,9 +47,9 @@ pub enum Error {
     Persist(String),
     #[error("listen ({addr}) failed - {}", nsq_protocol::gofmt::listen_error(.addr, .err))]
     Listen { addr: String, err: std::io::Error },
-    #[error("failed to build TLS config - {0}")]
+    #[error("failed to build TLS config - {}", .0.naming_file())]
     Tls(super::tls::TlsError),
-    #[error("failed to build client TLS config - {0}")]
+    #[error("failed to build client TLS config - {}", .0.naming_file())]
     ClientTls(super::tls::TlsError),
     /// The replication member would not start (boxed: openraft's errors
     /// are large, and this one is rare).

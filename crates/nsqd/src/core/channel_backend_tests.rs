@@ -208,3 +208,26 @@ fn with_durable_acks_a_replayed_second_record_of_a_message_is_acknowledged_and_d
     assert!(h.outstanding().is_empty());
     assert_eq!(h.ch.subscriber(1).unwrap().in_flight, 0);
 }
+
+#[test]
+fn records_on_disk_are_delivered_while_a_steady_publisher_keeps_memory_from_emptying() {
+    // memory holds 4: of 1..=8, 1 goes out at once, 2..=5 wait in memory
+    // and 6..=8 go to disk; then one message in for each one finished, so
+    // memory never empties and has room for one record at each turn
+    let mut h = Harness::new(cfg(4));
+    h.sub(1, 1);
+    h.put(1..=8);
+    assert_eq!(h.disk.len(), 3);
+    let mut got = Vec::new();
+    let rounds = 4 * (crate::core::queue::FAIR_AFTER as u64 + 1);
+    for next in 9..9 + rounds {
+        let out = h.take(1);
+        got.extend(nums(&out));
+        assert!(h.fin(1, &ids(&out)).is_empty());
+        h.put([next]);
+        h.settle();
+    }
+    for n in 6..=8 {
+        assert!(got.contains(&n), "record {n} on disk starved: {got:?}");
+    }
+}

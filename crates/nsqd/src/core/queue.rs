@@ -21,9 +21,22 @@
 //!   asked for before that are answered with records that no longer exist
 //!   as far as the user is concerned, and are dropped.
 //!
+//! New messages go to memory whenever it has room, even while the backend
+//! holds older ones (as in nsqd, whose pump picks between its memory and
+//! disk channels at random). A refill is asked for when memory runs dry,
+//! and also every [`FAIR_AFTER`] memory deliveries while the backend waits
+//! (`streak`): otherwise a steady publish rate that keeps memory from ever
+//! emptying would starve the backend's records (a disk overflow, or a
+//! replicated topic's unfinished messages put back after a failover) for as
+//! long as the publishing lasts.
+//!
 //! Never: touches the disk, reads the clock, decodes records.
 
 use std::collections::VecDeque;
+
+/// Memory deliveries after which records waiting in the backend get a turn
+/// although memory is not empty.
+pub const FAIR_AFTER: usize = 32;
 
 /// A request to read up to `max` records from the backend and hand them to
 /// [`Queue::refilled`] (decoded) with whether the backend still has more.
@@ -51,6 +64,8 @@ pub struct Queue<T> {
     /// they may wrap.
     confirmed: u32,
     generation: u32,
+    /// Items popped from memory since the backend last had a turn.
+    streak: usize,
 }
 
 impl<T> Queue<T> {
@@ -66,6 +81,7 @@ impl<T> Queue<T> {
             refilling: false,
             confirmed: 0,
             generation: 0,
+            streak: 0,
         }
     }
 
@@ -136,18 +152,35 @@ impl<T> Queue<T> {
         let refilled = self.from_backend > 0;
         if refilled {
             self.from_backend -= 1;
+        } else if self.unread {
+            self.streak += 1;
         }
         Some((item, refilled))
     }
 
-    /// A refill of up to `max` records, when memory is empty, the backend
-    /// may have some and no refill is out already (two would read records
-    /// out of order).
+    /// Whether the backend's records are owed a turn although memory is not
+    /// empty (see the module's comment): a refill would be granted now.
+    pub fn backend_turn_due(&self) -> bool {
+        self.unread && !self.refilling && self.streak >= FAIR_AFTER && self.has_room()
+    }
+
+    /// A refill of up to `max` records, when the backend may have some, no
+    /// refill is out already (two would read records out of order) and
+    /// either memory is empty or the backend's turn is due; then it asks
+    /// for as many as memory delivered meanwhile, within memory's room.
     pub fn refill(&mut self, max: usize) -> Option<Refill> {
-        if !self.memory.is_empty() || !self.unread || self.refilling {
+        if !self.unread || self.refilling {
             return None;
         }
+        let max = if self.memory.is_empty() {
+            max
+        } else if self.backend_turn_due() {
+            max.max(self.streak).min(self.capacity - self.memory.len())
+        } else {
+            return None;
+        };
         self.refilling = true;
+        self.streak = 0;
         Some(Refill {
             max: max.max(1),
             confirmed_at: self.confirmed,
@@ -179,6 +212,7 @@ impl<T> Queue<T> {
         self.from_backend = 0;
         self.unread = false;
         self.refilling = false;
+        self.streak = 0;
         self.generation = self.generation.wrapping_add(1);
     }
 
@@ -248,6 +282,54 @@ mod tests {
         assert!(!q.refilled(r, vec![1], true));
         assert!(q.pop().is_none());
         assert!(!q.backend_pending());
+    }
+
+    #[test]
+    fn the_backend_gets_a_turn_while_memory_never_runs_dry() {
+        let mut q: Queue<u32> = Queue::new(100, true, true);
+        q.push_memory(0);
+        for i in 1..=FAIR_AFTER as u32 {
+            assert!(
+                !q.backend_turn_due() && q.refill(1).is_none(),
+                "memory first"
+            );
+            // a steady publisher: one in for each one out
+            q.push_memory(i);
+            assert_eq!(q.pop(), Some((i - 1, false)));
+        }
+        assert!(q.backend_turn_due());
+        let r = q.refill(1).expect("the backend's turn");
+        assert_eq!(r.max, FAIR_AFTER, "as many as memory delivered meanwhile");
+        assert!(!q.backend_turn_due(), "one refill at a time");
+        assert!(q.refilled(r, vec![100, 101], true));
+        assert_eq!(q.pop(), Some((100, true)), "the older records go first");
+        assert_eq!(q.pop(), Some((101, true)));
+        assert_eq!(q.pop(), Some((FAIR_AFTER as u32, false)));
+    }
+
+    #[test]
+    fn the_backends_turn_asks_for_no_more_than_memory_has_room_for() {
+        let mut q: Queue<u32> = Queue::new(FAIR_AFTER + 3, true, true);
+        for i in 0..FAIR_AFTER as u32 * 2 {
+            q.push_memory(i);
+        }
+        for _ in 0..FAIR_AFTER {
+            q.pop();
+        }
+        // FAIR_AFTER left in memory, room for 3
+        assert_eq!(q.refill(1).map(|r| r.max), Some(3));
+        let mut full: Queue<u32> = Queue::new(2, true, true);
+        full.push_memory(1);
+        full.push_memory(2);
+        full.streak = FAIR_AFTER;
+        assert!(!full.backend_turn_due(), "no room: memory drains first");
+        let mut empty_backend: Queue<u32> = Queue::new(100, true, false);
+        empty_backend.push_memory(1);
+        for _ in 0..FAIR_AFTER * 2 {
+            empty_backend.push_memory(2);
+            empty_backend.pop();
+        }
+        assert!(!empty_backend.backend_turn_due(), "nothing waits there");
     }
 
     #[test]

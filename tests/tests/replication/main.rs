@@ -14,7 +14,8 @@
 //! topic's group, the leader each replica's lag, in `/stats`, `/metrics`
 //! and nsqadmin (`stats.rs`). What a replicated topic or channel does not
 //! hold in memory is a place in its group's log, never a disk queue
-//! (`store.rs`).
+//! (`store.rs`). A depth limit of a replicated topic or channel is its
+//! group's, the same on every member and after a failover (`limits.rs`).
 
 mod admin;
 #[path = "../../src/admin_util.rs"]
@@ -22,6 +23,7 @@ mod admin_util;
 mod channels;
 mod failover;
 mod leader;
+mod limits;
 mod members;
 mod quiet;
 mod replaced;

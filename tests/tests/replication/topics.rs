@@ -4,8 +4,8 @@
 //! topic drops what it held; after the leader's SIGTERM the new leader
 //! still has it paused, so a message published then waits until the topic
 //! is unpaused through another member; without a majority a pause is a 503
-//! naming why. A `reject` depth limit of the member that takes a publish
-//! refuses it before it is proposed; a committed batch is never refused.
+//! naming why. A `reject` depth limit (the group's) refuses a publish on
+//! the member that takes it, before it is proposed.
 
 use std::time::Duration;
 
@@ -143,7 +143,7 @@ fn a_reject_limit_refuses_a_replicated_publish_before_it_is_proposed() {
         .nsqd
         .post(&format!("/channel/create?topic={t}&channel=c"), b"");
     assert_eq!(r.status, 200, "{}", r.text());
-    // The limit is the leader's own (`/channel/config` is per member).
+    // The limit is the group's (`limits.rs` has the rest).
     let r = leader.nsqd.post(
         &format!("/channel/config?topic={t}&channel=c&max_depth=2&max_depth_policy=reject"),
         b"",
@@ -172,13 +172,16 @@ fn a_reject_limit_refuses_a_replicated_publish_before_it_is_proposed() {
     // The connection still serves.
     producer.publish("plain", b"x");
 
-    // A publish taken by a follower is checked against the follower's own
-    // limits (none here) and, once committed, never refused by the
-    // leader's: refusing it would lose an acknowledged message.
-    follower.nsqd.connect().publish(t, b"four");
-    wait_for(
-        WAIT,
-        "the committed publish in the leader's channel",
-        || (channel_depth(&leader.nsqd, t, "c") == Some(3)).then_some(()),
-    );
+    // A follower counts what the group holds, as the leader does, once it
+    // has applied the two: it refuses too.
+    wait_for(WAIT, "the follower counting the two", || {
+        let r = follower
+            .nsqd
+            .get(&format!("/channel/config?topic={t}&channel=c"));
+        (r.json()["group_depth"] == 2).then_some(())
+    });
+    let mut other = follower.nsqd.connect();
+    other.send(&pub_cmd(t, b"four"));
+    other.expect_error_nonfatal("E_PUB_FAILED PUB failed channel c is at max_depth 2");
+    assert_eq!(channel_depth(&leader.nsqd, t, "c"), Some(2));
 }

@@ -122,6 +122,8 @@ pub struct Channel {
     limit: Limit,
     /// Messages a `drop-oldest` limit dropped.
     dropped_count: u64,
+    /// Dropped by a replicated channel's group, not yet reached here.
+    group_dropped: IdMap<MessageId, ()>,
     /// Records in the backend as the core counts them: what it handed out
     /// to append (written or about to be), less what refills took and
     /// drop-oldest dropped. A limit reads this, never the disk queue, so
@@ -166,6 +168,7 @@ impl Channel {
             dead_letter_count: 0,
             limit: Limit::default(),
             dropped_count: 0,
+            group_dropped: IdMap::default(),
             backend_len: if cfg.durable { cfg.backend_depth } else { 0 },
             message_count: 0,
             requeue_count: 0,
@@ -474,6 +477,9 @@ impl Channel {
             let Some((mut msg, refilled)) = self.queue.pop() else {
                 return;
             };
+            if self.dropped_by_group(&msg.id) {
+                continue;
+            }
             if Self::is_expired(&msg, cutoff) {
                 // never delivered; the client keeps its turn
                 self.expire(msg);
@@ -575,6 +581,7 @@ impl Channel {
     pub fn empty(&mut self) {
         // the server empties the backend, which forgets them too
         self.unacked.clear();
+        self.group_dropped.clear();
         self.backend_len = 0;
         self.queue.clear();
         self.in_flight.clear();

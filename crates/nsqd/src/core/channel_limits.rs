@@ -3,10 +3,15 @@
 //! messages it drops to make room (`drop-oldest`). A child of
 //! [`super`], so that the rule stays out of the delivery code.
 //!
+//! A replicated channel's limit is its group's (`core::replicated`'s
+//! `progress_limits.rs`): its own stays unset, and the leader's channel is
+//! told which messages the group dropped, to skip them
+//! ([`Channel::drop_for_group`]).
+//!
 //! Never: applies a limit to a message already accepted (a requeue, a
 //! timeout, a due deferral): those always go back.
 
-use nsq_protocol::Message;
+use nsq_protocol::{Message, MessageId};
 
 use super::Channel;
 use crate::core::limits::{Admit, Limit};
@@ -67,5 +72,26 @@ impl Channel {
         self.effects.skip += left;
         self.backend_len = self.backend_len.saturating_sub(left);
         msgs
+    }
+
+    /// Messages the channel's group dropped (a replicated channel's
+    /// `drop-oldest`, which every member decides from the log): never
+    /// delivered here from now on, wherever they are (waiting, coming from
+    /// the backend or the topic, deferred or in flight: a requeue brings
+    /// them back only to be skipped), and counted as dropped when reached.
+    pub fn drop_for_group(&mut self, ids: &[MessageId]) {
+        self.group_dropped.extend(ids.iter().map(|id| (*id, ())));
+    }
+
+    /// Whether the group dropped message `id`, which is then done with.
+    pub(super) fn dropped_by_group(&mut self, id: &MessageId) -> bool {
+        if self.group_dropped.is_empty() || self.group_dropped.remove(id).is_none() {
+            return false;
+        }
+        self.dropped_count += 1;
+        if let Some(read) = self.take_unacked(id) {
+            self.effects.acks.push(read);
+        }
+        true
     }
 }

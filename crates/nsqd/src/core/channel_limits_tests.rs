@@ -63,3 +63,22 @@ fn no_limit_is_nsqs_behaviour() {
         (0, 0, None)
     );
 }
+
+#[test]
+fn what_the_group_dropped_is_skipped_wherever_it_waits_and_counted() {
+    // memory 2, the rest on disk; one dropped before it even arrives
+    let mut h = Harness::new(cfg(2));
+    h.ch.drop_for_group(&[msg(0).id, msg(3).id, msg(5).id]);
+    h.put(0..5);
+    h.ch.drop_for_group(&[msg(1).id]);
+    h.sub(1, 100);
+    let mut got: Vec<u64> = h.take(1).iter().map(n_of).collect();
+    got.sort();
+    assert_eq!(got, vec![2, 4]);
+    let s = h.ch.stats("c", h.disk.len() as i64, h.now);
+    assert_eq!(s.dropped_count, 3);
+    // the one not yet arrived is skipped when it does
+    h.put(5..7);
+    let got: Vec<u64> = h.take(1).iter().map(n_of).collect();
+    assert_eq!(got, vec![6]);
+}

@@ -419,6 +419,12 @@ impl Channel {
         self.lock().core.set_limit(limit);
     }
 
+    /// Messages its group's `drop-oldest` limit dropped (on the group's
+    /// leader): never delivered from here on.
+    pub fn drop_for_group(&self, ids: &[nsq_protocol::MessageId]) {
+        self.run(|st| st.core.drop_for_group(ids));
+    }
+
     pub(super) fn set_mem_queue_size(&self, size: usize) {
         self.lock().core.set_mem_queue_size(size);
     }

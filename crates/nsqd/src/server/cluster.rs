@@ -23,6 +23,8 @@ use nsq_protocol::stats::{ReplicationStats, TopicReplication};
 use super::backend::OpenKeeper;
 use super::channel::Channel;
 use super::topic::{PutError, Topic};
+use crate::core::limits::Limit;
+pub use crate::core::replicated::progress::GroupLimit;
 use crate::core::replicated::replicas::{check_replicas, CreateContext, Existing};
 use crate::core::replicated::serving::{self, Leader};
 
@@ -51,6 +53,13 @@ pub enum Change {
         topic: String,
         channel: String,
         action: Action,
+    },
+    /// The group's depth limit of the topic (`channel` None) or of one of
+    /// its channels (`/topic/config`, `/channel/config`).
+    Limit {
+        topic: String,
+        channel: Option<String>,
+        limit: Limit,
     },
 }
 
@@ -112,6 +121,11 @@ pub trait Cluster: Send + Sync {
     /// What `/stats` shows of the replicated topic here, if anything.
     fn topic_stats(&self, topic: &str, replicas: u8) -> Option<TopicReplication>;
 
+    /// The group's depth limit of the replicated topic (`channel` None) or
+    /// of its channel, as this member applied it; None when it does not
+    /// hold the group (or the channel).
+    fn group_limit(&self, topic: &str, replicas: u8, channel: Option<&str>) -> Option<GroupLimit>;
+
     /// What `/stats` and `GET /replication` show of the member.
     fn stats(&self) -> Option<ReplicationStats>;
 
@@ -169,12 +183,16 @@ impl Cluster for NotMember {
                     Ok(_) => Refused::Invalid("REPLICATION_NOT_ENABLED".into()),
                 }
             }
-            Change::Topic { .. } | Change::Channel { .. } => not_enabled(),
+            Change::Topic { .. } | Change::Channel { .. } | Change::Limit { .. } => not_enabled(),
         };
         Box::pin(std::future::ready(Err(refused)))
     }
 
     fn topic_stats(&self, _topic: &str, _replicas: u8) -> Option<TopicReplication> {
+        None
+    }
+
+    fn group_limit(&self, _: &str, _: u8, _: Option<&str>) -> Option<GroupLimit> {
         None
     }
 

@@ -22,6 +22,7 @@
 //! 10 TopicPause    topic | u8 paused (0 or 1)
 //! 11 TopicEmpty    topic
 //! 12 Deferred      topic | channel | u32 count | count × (16-byte id | i64 due, Unix ms)
+//! 15 Limit         topic | name channel (length 0: the topic's own) | u64 max_depth | u8 policy (0 reject, 1 drop-oldest)
 //! ```
 //!
 //! Hand-written rather than serde: decoding slices each body out of the
@@ -33,6 +34,8 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use nsq_protocol::message::MESSAGE_ID_LEN;
 use nsq_protocol::MessageId;
+
+use crate::core::limits::{Limit, Policy};
 
 /// The encoding this nsqd writes and reads.
 pub const VERSION: u8 = 1;
@@ -49,6 +52,7 @@ const SERVING: u8 = 9;
 const TOPIC_PAUSE: u8 = 10;
 const TOPIC_EMPTY: u8 = 11;
 const DEFERRED: u8 = 12;
+const LIMIT: u8 = 15;
 
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
@@ -136,6 +140,14 @@ pub enum Entry {
     TopicEmpty {
         topic: String,
     },
+    /// The group's depth limit of the topic (`channel` None) or of one of
+    /// its channels: every member enforces the same one, counted on what
+    /// the group holds unfinished (`progress_limits.rs`).
+    Limit {
+        topic: String,
+        channel: Option<String>,
+        limit: Limit,
+    },
     /// Member `node` leads the group this entry is in and serves its
     /// topics to consumers at `address` (its broadcast address and TCP
     /// port, what it registers with the lookupds): written by a member
@@ -171,6 +183,8 @@ pub enum DecodeError {
     Utf8(&'static str),
     #[error("paused flag {0} is neither 0 nor 1")]
     Flag(u8),
+    #[error("max_depth policy {0} is neither 0 (reject) nor 1 (drop-oldest)")]
+    Policy(u8),
     #[error("{0} bytes after the entry")]
     Trailing(usize),
 }
@@ -190,7 +204,8 @@ impl Entry {
             | Entry::Deferred { topic, .. }
             | Entry::TopicDelete { topic }
             | Entry::TopicPause { topic, .. }
-            | Entry::TopicEmpty { topic } => topic,
+            | Entry::TopicEmpty { topic }
+            | Entry::Limit { topic, .. } => topic,
             Entry::Serving { .. } => return None,
         })
     }
@@ -283,6 +298,16 @@ impl Entry {
             Entry::TopicEmpty { topic } => {
                 out.put_u8(TOPIC_EMPTY);
                 put_name(&mut out, "topic", topic)?;
+            }
+            Entry::Limit {
+                topic,
+                channel,
+                limit,
+            } => {
+                out.put_u8(LIMIT);
+                put_name(&mut out, "topic", topic)?;
+                put_name(&mut out, "channel", channel.as_deref().unwrap_or(""))?;
+                put_limit(&mut out, limit);
             }
             Entry::Serving { node, address } => {
                 out.put_u8(SERVING);
@@ -421,6 +446,15 @@ impl Entry {
             TOPIC_EMPTY => Entry::TopicEmpty {
                 topic: take_name(buf, "topic")?,
             },
+            LIMIT => {
+                let topic = take_name(buf, "topic")?;
+                let channel = take_name(buf, "channel")?;
+                Entry::Limit {
+                    topic,
+                    channel: (!channel.is_empty()).then_some(channel),
+                    limit: take_limit(buf)?,
+                }
+            }
             SERVING => Entry::Serving {
                 node: take_u64(buf, "node")?,
                 address: take_name(buf, "address")?,
@@ -436,6 +470,25 @@ impl Entry {
 
 pub(super) fn count(what: &'static str, len: usize) -> Result<u32, EncodeError> {
     u32::try_from(len).map_err(|_| EncodeError::TooLong { what, len })
+}
+
+/// A depth limit: u64 max_depth | u8 policy (0 reject, 1 drop-oldest).
+pub(super) fn put_limit(out: &mut BytesMut, limit: &Limit) {
+    out.put_u64(limit.max_depth);
+    out.put_u8(match limit.policy {
+        Policy::Reject => 0,
+        Policy::DropOldest => 1,
+    });
+}
+
+pub(super) fn take_limit(buf: &mut Bytes) -> Result<Limit, DecodeError> {
+    let max_depth = take_u64(buf, "max_depth")?;
+    let policy = match take_u8(buf, "max_depth policy")? {
+        0 => Policy::Reject,
+        1 => Policy::DropOldest,
+        other => return Err(DecodeError::Policy(other)),
+    };
+    Ok(Limit { max_depth, policy })
 }
 
 pub(super) fn put_name(

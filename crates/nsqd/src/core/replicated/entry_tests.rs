@@ -278,3 +278,40 @@ fn names_longer_than_a_byte_holds_are_encode_errors() {
         })
     ));
 }
+
+#[test]
+fn limits_round_trip_in_the_documented_layout_and_bad_policies_are_errors() {
+    use crate::core::limits::{Limit, Policy};
+    let topic_limit = Entry::Limit {
+        topic: "t".into(),
+        channel: None,
+        limit: Limit {
+            max_depth: 2,
+            policy: Policy::Reject,
+        },
+    };
+    let mut want = vec![1, 15, 1, b't', 0];
+    want.extend_from_slice(&2u64.to_be_bytes());
+    want.push(0);
+    let bytes = topic_limit.encode().unwrap();
+    assert_eq!(&bytes[..], &want[..]);
+    assert_eq!(Entry::decode(bytes.clone()).unwrap(), topic_limit);
+    assert_eq!(topic_limit.topic(), Some("t"));
+    let channel_limit = Entry::Limit {
+        topic: "t".into(),
+        channel: Some("c".into()),
+        limit: Limit {
+            max_depth: u64::MAX,
+            policy: Policy::DropOldest,
+        },
+    };
+    let encoded = channel_limit.encode().unwrap();
+    assert_eq!(encoded[encoded.len() - 1], 1);
+    assert_eq!(Entry::decode(encoded.clone()).unwrap(), channel_limit);
+    for cut in 0..encoded.len() {
+        assert!(Entry::decode(encoded.slice(..cut)).is_err(), "cut {cut}");
+    }
+    let mut bad = want.clone();
+    *bad.last_mut().unwrap() = 2;
+    assert_eq!(Entry::decode(bad.into()), Err(DecodeError::Policy(2)));
+}

@@ -56,6 +56,7 @@ use nsq_protocol::MessageId;
 
 use super::entry::Entry;
 use crate::core::ids::IdMap;
+use crate::core::limits::Limit;
 
 /// One group's progress: its replicated topics by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,6 +89,8 @@ pub struct TopicProgress {
     held_from: Option<u64>,
     /// Messages in the batches held.
     held: u64,
+    /// The group's limit of what the topic holds (`progress_limits.rs`).
+    limit: Limit,
 }
 
 /// One channel's progress through its topic's batches.
@@ -108,6 +111,9 @@ pub struct ChannelProgress {
     /// Messages it has not finished that a consumer requeued with a delay
     /// (`Deferred`): when each is due, Unix ms.
     due: BTreeMap<MessageId, i64>,
+    /// The group's limit of the channel, and what its `drop-oldest` dropped.
+    limit: Limit,
+    dropped: u64,
 }
 
 /// A batch to put again: its log index (to read it back and decode its
@@ -156,11 +162,27 @@ impl Progress {
     /// Applies the committed `entry` at log `index`; entries come in log
     /// order, and one at or below the last applied is skipped.
     pub fn apply(&mut self, index: u64, entry: &Entry) -> Outcome {
+        self.apply_dropping(index, entry, &mut Vec::new())
+    }
+
+    /// [`Progress::apply`], telling into `dropped` what a `Publish` made
+    /// `drop-oldest` channels drop (`progress_limits.rs`).
+    pub fn apply_dropping(
+        &mut self,
+        index: u64,
+        entry: &Entry,
+        dropped: &mut Vec<Dropped>,
+    ) -> Outcome {
         if self.applied.is_some_and(|a| index <= a) {
             return Outcome::Skipped(Skip::AlreadyApplied);
         }
         self.applied = Some(index);
         let outcome = self.apply_new(index, entry);
+        if let Entry::Publish { topic, .. } = entry {
+            if let Some(t) = self.topics.get_mut(topic) {
+                t.drop_oldest(topic, dropped);
+            }
+        }
         if let Some(t) = entry.topic().and_then(|n| self.topics.get_mut(n)) {
             t.forget();
         }
@@ -248,6 +270,7 @@ impl Progress {
                 }
                 t.defer(channel, until)
             }
+            Entry::Limit { channel, limit, .. } => t.set_limit(channel.as_deref(), *limit),
             Entry::TopicCreate { .. } | Entry::TopicDelete { .. } | Entry::Serving { .. } => {
                 Outcome::Skipped(Skip::NotProgress)
             }
@@ -605,3 +628,7 @@ use channel::{within, Bits};
 #[path = "progress_image.rs"]
 mod image;
 pub use image::ImageError;
+
+#[path = "progress_limits.rs"]
+mod limits;
+pub use limits::{limit_refusal, Dropped, GroupLimit};

@@ -12,7 +12,8 @@
 //! could fill.
 //!
 //! ```text
-//! u8 version (1, or 2 when a channel has messages requeued with a delay)
+//! u8 version (1; 2 when a channel has messages requeued with a delay; 3
+//!   when the group set a depth limit or a channel dropped messages)
 //! u8 has applied | u64 applied
 //! u8 has serving | u64 node | name address
 //! u32 topics, each:
@@ -21,11 +22,15 @@
 //!   u32 channels, each:
 //!     name channel | u8 paused | u64 from | u64 floor | u64 unfinished
 //!     u32 finished batches, each: u64 index | u32 count | u32 words | words × u64
-//!     (version 2) u32 due, each: 16-byte id | i64 due (Unix ms)
+//!     (version 2 and later) u32 due, each: 16-byte id | i64 due (Unix ms)
+//! (version 3) u32 limits, each: name topic | name channel (length 0: the
+//!   topic's own) | u64 max_depth | u8 policy (0 reject, 1 drop-oldest) | u64 dropped
 //! ```
 //!
-//! Version 1 is written while no channel has a message requeued with a
-//! delay, so a member of an earlier build can still read the image.
+//! Each image is written in the lowest version that holds what it has
+//! (version 1 while no channel has a message requeued with a delay and no
+//! limit was set), so a member of an earlier build can still read it; every
+//! version is read.
 
 use std::collections::BTreeMap;
 
@@ -33,8 +38,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use nsq_protocol::message::MESSAGE_ID_LEN;
 
 use super::super::entry::{
-    count, put_name, take_flag, take_id, take_name, take_u32, take_u64, take_u8, DecodeError,
-    EncodeError,
+    count, put_limit, put_name, take_flag, take_id, take_limit, take_name, take_u32, take_u64,
+    take_u8, DecodeError, EncodeError,
 };
 use super::{Bits, ChannelProgress, Progress, TopicProgress};
 use crate::core::ids::IdMap;
@@ -42,6 +47,8 @@ use crate::core::ids::IdMap;
 /// The image without any channel's due messages, and with them.
 const VERSION: u8 = 1;
 const VERSION_DUE: u8 = 2;
+/// With the group's depth limits (and the due messages).
+const VERSION_LIMITS: u8 = 3;
 
 /// Why bytes are not a group's image.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,6 +61,8 @@ pub enum ImageError {
     Version(u8),
     #[error("image: {0} says more than the image holds")]
     Count(&'static str),
+    #[error("image: a limit of {0} {1:?}, which the image does not have")]
+    LimitOf(&'static str, String),
     #[error("image: batch {index} counts {count} finished, its bits say {set}")]
     Bits { index: u64, count: u32, set: u32 },
 }
@@ -63,11 +72,17 @@ impl Progress {
     /// entry applied.
     pub fn image(&self) -> Result<Bytes, ImageError> {
         let mut out = BytesMut::with_capacity(64 + self.remembered_hint());
-        let with_due = self
-            .topics
-            .values()
-            .any(|t| t.channels.values().any(|c| !c.due.is_empty()));
-        out.put_u8(if with_due { VERSION_DUE } else { VERSION });
+        let limits = self.limits();
+        let with_due = !limits.is_empty()
+            || self
+                .topics
+                .values()
+                .any(|t| t.channels.values().any(|c| !c.due.is_empty()));
+        out.put_u8(match (limits.is_empty(), with_due) {
+            (false, _) => VERSION_LIMITS,
+            (true, true) => VERSION_DUE,
+            (true, false) => VERSION,
+        });
         put_opt_u64(&mut out, self.applied);
         match &self.serving {
             Some((node, address)) => {
@@ -117,13 +132,39 @@ impl Progress {
                 }
             }
         }
+        if !limits.is_empty() {
+            out.put_u32(count("limits", limits.len())?);
+            for (topic, channel, limit, dropped) in limits {
+                put_name(&mut out, "topic", topic)?;
+                put_name(&mut out, "channel", channel)?;
+                put_limit(&mut out, &limit);
+                out.put_u64(dropped);
+            }
+        }
         Ok(out.freeze())
+    }
+
+    /// Every limit set and every channel's drops: topic, channel (empty
+    /// for the topic's own), limit, dropped.
+    fn limits(&self) -> Vec<(&str, &str, crate::core::limits::Limit, u64)> {
+        let mut out = Vec::new();
+        for (name, t) in &self.topics {
+            if t.limit.is_set() {
+                out.push((name.as_str(), "", t.limit, 0));
+            }
+            for (c_name, c) in &t.channels {
+                if c.limit.is_set() || c.dropped > 0 {
+                    out.push((name.as_str(), c_name.as_str(), c.limit, c.dropped));
+                }
+            }
+        }
+        out
     }
 
     /// The progress an image holds.
     pub fn from_image(mut buf: Bytes) -> Result<Progress, ImageError> {
         let version = take_u8(&mut buf, "version")?;
-        if version != VERSION && version != VERSION_DUE {
+        if !(VERSION..=VERSION_LIMITS).contains(&version) {
             return Err(ImageError::Version(version));
         }
         let applied = take_opt_u64(&mut buf, "applied")?;
@@ -176,7 +217,7 @@ impl Progress {
                     finished.insert(index, Bits { words, count });
                 }
                 let mut due = BTreeMap::new();
-                if version == VERSION_DUE {
+                if version >= VERSION_DUE {
                     for _ in 0..take_count(&mut buf, "due", MESSAGE_ID_LEN + 8)? {
                         let id = take_id(&mut buf, "due id")?;
                         due.insert(id, take_u64(&mut buf, "due time")? as i64);
@@ -191,6 +232,7 @@ impl Progress {
                         unfinished,
                         paused,
                         due,
+                        ..ChannelProgress::default()
                     },
                 );
             }
@@ -204,8 +246,32 @@ impl Progress {
                     replicas,
                     held_from,
                     held,
+                    ..TopicProgress::default()
                 },
             );
+        }
+        if version >= VERSION_LIMITS {
+            // Each at least two name lengths, a limit and a count.
+            for _ in 0..take_count(&mut buf, "limits", 2 + 9 + 8)? {
+                let topic = take_name(&mut buf, "limit topic")?;
+                let channel = take_name(&mut buf, "limit channel")?;
+                let limit = take_limit(&mut buf)?;
+                let dropped = take_u64(&mut buf, "dropped")?;
+                // A limit of a topic or channel the image lacks is corrupt.
+                let t = topics
+                    .get_mut(&topic)
+                    .ok_or_else(|| ImageError::LimitOf("topic", topic.clone()))?;
+                if channel.is_empty() {
+                    t.limit = limit;
+                } else {
+                    let c = t
+                        .channels
+                        .get_mut(&channel)
+                        .ok_or_else(|| ImageError::LimitOf("channel", channel.clone()))?;
+                    c.limit = limit;
+                    c.dropped = dropped;
+                }
+            }
         }
         if buf.has_remaining() {
             return Err(DecodeError::Trailing(buf.remaining()).into());

@@ -15,8 +15,9 @@ use super::{err, json_response, ok_text, Query};
 use crate::core::channel::replicates;
 use crate::core::{Limit, Policy};
 pub(super) use crate::server::cluster::Action;
-use crate::server::cluster::{Change, Refused};
+use crate::server::cluster::{Change, GroupLimit, Refused};
 use crate::server::nsqd::NsqdInner;
+use crate::server::topic::Topic;
 
 fn persist(nsqd: &NsqdInner) -> Result<(), Response> {
     nsqd.persist_metadata().map_err(|e| {
@@ -191,7 +192,7 @@ fn limit_param(q: &Query, current: Limit) -> Result<Limit, Response> {
 /// `max_depth_policy`; `POST` sets any of them (`mem_queue_size=` empty:
 /// back to the flag's) and persists them in `nsqd.dat`. The topic's
 /// `mem_queue_size` is its channels' too.
-pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
+pub(super) async fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
     let Some(name) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
@@ -201,8 +202,9 @@ pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Respo
     let Some(topic) = nsqd.get_topic(name) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
+    let group = group_limit(nsqd, &topic, None);
     if set {
-        let limit = match limit_param(q, topic.limit()) {
+        let limit = match limit_param(q, group.map_or(topic.limit(), |g| g.limit)) {
             Ok(l) => l,
             Err(r) => return r,
         };
@@ -218,20 +220,72 @@ pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Respo
             Ok(m) => m,
             Err(r) => return r,
         };
-        topic.configure(limit, mem_queue_size);
+        let own = match topic.replicas() {
+            Some(_) if changes_limit(q) => {
+                let change = Change::Limit {
+                    topic: name.to_string(),
+                    channel: None,
+                    limit,
+                };
+                if let Some(r) = replicated_limit(nsqd, change).await {
+                    return r;
+                }
+                topic.limit()
+            }
+            Some(_) => topic.limit(),
+            None => limit,
+        };
+        topic.configure(own, mem_queue_size);
         topic.set_max_age(max_age);
         if let Err(r) = persist(nsqd) {
             return r;
         }
     }
-    let limit = topic.limit();
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "mem_queue_size": topic.mem_queue_size().unwrap_or(nsqd.ctx.mem_queue_size()),
-        "max_depth": limit.max_depth,
-        "max_depth_policy": limit.policy.as_str(),
         "max_age": nsq_protocol::duration::format(topic.max_age().1),
     });
+    limit_fields(&mut body, topic.limit(), group_limit(nsqd, &topic, None));
     json_response(StatusCode::OK, body.to_string().into_bytes())
+}
+
+/// Whether a `/topic/config` or `/channel/config` POST sets the limit.
+fn changes_limit(q: &Query) -> bool {
+    q.get("max_depth").is_some() || q.get("max_depth_policy").is_some()
+}
+
+/// The group's limit of a replicated topic (`channel` None) or channel, as
+/// this member applied it: None for an unreplicated one, and the default
+/// (none) before the group set one or where this member does not hold the
+/// group.
+fn group_limit(nsqd: &NsqdInner, topic: &Topic, channel: Option<&str>) -> Option<GroupLimit> {
+    let replicas = topic.replicas()?;
+    Some(
+        nsqd.cluster()
+            .group_limit(&topic.name, replicas, channel)
+            .unwrap_or_default(),
+    )
+}
+
+/// A replicated topic's or channel's limit, committed through its group:
+/// None once committed, else the answer (400 for a limit the group cannot
+/// keep, 404, 503: [`replicated`]).
+async fn replicated_limit(nsqd: &NsqdInner, change: Change) -> Option<Response> {
+    let r = replicated(nsqd, change).await;
+    (r.status() != StatusCode::OK).then_some(r)
+}
+
+/// `max_depth` and `max_depth_policy` of a config's answer: the group's
+/// for a replicated topic or channel, with the depth it counts
+/// (`group_depth`) and what it dropped (`group_dropped_count`).
+fn limit_fields(body: &mut serde_json::Value, own: Limit, group: Option<GroupLimit>) {
+    let limit = group.map_or(own, |g| g.limit);
+    body["max_depth"] = limit.max_depth.into();
+    body["max_depth_policy"] = limit.policy.as_str().into();
+    if let Some(g) = group {
+        body["group_depth"] = g.depth.into();
+        body["group_dropped_count"] = g.dropped.into();
+    }
 }
 
 /// `/channel/config` (nsq-rs): `GET` shows a channel's `max_attempts`,
@@ -240,7 +294,7 @@ pub(super) fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Respo
 /// (empty: back to the default name), `max_depth=N` and/or
 /// `max_depth_policy=reject|drop-oldest` sets them and persists them in
 /// `nsqd.dat`.
-pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
+pub(super) async fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
     let Some(tname) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
     };
@@ -259,6 +313,7 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
     let Some(ch) = topic.get_channel(cname) else {
         return err(StatusCode::NOT_FOUND, "CHANNEL_NOT_FOUND");
     };
+    let replicated = replicates(topic.replicas(), cname);
     if set {
         let max_attempts = match q.get("max_attempts") {
             None => ch.max_attempts(),
@@ -277,7 +332,8 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
             }
             Some(t) => Some(t.to_string()),
         };
-        let limit = match limit_param(q, ch.limit()) {
+        let group = group_limit(nsqd, &topic, Some(cname)).filter(|_| replicated);
+        let limit = match limit_param(q, group.map_or(ch.limit(), |g| g.limit)) {
             Ok(l) => l,
             Err(r) => return r,
         };
@@ -285,20 +341,31 @@ pub(super) fn channel_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Res
             Ok(m) => m,
             Err(r) => return r,
         };
+        if replicated && changes_limit(q) {
+            let change = Change::Limit {
+                topic: tname.to_string(),
+                channel: Some(cname.to_string()),
+                limit,
+            };
+            if let Some(r) = replicated_limit(nsqd, change).await {
+                return r;
+            }
+        }
         ch.configure(max_attempts, dead_letter_topic);
         ch.set_max_age(max_age);
-        topic.set_channel_limit(&ch, limit);
+        if !replicated {
+            topic.set_channel_limit(&ch, limit);
+        }
         if let Err(r) = persist(nsqd) {
             return r;
         }
     }
-    let limit = ch.limit();
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "max_attempts": ch.max_attempts(),
         "dead_letter_topic": ch.dead_letter_topic(),
-        "max_depth": limit.max_depth,
-        "max_depth_policy": limit.policy.as_str(),
         "max_age": nsq_protocol::duration::format(ch.max_age()),
     });
+    let group = group_limit(nsqd, &topic, Some(cname)).filter(|_| replicated);
+    limit_fields(&mut body, ch.limit(), group);
     json_response(StatusCode::OK, body.to_string().into_bytes())
 }

@@ -163,12 +163,12 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
         }),
         Endpoint::ChannelConfig { set } => {
             on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
-                admin::channel_config(&n, &query(q), set)
+                admin::channel_config(&n, &query(q), set).await
             })
         }
         Endpoint::TopicConfig { set } => {
             on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
-                admin::topic_config(&n, &query(q), set)
+                admin::topic_config(&n, &query(q), set).await
             })
         }
         Endpoint::ConfigGet => on(m, |State(n): Nsqd, Path(opt): Path<String>| async move {

@@ -12,6 +12,7 @@ use nsq_protocol::names::is_ephemeral;
 use super::groups::{CommitError, Committed, Groups};
 use super::topics::replicas_of;
 use crate::core::replicated::entry::Entry;
+use crate::core::replicated::progress::limit_refusal;
 use crate::core::replicated::replicas::{
     check_replicas, CreateContext, Existing, Granted, ReplicasError,
 };
@@ -39,6 +40,32 @@ pub async fn change(nsqd: &NsqdInner, r: &Groups, change: Change) -> Result<(), 
             return create_topic(nsqd, r, &topic, &replicas).await
         }
         Change::Topic { topic, action } => topic_entry(topic, action),
+        Change::Limit {
+            topic,
+            channel,
+            limit,
+        } => {
+            if let Some(why) = limit_refusal(channel.as_deref(), &limit) {
+                return Err(Refused::Invalid(why.to_string()));
+            }
+            let group = r.group_of(&topic, replicas_of(nsqd, &topic));
+            let here = channel.as_deref().is_none_or(|c| {
+                nsqd.get_topic(&topic)
+                    .is_some_and(|t| t.get_channel(c).is_some())
+            });
+            if !here && r.votes_in(group) {
+                return Err(Refused::NotFound("CHANNEL_NOT_FOUND"));
+            }
+            let what = format!("max_depth of {}", channel.as_deref().unwrap_or("the topic"));
+            (
+                Entry::Limit {
+                    topic,
+                    channel,
+                    limit,
+                },
+                what,
+            )
+        }
         Change::Channel {
             topic,
             channel,

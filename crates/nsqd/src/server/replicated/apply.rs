@@ -31,9 +31,10 @@ use super::groups::Groups;
 use super::redeliver::{self, Delivering};
 use super::snapshots;
 use super::topics::{topic_create, topic_delete};
+use crate::core::limits::Limit;
 use crate::core::replicated::channel_entries::{on_channel_entry, ChannelChange, Here};
 use crate::core::replicated::entry::{Entry, Published};
-use crate::core::replicated::progress::Progress;
+use crate::core::replicated::progress::{Dropped, Progress};
 use crate::core::replicated::topic_entries::{self, on_topic_entry, TopicChange};
 use crate::server::nsqd::NsqdInner;
 
@@ -205,8 +206,12 @@ fn apply_payload(
 ) {
     match Entry::decode(payload) {
         Ok(entry) => {
+            let mut dropped = Vec::new();
             if let Some(p) = r.progress(group) {
-                p.lock().apply(index, &entry);
+                p.lock().apply_dropping(index, &entry, &mut dropped);
+            }
+            if delivering {
+                drop_for_group(nsqd, dropped);
             }
             apply(nsqd, r, group, index, entry, delivering);
         }
@@ -247,6 +252,42 @@ fn apply(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, entry: Entry,
         // leader's channel finished (or deferred) the messages before
         // proposing them.
         Entry::Finished { .. } | Entry::Deferred { .. } => {}
+        // The group's limit lives in its progress, fed above; a limit of
+        // this member's own (set before the group had one) stands aside.
+        Entry::Limit {
+            topic,
+            channel,
+            limit,
+        } => {
+            tracing::info!(topic = %topic, channel = ?channel, max_depth = limit.max_depth, policy = %limit.policy, index, "REPLICATION: depth limit applied");
+            if let Some(t) = nsqd.get_topic(&topic).filter(|t| t.replicas().is_some()) {
+                match channel {
+                    Some(c) => {
+                        if let Some(ch) = t.get_channel(&c).filter(|ch| ch.limit().is_set()) {
+                            t.set_channel_limit(&ch, Limit::default());
+                        }
+                    }
+                    None if t.limit().is_set() => t.configure(Limit::default(), t.mem_queue_size()),
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+/// What a `Publish` made the group's `drop-oldest` channels drop, on the
+/// group's leader: its channels skip those messages (the others' channels
+/// hold none; a new leader's progress has them finished).
+fn drop_for_group(nsqd: &NsqdInner, dropped: Vec<Dropped>) {
+    for d in dropped {
+        let Some(ch) = nsqd
+            .get_topic(&d.topic)
+            .and_then(|t| t.get_channel(&d.channel))
+        else {
+            continue;
+        };
+        tracing::debug!(topic = %d.topic, channel = %d.channel, n = d.ids.len(), "REPLICATION: dropped by the channel's depth limit");
+        ch.drop_for_group(&d.ids);
     }
 }
 

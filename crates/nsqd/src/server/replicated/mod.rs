@@ -50,6 +50,7 @@ use self::channels::Proposals;
 use self::groups::{Groups, ReplicationError};
 use self::store::LogSource;
 use crate::core::replicated::entry::{Entry, Published};
+use crate::core::replicated::progress::GroupLimit;
 use crate::core::replicated::serving::{self, Leader};
 use crate::server::backend::OpenKeeper;
 use crate::server::channel::Channel;
@@ -95,11 +96,23 @@ impl Member {
 /// anything is proposed, by a `reject` limit of this member's topic or
 /// channels, as an unreplicated publish is (a check, not a reservation:
 /// publishes taken at the same moment may together pass the limit).
+///
+/// The `reject` limits that count are the group's (`progress_limits.rs`:
+/// what the group holds unfinished, as this member applied it), so every
+/// member, and a new leader, refuses at the same depth.
 fn publish_entry(
+    groups: &Groups,
     topic: &Topic,
     bodies: Vec<Bytes>,
     defer: Option<Duration>,
 ) -> Result<Entry, PutError> {
+    if let Some(full) = topic.replicas().and_then(|replicas| {
+        let group = groups.group_of(&topic.name, replicas);
+        let progress = groups.progress(group)?.lock();
+        progress.topic(&topic.name)?.refusal(bodies.len() as u64)
+    }) {
+        return Err(PutError::Full(full));
+    }
     topic.admits(bodies.len(), defer)?;
     let defer_ms = defer.map_or(0, |d| d.as_millis() as u64);
     Ok(Entry::Publish {
@@ -169,7 +182,7 @@ impl Cluster for Member {
         bodies: Vec<Bytes>,
         defer: Option<Duration>,
     ) -> Result<Commit, PutError> {
-        let entry = publish_entry(topic, bodies, defer)?;
+        let entry = publish_entry(&self.groups, topic, bodies, defer)?;
         let replicas = topic.replicas().unwrap_or(u8::MAX);
         let groups = self.groups.clone();
         Ok(Box::pin(async move {
@@ -204,6 +217,14 @@ impl Cluster for Member {
 
     fn stats(&self) -> Option<ReplicationStats> {
         Some(self.groups.stats())
+    }
+
+    fn group_limit(&self, topic: &str, replicas: u8, channel: Option<&str>) -> Option<GroupLimit> {
+        let progress = self
+            .groups
+            .progress(self.groups.group_of(topic, replicas))?;
+        let p = progress.lock();
+        p.topic(topic)?.group_limit(channel)
     }
 
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

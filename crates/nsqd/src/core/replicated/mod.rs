@@ -4,8 +4,8 @@
 //! placed and whether a `replicas=` can be granted ([`replicas`]), what a
 //! committed channel or topic entry changes on a member
 //! ([`channel_entries`], [`topic_entries`]), how far each channel has
-//! come through the group's log and what a snapshot holds of it
-//! ([`progress`]), which member serves a topic to consumers ([`serving`])
+//! come through the group's log and what a snapshot holds of it, with the
+//! group's depth limits ([`progress`]), which member serves a topic to consumers ([`serving`])
 //! and what a member shows of each replica's lag ([`replica_lag`]).
 //!
 //! Never: Raft, the network, the disk or the clock (the server's

@@ -2,7 +2,9 @@
 //! the changes `nsqd.dat` records are persisted before the answer. A
 //! replicated topic is created, deleted, paused, unpaused and emptied by
 //! its cluster (`crate::server::cluster`: through its Raft group), and so
-//! are its channels (all but `#ephemeral` ones).
+//! are its channels (all but `#ephemeral` ones) and the depth limits of
+//! both (`/topic/config`, `/channel/config`: the group's, shown with the
+//! depth the group counts).
 
 use std::sync::Arc;
 use std::time::Duration;

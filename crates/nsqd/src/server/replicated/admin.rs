@@ -5,7 +5,8 @@
 //! (`apply.rs`). Answered once committed and, unless the 5 s ran out
 //! first, applied here; refused with why the group could not (no leader,
 //! no commit in time). Creating a replicated topic checks its `replicas=`
-//! against the cluster and the topic first (`core::replicated::replicas`).
+//! against the cluster and the topic first (`core::replicated::replicas`);
+//! a depth limit, that the group can keep it (`progress_limits.rs`).
 
 use nsq_protocol::names::is_ephemeral;
 

@@ -15,7 +15,9 @@
 //! (`ChannelCreate`, `ChannelDelete`, `ChannelPause`, `ChannelEmpty`, as
 //! `core::replicated::channel_entries` decides), the topic entries
 //! (`TopicPause` on every member, `TopicEmpty` on the leader, as
-//! `core::replicated::topic_entries` decides), `Serving` (where a group's leader serves consumers), and
+//! `core::replicated::topic_entries` decides), `Serving` (where a group's leader serves consumers),
+//! `Limit` (the progress keeps it; the leader's channels skip what a
+//! `drop-oldest` limit dropped when a batch is applied), and
 //! `Finished` (the progress alone: the leader's channel had finished the
 //! messages when it proposed it).
 

@@ -48,6 +48,15 @@ fn refused(n: &Nsqd, t: &str, c: &str, max: u64) {
     producer.nop();
 }
 
+/// Where `n` purged the log of `t`'s group, if it did.
+fn purged(n: &Nsqd, t: &str) -> Option<u64> {
+    replication(n)["groups"]
+        .as_array()?
+        .iter()
+        .find(|g| g["group"].as_u64() == Some(group_of(t) as u64))?["purged"]
+        .as_u64()
+}
+
 /// Reads `n` messages within generous waits: (id, body).
 fn receive(c: &mut Conn, n: usize) -> Vec<(String, Vec<u8>)> {
     (0..n)
@@ -61,7 +70,11 @@ fn receive(c: &mut Conn, n: usize) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn a_reject_limit_counts_what_the_group_holds_across_a_failover_and_restarts() {
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let mut members = start_cluster(&dirs, |_| Vec::new());
+    // A snapshot at every entry it may claim, so the restarts below start
+    // from images, the limit's entry purged from the logs.
+    let mut members = start_cluster(&dirs, |_| {
+        vec!["--replication-snapshot-entries=1".to_string()]
+    });
     let t = "group_limit_reject";
     let lid = led_topic_with_channel(&members, t);
     let leader = by_id(&members, lid);
@@ -73,6 +86,10 @@ fn a_reject_limit_counts_what_the_group_holds_across_a_failover_and_restarts() {
     );
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["max_depth"], 3);
+    // The limit's entry is at or below this.
+    let limit_index = replication(&leader.nsqd)["groups"][group_of(t)]["last_log_index"]
+        .as_u64()
+        .expect("an index");
     let all: Vec<&Member> = members.iter().collect();
     wait_config(&all, t, "c", "max_depth", Value::from(3));
 
@@ -127,7 +144,12 @@ fn a_reject_limit_counts_what_the_group_holds_across_a_failover_and_restarts() {
     drop(consumer);
 
     // Every member restarts (the killed one too): the limit is still the
-    // group's, from the log.
+    // group's, from the snapshot the survivors took past its entry.
+    for m in &left {
+        wait_for(WAIT, &format!("node {} purging its log", m.id), || {
+            purged(&m.nsqd, t).filter(|&p| p >= limit_index).map(drop)
+        });
+    }
     let mut stopped = vec![gone];
     for id in members.iter().map(|m| m.id).collect::<Vec<_>>() {
         stopped.push(stop_member(&mut members, id));
@@ -206,6 +228,20 @@ fn drop_oldest_drops_the_same_messages_everywhere_and_bad_limits_are_refused() {
     // Every member agrees on what is left and what was dropped.
     wait_config(&all, t, "c", "group_dropped_count", Value::from(3));
     wait_config(&all, t, "c", "group_depth", Value::from(2));
+    // `/stats` shows the group's limit and drops on every member.
+    for m in &all {
+        let c = m.nsqd.channel_stats(t, "c").expect("channel c");
+        assert_eq!(
+            (&c["max_depth"], &c["max_depth_policy"], &c["dropped_count"]),
+            (
+                &Value::from(2),
+                &Value::from("drop-oldest"),
+                &Value::from(3)
+            ),
+            "node {}",
+            m.id
+        );
+    }
 
     // The leader delivers only the two kept.
     let mut consumer = leader.nsqd.connect();

@@ -58,6 +58,27 @@ pub fn collect(nsqd: &Arc<NsqdInner>, q: &StatsQuery) -> Stats {
                 // topic's JSON stays NSQ's.
                 if let Some(n) = t.replicas {
                     t.replication = cluster.topic_stats(&t.topic_name, n);
+                    // Its depth limits are its group's (the member's own
+                    // stay unset), and so is what `drop-oldest` dropped:
+                    // the same on every member that holds the group.
+                    let limit = |c: Option<&str>| cluster.group_limit(&t.topic_name, n, c);
+                    if let Some(g) = limit(None).filter(|g| g.limit.is_set()) {
+                        t.max_depth = g.limit.max_depth;
+                        t.max_depth_policy = Some(g.limit.policy.to_string());
+                    }
+                    let groups: Vec<_> = t
+                        .channels
+                        .iter()
+                        .map(|c| limit(Some(&c.channel_name)))
+                        .collect();
+                    for (c, g) in t.channels.iter_mut().zip(groups) {
+                        let Some(g) = g else { continue };
+                        if g.limit.is_set() {
+                            c.max_depth = g.limit.max_depth;
+                            c.max_depth_policy = Some(g.limit.policy.to_string());
+                        }
+                        c.dropped_count = g.dropped;
+                    }
                 }
                 t
             })

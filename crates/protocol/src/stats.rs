@@ -148,6 +148,17 @@ pub struct TopicReplication {
     /// finished, and may have reached a consumer of the old leader, so at
     /// most this many duplicates.
     pub put_back: u64,
+    /// nsq-rs retention (docs/features/replay.md), absent while the topic
+    /// has none: as `retention=` takes it (`24h0m0s`, `1024B`, or both),
+    /// and about how many messages and body bytes the group's log keeps
+    /// of the topic in its kept part, finished or not (to within one of
+    /// the topic's marks).
+    #[serde(skip_serializing_if = "unset", default)]
+    pub retention: Option<String>,
+    #[serde(skip_serializing_if = "unset", default)]
+    pub retained_messages: u64,
+    #[serde(skip_serializing_if = "unset", default)]
+    pub retained_bytes: u64,
 }
 
 /// One replica of a replicated topic's group.
@@ -339,6 +350,7 @@ mod tests {
             committed_index: None,
             unfinished: 3,
             put_back: 40,
+            ..TopicReplication::default()
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),

@@ -16,6 +16,8 @@
 //! hold in memory is a place in its group's log, never a disk queue
 //! (`store.rs`). A depth limit of a replicated topic or channel is its
 //! group's, the same on every member and after a failover (`limits.rs`).
+//! A channel of a topic with a retention is moved back to replay what its
+//! group's log kept, through a failover (`replay.rs`).
 
 mod admin;
 #[path = "../../src/admin_util.rs"]
@@ -27,6 +29,7 @@ mod limits;
 mod members;
 mod quiet;
 mod replaced;
+mod replay;
 mod smaller;
 mod snapshots;
 mod stats;

@@ -61,7 +61,38 @@ pub enum Change {
         channel: Option<String>,
         limit: Limit,
     },
+    /// `POST /topic/config?retention=` (nsq-rs): as the request gave it,
+    /// the cluster checks it.
+    Retention { topic: String, retention: String },
 }
+
+/// `POST /channel/reset?to=` or `/channel/create?start=` (nsq-rs replay)
+/// of a replicated topic's channel; `to` as the request gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reset {
+    pub topic: String,
+    pub channel: String,
+    pub to: String,
+    /// A `/channel/create`: a channel that exists is left as it is.
+    pub only_new: bool,
+}
+
+/// Where a committed reset put the channel, as the member that proposed it
+/// resolved `to` (the group may have moved it on to its kept part).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResetAnswer {
+    /// The log index the channel goes back to (the first message it gets
+    /// again is the first published there or after).
+    pub index: u64,
+    /// When the first message from there was published (Unix ns), if any.
+    pub from_ns: Option<i64>,
+    /// The time asked for is before the oldest message the topic retains:
+    /// the channel goes back to that one (the earliest) instead.
+    pub before_retention: bool,
+}
+
+/// A reset under way: the answer once the cluster has it.
+pub type ResetCommit = Pin<Box<dyn Future<Output = Result<ResetAnswer, Refused>> + Send + 'static>>;
 
 /// Why the cluster did not carry out a publish or a change: nothing of it
 /// was done (a commit that timed out may still be applied later). Display
@@ -117,6 +148,9 @@ pub trait Cluster: Send + Sync {
 
     /// An administrative change, answered once committed.
     fn change(&self, change: Change) -> Commit;
+
+    /// A replicated channel's reset (replay), answered once committed.
+    fn reset(&self, reset: Reset) -> ResetCommit;
 
     /// What `/stats` shows of the replicated topic here, if anything.
     fn topic_stats(&self, topic: &str, replicas: u8) -> Option<TopicReplication>;
@@ -183,9 +217,16 @@ impl Cluster for NotMember {
                     Ok(_) => Refused::Invalid("REPLICATION_NOT_ENABLED".into()),
                 }
             }
-            Change::Topic { .. } | Change::Channel { .. } | Change::Limit { .. } => not_enabled(),
+            Change::Topic { .. }
+            | Change::Channel { .. }
+            | Change::Limit { .. }
+            | Change::Retention { .. } => not_enabled(),
         };
         Box::pin(std::future::ready(Err(refused)))
+    }
+
+    fn reset(&self, _reset: Reset) -> ResetCommit {
+        Box::pin(std::future::ready(Err(not_enabled())))
     }
 
     fn topic_stats(&self, _topic: &str, _replicas: u8) -> Option<TopicReplication> {

@@ -263,6 +263,13 @@ fn replication_text(replicas: Option<u8>, r: Option<&TopicReplication>) -> Strin
             }
         }
     }
+    if let Some(ret) = &r.retention {
+        let _ = write!(
+            s,
+            " retention: {ret} retained: {} ({} bytes)",
+            r.retained_messages, r.retained_bytes
+        );
+    }
     s
 }
 

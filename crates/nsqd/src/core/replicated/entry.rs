@@ -23,6 +23,8 @@
 //! 11 TopicEmpty    topic
 //! 12 Deferred      topic | channel | u32 count | count × (16-byte id | i64 due, Unix ms)
 //! 15 Limit         topic | name channel (length 0: the topic's own) | u64 max_depth | u8 policy (0 reject, 1 drop-oldest)
+//! 13 ChannelReset  topic | channel | u64 to (log index) | u8 only new (0 or 1)
+//! 14 Retention     topic | u64 age ms | u64 bytes (0: no bound of that kind)
 //! ```
 //!
 //! Hand-written rather than serde: decoding slices each body out of the
@@ -53,6 +55,8 @@ const TOPIC_PAUSE: u8 = 10;
 const TOPIC_EMPTY: u8 = 11;
 const DEFERRED: u8 = 12;
 const LIMIT: u8 = 15;
+const CHANNEL_RESET: u8 = 13;
+const RETENTION: u8 = 14;
 
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
@@ -125,6 +129,26 @@ pub enum Entry {
         topic: String,
         channel: String,
         until: Vec<(MessageId, i64)>,
+    },
+    /// The channel's position moves to log index `to` (nsq-rs replay): it
+    /// has every retained message from there on again, unfinished, its
+    /// attempts starting over (`progress_retention.rs` clamps `to` to what
+    /// the topic retains and to the entry's own place). Made if missing;
+    /// with `only_new`, a channel that exists is left as it is (a
+    /// `/channel/create?start=`).
+    ChannelReset {
+        topic: String,
+        channel: String,
+        to: u64,
+        only_new: bool,
+    },
+    /// How long (by publish time, ms) and how much (body bytes) of the
+    /// topic's finished messages its group's log keeps; 0 and 0: nothing
+    /// past what a channel needs (NSQ's behaviour).
+    Retention {
+        topic: String,
+        age_ms: u64,
+        bytes: u64,
     },
     TopicDelete {
         topic: String,
@@ -202,6 +226,8 @@ impl Entry {
             | Entry::ChannelEmpty { topic, .. }
             | Entry::Finished { topic, .. }
             | Entry::Deferred { topic, .. }
+            | Entry::ChannelReset { topic, .. }
+            | Entry::Retention { topic, .. }
             | Entry::TopicDelete { topic }
             | Entry::TopicPause { topic, .. }
             | Entry::TopicEmpty { topic }
@@ -285,6 +311,27 @@ impl Entry {
                     out.put_slice(&id.0);
                     out.put_i64(*due);
                 }
+            }
+            Entry::ChannelReset {
+                topic,
+                channel,
+                to,
+                only_new,
+            } => {
+                out.put_u8(CHANNEL_RESET);
+                put_names(&mut out, topic, channel)?;
+                out.put_u64(*to);
+                out.put_u8(u8::from(*only_new));
+            }
+            Entry::Retention {
+                topic,
+                age_ms,
+                bytes,
+            } => {
+                out.put_u8(RETENTION);
+                put_name(&mut out, "topic", topic)?;
+                out.put_u64(*age_ms);
+                out.put_u64(*bytes);
             }
             Entry::TopicDelete { topic } => {
                 out.put_u8(TOPIC_DELETE);
@@ -436,6 +483,20 @@ impl Entry {
                     until,
                 }
             }
+            CHANNEL_RESET => {
+                let (topic, channel) = take_names(buf)?;
+                Entry::ChannelReset {
+                    topic,
+                    channel,
+                    to: take_u64(buf, "reset index")?,
+                    only_new: take_flag(buf)?,
+                }
+            }
+            RETENTION => Entry::Retention {
+                topic: take_name(buf, "topic")?,
+                age_ms: take_u64(buf, "retention age")?,
+                bytes: take_u64(buf, "retention bytes")?,
+            },
             TOPIC_DELETE => Entry::TopicDelete {
                 topic: take_name(buf, "topic")?,
             },

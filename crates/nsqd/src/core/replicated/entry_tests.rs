@@ -82,6 +82,23 @@ fn every_kind() -> Vec<Entry> {
             topic: t.clone(),
             paused: false,
         },
+        Entry::ChannelReset {
+            topic: t.clone(),
+            channel: c.clone(),
+            to: 1 << 50,
+            only_new: true,
+        },
+        Entry::ChannelReset {
+            topic: t.clone(),
+            channel: c.clone(),
+            to: 0,
+            only_new: false,
+        },
+        Entry::Retention {
+            topic: t.clone(),
+            age_ms: 86_400_000,
+            bytes: 1 << 33,
+        },
         Entry::TopicEmpty { topic: t.clone() },
         Entry::TopicDelete { topic: t },
         Entry::Serving {
@@ -142,6 +159,25 @@ fn the_layout_is_the_documented_one() {
     want.extend_from_slice(b"0123456789abcdef");
     want.extend_from_slice(&7i64.to_be_bytes());
     assert_eq!(&e.encode().unwrap()[..], &want[..]);
+    let e = Entry::ChannelReset {
+        topic: "t".into(),
+        channel: "c".into(),
+        to: 5,
+        only_new: true,
+    };
+    assert_eq!(
+        &e.encode().unwrap()[..],
+        &[1, 13, 1, b't', 1, b'c', 0, 0, 0, 0, 0, 0, 0, 5, 1]
+    );
+    let e = Entry::Retention {
+        topic: "t".into(),
+        age_ms: 2,
+        bytes: 3,
+    };
+    assert_eq!(
+        &e.encode().unwrap()[..],
+        &[1, 14, 1, b't', 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]
+    );
     let e = Entry::Serving {
         node: 2,
         address: "h:1".into(),
@@ -204,7 +240,7 @@ fn unknown_versions_kinds_and_bad_fields_are_errors() {
         b[0] = v;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Version(v)));
     }
-    for k in [0u8, 13, 255] {
+    for k in [0u8, 200, 255] {
         let mut b = good.to_vec();
         b[1] = k;
         assert_eq!(Entry::decode(b.into()), Err(DecodeError::Kind(k)));

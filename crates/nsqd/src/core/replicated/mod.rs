@@ -18,6 +18,7 @@
 pub mod channel_entries;
 pub mod entry;
 pub mod progress;
+pub mod replay;
 pub mod replica_lag;
 pub mod replicas;
 pub mod serving;

@@ -12,7 +12,8 @@
 //! **The group's image.** It also keeps the rest of what the entries made
 //! (each topic's replicas, each channel's pause, where the group is
 //! served), so that it is all a snapshot needs: [`Progress::image`]
-//! encodes it, and the log below the trim point may then be purged
+//! encodes it, and the log below the trim point (and a retained topic's
+//! kept part: `progress_retention.rs`) may then be purged
 //! (`progress_image.rs`).
 //!
 //! **Ids only, never bodies.** Per message not yet finished on every
@@ -67,6 +68,9 @@ pub struct Progress {
     /// The last `Serving` entry: the member that wrote it and where it
     /// serves consumers.
     serving: Option<(u64, String)>,
+    /// The newest publish timestamp applied (ns): the clock retention ages
+    /// by (`progress_retention.rs`).
+    clock_ns: i64,
 }
 
 /// A replicated topic's batches still needed and its channels.
@@ -91,6 +95,8 @@ pub struct TopicProgress {
     held: u64,
     /// The group's limit of what the topic holds (`progress_limits.rs`).
     limit: Limit,
+    /// As its last `Retention` said (`progress_retention.rs`).
+    retention: Option<Box<Retention>>,
 }
 
 /// One channel's progress through its topic's batches.
@@ -210,8 +216,13 @@ impl Progress {
                 });
             return Outcome::Applied;
         }
+        if let Entry::ChannelReset { .. } = entry {
+            return self.apply_reset(index, entry);
+        }
         if let Entry::TopicDelete { .. } = entry {
-            return match self.topics.remove(name) {
+            let removed = self.topics.remove(name);
+            self.tick(None);
+            return match removed {
                 Some(_) => Outcome::Applied,
                 None => Outcome::Skipped(Skip::UnknownTopic),
             };
@@ -221,7 +232,18 @@ impl Progress {
         };
         match entry {
             Entry::Publish { messages, .. } => {
+                if let (Some(r), Some(first)) = (t.retention.as_mut(), messages.first()) {
+                    let bytes = messages.iter().map(|m| m.body.len() as u64).sum();
+                    r.published(index, first.timestamp, messages.len() as u64, bytes);
+                }
                 t.publish(index, messages.iter().map(|m| m.id).collect());
+                let newest = messages.iter().map(|m| m.timestamp).max();
+                self.tick(newest);
+                Outcome::Applied
+            }
+            Entry::Retention { age_ms, bytes, .. } => {
+                t.set_retention(index, *age_ms, *bytes);
+                self.tick(None);
                 Outcome::Applied
             }
             Entry::TopicPause { paused, .. } => {
@@ -271,9 +293,10 @@ impl Progress {
                 t.defer(channel, until)
             }
             Entry::Limit { channel, limit, .. } => t.set_limit(channel.as_deref(), *limit),
-            Entry::TopicCreate { .. } | Entry::TopicDelete { .. } | Entry::Serving { .. } => {
-                Outcome::Skipped(Skip::NotProgress)
-            }
+            Entry::TopicCreate { .. }
+            | Entry::TopicDelete { .. }
+            | Entry::ChannelReset { .. }
+            | Entry::Serving { .. } => Outcome::Skipped(Skip::NotProgress),
         }
     }
 
@@ -290,17 +313,6 @@ impl Progress {
     /// The last `Serving` entry applied: node and address.
     pub fn serving(&self) -> Option<(u64, &str)> {
         self.serving.as_ref().map(|(n, a)| (*n, a.as_str()))
-    }
-
-    /// The highest log index a snapshot of this progress may claim: its
-    /// last applied entry, or below the trim point if that is lower (the
-    /// batches from there on must stay in the log). None before any entry.
-    pub fn snapshot_index(&self) -> Option<u64> {
-        let applied = self.applied?;
-        Some(match self.trim_point() {
-            Some(t) => applied.min(t.saturating_sub(1)),
-            None => applied,
-        })
     }
 
     /// What a member that gains the group puts into channel `channel` of
@@ -342,18 +354,6 @@ impl Progress {
                 })
                 .collect(),
         )
-    }
-
-    /// The lowest log index any topic of the group still needs a message
-    /// of: the log below it holds nothing a channel or a topic's hold will
-    /// deliver again. None when nothing is needed. (Purging the log there
-    /// also needs the rest of what the entries made — topics, channels,
-    /// pauses — kept in a snapshot: the caller's part.)
-    pub fn trim_point(&self) -> Option<u64> {
-        self.topics
-            .values()
-            .filter_map(|t| t.batches.keys().next().copied())
-            .min()
     }
 }
 
@@ -627,8 +627,12 @@ use channel::{within, Bits};
 
 #[path = "progress_image.rs"]
 mod image;
+
+#[path = "progress_retention.rs"]
+pub mod retention;
 pub use image::ImageError;
 
 #[path = "progress_limits.rs"]
 mod limits;
 pub use limits::{limit_refusal, Dropped, GroupLimit};
+use retention::Retention;

@@ -13,23 +13,29 @@
 //!
 //! ```text
 //! u8 version (1; 2 when a channel has messages requeued with a delay; 3
-//!   when the group set a depth limit or a channel dropped messages)
+//!   when the group set a depth limit or a channel dropped messages; 4
+//!   when a topic has a retention)
 //! u8 has applied | u64 applied
 //! u8 has serving | u64 node | name address
+//! (version 4) i64 clock (the newest publish applied, ns)
 //! u32 topics, each:
 //!   name topic | u8 replicas | u8 paused | u8 holds | u64 held_from | u64 held
+//!   (version 4) u8 has retention, then if 1:
+//!     u64 age ms | u64 bytes | u64 from | u64 time step ms | u64 byte step
+//!     u64 total bytes | u64 total messages | i64 newest ns | u64 last index
+//!     u32 marks, each: u64 index | i64 ns | i64 newest before | u64 bytes | u64 messages
 //!   u32 batches, each: u64 index | u32 n | n × 16-byte id
 //!   u32 channels, each:
 //!     name channel | u8 paused | u64 from | u64 floor | u64 unfinished
 //!     u32 finished batches, each: u64 index | u32 count | u32 words | words × u64
 //!     (version 2 and later) u32 due, each: 16-byte id | i64 due (Unix ms)
-//! (version 3) u32 limits, each: name topic | name channel (length 0: the
+//! (version 3 and later) u32 limits, each: name topic | name channel (length 0: the
 //!   topic's own) | u64 max_depth | u8 policy (0 reject, 1 drop-oldest) | u64 dropped
 //! ```
 //!
 //! Each image is written in the lowest version that holds what it has
-//! (version 1 while no channel has a message requeued with a delay and no
-//! limit was set), so a member of an earlier build can still read it; every
+//! (version 1 while no channel has a message requeued with a delay, no
+//! limit was set and no topic has a retention), so a member of an earlier build can still read it; every
 //! version is read.
 
 use std::collections::BTreeMap;
@@ -41,6 +47,7 @@ use super::super::entry::{
     count, put_limit, put_name, take_flag, take_id, take_limit, take_name, take_u32, take_u64,
     take_u8, DecodeError, EncodeError,
 };
+use super::retention::{Mark, Retention};
 use super::{Bits, ChannelProgress, Progress, TopicProgress};
 use crate::core::ids::IdMap;
 
@@ -49,6 +56,8 @@ const VERSION: u8 = 1;
 const VERSION_DUE: u8 = 2;
 /// With the group's depth limits (and the due messages).
 const VERSION_LIMITS: u8 = 3;
+/// With the group's clock and each topic's retention (and the limits).
+const VERSION_RETAIN: u8 = 4;
 
 /// Why bytes are not a group's image.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,15 +82,18 @@ impl Progress {
     pub fn image(&self) -> Result<Bytes, ImageError> {
         let mut out = BytesMut::with_capacity(64 + self.remembered_hint());
         let limits = self.limits();
-        let with_due = !limits.is_empty()
+        let with_retention = self.topics.values().any(|t| t.retention.is_some());
+        let with_limits = with_retention || !limits.is_empty();
+        let with_due = with_limits
             || self
                 .topics
                 .values()
                 .any(|t| t.channels.values().any(|c| !c.due.is_empty()));
-        out.put_u8(match (limits.is_empty(), with_due) {
-            (false, _) => VERSION_LIMITS,
-            (true, true) => VERSION_DUE,
-            (true, false) => VERSION,
+        out.put_u8(match (with_retention, with_limits, with_due) {
+            (true, _, _) => VERSION_RETAIN,
+            (false, true, _) => VERSION_LIMITS,
+            (false, false, true) => VERSION_DUE,
+            (false, false, false) => VERSION,
         });
         put_opt_u64(&mut out, self.applied);
         match &self.serving {
@@ -92,6 +104,9 @@ impl Progress {
             }
             None => out.put_u8(0),
         }
+        if with_retention {
+            out.put_i64(self.clock_ns);
+        }
         out.put_u32(count("topics", self.topics.len())?);
         for (name, t) in &self.topics {
             put_name(&mut out, "topic", name)?;
@@ -99,6 +114,9 @@ impl Progress {
             out.put_u8(t.paused.into());
             put_opt_u64(&mut out, t.held_from);
             out.put_u64(t.held);
+            if with_retention {
+                put_retention(&mut out, t.retention.as_deref())?;
+            }
             out.put_u32(count("batches", t.batches.len())?);
             for (index, ids) in &t.batches {
                 out.put_u64(*index);
@@ -132,7 +150,7 @@ impl Progress {
                 }
             }
         }
-        if !limits.is_empty() {
+        if with_limits {
             out.put_u32(count("limits", limits.len())?);
             for (topic, channel, limit, dropped) in limits {
                 put_name(&mut out, "topic", topic)?;
@@ -164,7 +182,7 @@ impl Progress {
     /// The progress an image holds.
     pub fn from_image(mut buf: Bytes) -> Result<Progress, ImageError> {
         let version = take_u8(&mut buf, "version")?;
-        if !(VERSION..=VERSION_LIMITS).contains(&version) {
+        if !(VERSION..=VERSION_RETAIN).contains(&version) {
             return Err(ImageError::Version(version));
         }
         let applied = take_opt_u64(&mut buf, "applied")?;
@@ -174,6 +192,11 @@ impl Progress {
         } else {
             None
         };
+        let clock_ns = if version >= VERSION_RETAIN {
+            take_u64(&mut buf, "clock")? as i64
+        } else {
+            0
+        };
         let mut topics = BTreeMap::new();
         // Each at least its name's length byte and fixed fields.
         for _ in 0..take_count(&mut buf, "topics", 1 + 2 + 9 + 8 + 8)? {
@@ -182,6 +205,11 @@ impl Progress {
             let paused = take_flag(&mut buf)?;
             let held_from = take_opt_u64(&mut buf, "held from")?;
             let held = take_u64(&mut buf, "held")?;
+            let retention = if version >= VERSION_RETAIN {
+                take_retention(&mut buf)?
+            } else {
+                None
+            };
             let mut batches = BTreeMap::new();
             let mut ids = IdMap::default();
             for _ in 0..take_count(&mut buf, "batches", 12)? {
@@ -246,6 +274,7 @@ impl Progress {
                     replicas,
                     held_from,
                     held,
+                    retention,
                     ..TopicProgress::default()
                 },
             );
@@ -294,6 +323,7 @@ impl Progress {
             topics,
             applied,
             serving,
+            clock_ns,
         })
     }
 
@@ -304,6 +334,67 @@ impl Progress {
             .map(|t| 64 + t.ids.len() * MESSAGE_ID_LEN + t.batches.len() * 12)
             .sum()
     }
+}
+
+fn put_retention(out: &mut BytesMut, r: Option<&Retention>) -> Result<(), ImageError> {
+    let Some(r) = r else {
+        out.put_u8(0);
+        return Ok(());
+    };
+    out.put_u8(1);
+    for v in [r.age_ms, r.bytes, r.from, r.time_step_ms, r.byte_step] {
+        out.put_u64(v);
+    }
+    out.put_u64(r.total_bytes);
+    out.put_u64(r.total_msgs);
+    out.put_i64(r.newest_ns);
+    out.put_u64(r.last_index);
+    out.put_u32(count("marks", r.marks.len())?);
+    for m in &r.marks {
+        out.put_u64(m.index);
+        out.put_i64(m.ts_ns);
+        out.put_i64(m.newest_before);
+        out.put_u64(m.bytes);
+        out.put_u64(m.msgs);
+    }
+    Ok(())
+}
+
+fn take_retention(buf: &mut Bytes) -> Result<Option<Box<Retention>>, ImageError> {
+    if !take_flag(buf)? {
+        return Ok(None);
+    }
+    let mut r = Retention {
+        age_ms: take_u64(buf, "retention age")?,
+        bytes: take_u64(buf, "retention bytes")?,
+        from: take_u64(buf, "retention from")?,
+        time_step_ms: take_u64(buf, "retention time step")?,
+        byte_step: take_u64(buf, "retention byte step")?,
+        total_bytes: take_u64(buf, "retention total bytes")?,
+        total_msgs: take_u64(buf, "retention total messages")?,
+        newest_ns: take_u64(buf, "retention newest")? as i64,
+        last_index: take_u64(buf, "retention last index")?,
+        ..Retention::default()
+    };
+    for _ in 0..take_count(buf, "marks", 40)? {
+        let index = take_u64(buf, "mark index")?;
+        let ts_ns = take_u64(buf, "mark time")? as i64;
+        let newest_before = take_u64(buf, "mark newest before")? as i64;
+        let bytes = take_u64(buf, "mark bytes")?;
+        let msgs = take_u64(buf, "mark messages")?;
+        // A mark counts what came before it: never more than all.
+        if bytes > r.total_bytes || msgs > r.total_msgs {
+            return Err(ImageError::Count("mark"));
+        }
+        r.marks.push_back(Mark {
+            index,
+            ts_ns,
+            newest_before,
+            bytes,
+            msgs,
+        });
+    }
+    Ok(Some(Box::new(r)))
 }
 
 fn put_opt_u64(out: &mut BytesMut, v: Option<u64>) {

@@ -120,6 +120,11 @@ pub(super) async fn channel_action(nsqd: &Arc<NsqdInner>, action: Action, q: &Qu
     let Some(topic) = nsqd.get_topic(tname) else {
         return err(StatusCode::NOT_FOUND, "TOPIC_NOT_FOUND");
     };
+    if action == Action::Create {
+        if let Some(r) = super::replay::create_start(nsqd, q).await {
+            return r;
+        }
+    }
     if replicates(topic.replicas(), cname) {
         let change = Change::Channel {
             topic: tname.to_string(),
@@ -193,7 +198,9 @@ fn limit_param(q: &Query, current: Limit) -> Result<Limit, Response> {
 /// own, or `--mem-queue-size`'s), `max_depth` (0: unlimited) and
 /// `max_depth_policy`; `POST` sets any of them (`mem_queue_size=` empty:
 /// back to the flag's) and persists them in `nsqd.dat`. The topic's
-/// `mem_queue_size` is its channels' too.
+/// `mem_queue_size` is its channels' too. A replicated topic's
+/// `retention` (nsq-rs replay) is its group's, committed first
+/// (`replay.rs`) and shown with the rest.
 pub(super) async fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) -> Response {
     let Some(name) = q.get("topic") else {
         return err(StatusCode::BAD_REQUEST, "MISSING_ARG_TOPIC");
@@ -222,6 +229,9 @@ pub(super) async fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) ->
             Ok(m) => m,
             Err(r) => return r,
         };
+        if let Err(r) = super::replay::set_retention(nsqd, q).await {
+            return r;
+        }
         let own = match topic.replicas() {
             Some(_) if changes_limit(q) => {
                 let change = Change::Limit {
@@ -248,6 +258,9 @@ pub(super) async fn topic_config(nsqd: &Arc<NsqdInner>, q: &Query, set: bool) ->
         "max_age": nsq_protocol::duration::format(topic.max_age().1),
     });
     limit_fields(&mut body, topic.limit(), group_limit(nsqd, &topic, None));
+    if let Some(retention) = super::replay::retention_shown(nsqd, name) {
+        body["retention"] = serde_json::Value::String(retention);
+    }
     json_response(StatusCode::OK, body.to_string().into_bytes())
 }
 

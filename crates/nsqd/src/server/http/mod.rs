@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 mod admin;
 mod config;
 mod publish;
+mod replay;
 
 use crate::server::nsqd::NsqdInner;
 use crate::server::stats::{self, StatsQuery};
@@ -53,6 +54,9 @@ enum Endpoint {
     TopicConfig {
         set: bool,
     },
+    /// nsq-rs addition: a replicated topic's channel moved back to replay
+    /// what its topic retains (or on, to skip).
+    ChannelReset,
     ConfigGet,
     ConfigPut,
     /// nsq-rs addition: Prometheus text format (Go nsqd: 404).
@@ -85,6 +89,8 @@ fn routes(replication: bool) -> Routes<Endpoint> {
         .add("POST", "/channel/empty", Channel(Empty))
         .add("POST", "/channel/pause", Channel(Pause))
         .add("POST", "/channel/unpause", Channel(Unpause))
+        // nsq-rs addition: replay of a replicated topic's channel
+        .add("POST", "/channel/reset", ChannelReset)
         // nsq-rs addition: per-channel max_attempts and dead-letter topic
         .add("GET", "/channel/config", ChannelConfig { set: false })
         .add("POST", "/channel/config", ChannelConfig { set: true })
@@ -119,7 +125,9 @@ fn access(e: Endpoint) -> Access {
             Access::Admin { channel: true }
         }
         Endpoint::ChannelConfig { set: false } => Access::SeeTopic,
-        Endpoint::ChannelConfig { set: true } => Access::Admin { channel: true },
+        Endpoint::ChannelConfig { set: true } | Endpoint::ChannelReset => {
+            Access::Admin { channel: true }
+        }
         Endpoint::TopicConfig { set: false } => Access::SeeTopic,
         Endpoint::TopicConfig { set: true } => Access::Admin { channel: false },
         Endpoint::ConfigPut => Access::NodeAdmin,
@@ -171,6 +179,9 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
                 admin::topic_config(&n, &query(q), set).await
             })
         }
+        Endpoint::ChannelReset => on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+            replay::channel_reset(&n, &query(q)).await
+        }),
         Endpoint::ConfigGet => on(m, |State(n): Nsqd, Path(opt): Path<String>| async move {
             config::get(&n, &opt)
         }),

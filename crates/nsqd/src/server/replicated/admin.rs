@@ -67,6 +67,10 @@ pub async fn change(nsqd: &NsqdInner, r: &Groups, change: Change) -> Result<(), 
                 what,
             )
         }
+        Change::Retention { topic, retention } => (
+            super::reset::retention_entry(topic, &retention)?,
+            "retention".to_string(),
+        ),
         Change::Channel {
             topic,
             channel,

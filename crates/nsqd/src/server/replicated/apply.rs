@@ -31,6 +31,7 @@ use tokio::sync::mpsc;
 
 use super::groups::Groups;
 use super::redeliver::{self, Delivering};
+use super::reset;
 use super::snapshots;
 use super::topics::{topic_create, topic_delete};
 use crate::core::limits::Limit;
@@ -112,7 +113,8 @@ async fn apply_group(
                     log_id.index,
                     payload,
                     delivering == Some(true),
-                );
+                )
+                .await;
                 r.mark_applied(group, log_id.index);
                 snapshots::consider(&nsqd, &r, group);
             }
@@ -170,7 +172,7 @@ fn from_image(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, image: b
 /// applied as a follower would: they come before anything the
 /// subscription hands over.
 async fn replay(
-    nsqd: &NsqdInner,
+    nsqd: &Arc<NsqdInner>,
     r: &Groups,
     group: GroupId,
 ) -> Result<(), nsq_replication::committed::ReadError> {
@@ -185,7 +187,7 @@ async fn replay(
             break;
         }
         for (index, payload) in chunk.entries {
-            apply_payload(nsqd, r, group, index, payload, false);
+            apply_payload(nsqd, r, group, index, payload, false).await;
         }
         at = chunk.next;
     }
@@ -197,9 +199,10 @@ async fn replay(
 const REPLAY_BYTES: usize = 4 << 20;
 
 /// Decodes and applies one committed entry's payload, and feeds the
-/// group's progress.
-fn apply_payload(
-    nsqd: &NsqdInner,
+/// group's progress (a `ChannelReset` first has the batches it needs read
+/// back from the log: `reset.rs`).
+async fn apply_payload(
+    nsqd: &Arc<NsqdInner>,
     r: &Groups,
     group: GroupId,
     index: u64,
@@ -207,6 +210,9 @@ fn apply_payload(
     delivering: bool,
 ) {
     match Entry::decode(payload) {
+        Ok(entry @ Entry::ChannelReset { .. }) => {
+            reset::apply_reset(nsqd, r, group, index, &entry, delivering).await;
+        }
         Ok(entry) => {
             let mut dropped = Vec::new();
             if let Some(p) = r.progress(group) {
@@ -246,6 +252,15 @@ fn apply(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, entry: Entry,
         e @ (Entry::TopicPause { .. } | Entry::TopicEmpty { .. }) => {
             topic_entry(nsqd, index, &e, delivering)
         }
+        Entry::Retention {
+            topic,
+            age_ms,
+            bytes,
+        } => {
+            tracing::info!(topic = %topic, age_ms, bytes, index, "REPLICATION: topic retention applied");
+        }
+        // Applied above, with the log's batches it needs.
+        Entry::ChannelReset { .. } => {}
         Entry::Serving { node, address } => {
             tracing::debug!(group, node, %address, "REPLICATION: group served by node {node} at {address}");
             r.record_serving(group, node, address);

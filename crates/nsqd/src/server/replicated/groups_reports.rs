@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
 
 use super::Groups;
+use crate::core::replicated::replay::RetentionSpec;
 use crate::core::replicated::replica_lag::{self, GroupView};
 use crate::core::replicated::serving::Leader;
 
@@ -111,6 +112,29 @@ impl Groups {
                 .and_then(|p| p.lock().topic(topic).map(|t| t.unfinished()))
                 .unwrap_or(0),
             put_back: self.put_back.lock().get(topic).copied().unwrap_or(0),
+            ..self.retention_stats(group, topic)
+        }
+    }
+
+    /// A topic's retention as `/stats` shows it (nothing without one).
+    fn retention_stats(&self, group: nsq_replication::GroupId, topic: &str) -> TopicReplication {
+        let Some(p) = self.progress(group) else {
+            return TopicReplication::default();
+        };
+        let p = p.lock();
+        let Some(r) = p.topic(topic).and_then(|t| t.retention()) else {
+            return TopicReplication::default();
+        };
+        let (retained_messages, retained_bytes) = r.kept();
+        let spec = RetentionSpec {
+            age_ms: r.age_ms,
+            bytes: r.bytes,
+        };
+        TopicReplication {
+            retention: Some(spec.to_string()),
+            retained_messages,
+            retained_bytes,
+            ..TopicReplication::default()
         }
     }
 }

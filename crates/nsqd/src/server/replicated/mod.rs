@@ -21,6 +21,8 @@
 //!   purged.
 //! - `admin.rs`: `/topic/*` and `/channel/*` of replicated topics, as
 //!   entries; `channels.rs`: a SUB's channel proposed to the group.
+//! - `reset.rs`: retention and replay: a channel's reset resolved,
+//!   committed and applied.
 //!
 //! The rules all of them follow are the core's
 //! (`crate::core::replicated`); Raft itself is the replication crate's.
@@ -34,6 +36,7 @@ mod finisher;
 pub mod groups;
 mod leadership;
 mod redeliver;
+mod reset;
 mod snapshots;
 mod store;
 mod topics;
@@ -54,7 +57,7 @@ use crate::core::replicated::progress::GroupLimit;
 use crate::core::replicated::serving::{self, Leader};
 use crate::server::backend::OpenKeeper;
 use crate::server::channel::Channel;
-use crate::server::cluster::{Change, Cluster, Commit, Refused};
+use crate::server::cluster::{Change, Cluster, Commit, Refused, Reset, ResetCommit};
 use crate::server::nsqd::NsqdInner;
 use crate::server::topic::{PutError, Topic};
 
@@ -208,6 +211,16 @@ impl Cluster for Member {
                 .upgrade()
                 .ok_or_else(|| Refused::Unavailable("EXITING".into()))?;
             admin::change(&nsqd, &groups, change).await
+        })
+    }
+
+    fn reset(&self, reset: Reset) -> ResetCommit {
+        let (groups, nsqd) = (self.groups.clone(), self.nsqd.clone());
+        Box::pin(async move {
+            let nsqd = nsqd
+                .upgrade()
+                .ok_or_else(|| Refused::Unavailable("EXITING".into()))?;
+            reset::propose(&nsqd, &groups, reset).await
         })
     }
 

@@ -66,7 +66,7 @@ pub async fn follow(
     if leads {
         let mut put = 0;
         for t in &topics {
-            let n = put_back(r, group, t).await;
+            let n = put_back(r, group, t, None).await;
             r.count_put_back(&t.name, n as u64);
             put += n;
         }
@@ -84,6 +84,19 @@ pub async fn follow(
         );
     }
     Some(leads)
+}
+
+/// A committed `ChannelReset` on the member that delivers: the channel
+/// drops what it holds (memory, in flight, deferred, its queue) and gets
+/// what the group now says it has unfinished, as new deliveries (attempts
+/// start over). The number of messages put.
+pub async fn reset_channel(r: &Groups, group: GroupId, t: &Topic, channel: &str) -> usize {
+    if let Some(ch) = t.get_channel(channel) {
+        if let Err(e) = ch.empty() {
+            tracing::error!(topic = %t.name, channel, error = %e, "REPLICATION: channel not emptied for its reset");
+        }
+    }
+    put_back(r, group, t, Some(channel)).await
 }
 
 /// Drops what the topic and its group's channels hold here (`#ephemeral`
@@ -112,7 +125,8 @@ type Target = Option<String>;
 /// comes, so delivery starts at once; any other gets the messages, read
 /// from the log now. So do the messages a consumer requeued with a delay
 /// that has not run out (`Deferred` entries): they are deferred until due.
-async fn put_back(r: &Groups, group: GroupId, t: &Topic) -> usize {
+/// `only`: that channel's alone (a reset), not the topic's or another's.
+async fn put_back(r: &Groups, group: GroupId, t: &Topic, only: Option<&str>) -> usize {
     let (Some(progress), Some(log)) = (r.progress(group), r.committed_log(group)) else {
         return 0;
     };
@@ -120,9 +134,11 @@ async fn put_back(r: &Groups, group: GroupId, t: &Topic) -> usize {
     let mut targets: Vec<(Target, Vec<Pending>, Dues)> = Vec::new();
     {
         let p = progress.lock();
-        targets.push((None, p.held(&t.name).unwrap_or_default(), Dues::new()));
+        if only.is_none() {
+            targets.push((None, p.held(&t.name).unwrap_or_default(), Dues::new()));
+        }
         if let Some(tp) = p.topic(&t.name) {
-            for (name, _) in tp.channels() {
+            for (name, _) in tp.channels().filter(|(n, _)| only.is_none_or(|o| o == *n)) {
                 let due = tp.due(name).into_iter().filter(|&(_, d)| d > now_ms);
                 targets.push((
                     Some(name.to_string()),

@@ -806,7 +806,9 @@
     deadCount: "messages moved to the dead-letter topic",
     maxAge: "messages older than this (from their publish time) expire undelivered: dropped, or sent to the dead-letter topic when the channel has one; Go's duration (90s, 1h); 0 or empty = never, NSQ's behaviour",
     channelMaxAge: "as the topic's max age, for this channel only: the shorter of the two applies; empty = the topic's",
-    expired: "messages that expired past their max age"
+    expired: "messages that expired past their max age",
+    retention: "how long and/or how much of the topic's finished messages its replication group keeps, so a channel can replay them: a duration (24h), a size (10GiB), both (24h,10GiB); 0 = none, NSQ's behaviour",
+    retained: "messages the group's log keeps of the topic (finished or not), about"
   };
 
   function ageText(o) {
@@ -814,17 +816,26 @@
   }
 
   function topicSettings(p, t) {
-    settingsPanel(p, document.getElementById("settings"), "topic", "/api/topics/" + enc(t.topic_name), [
+    var rows = [
       ["mem_queue_size", "Memory queue size", LIMIT_WORDS.memQueue,
         t.mem_queue_size != null ? num(t.mem_queue_size) : '<span class="muted">--mem-queue-size</span>',
         t.mem_queue_size != null ? String(t.mem_queue_size) : "", "--mem-queue-size"],
       ["max_depth", "Max depth", LIMIT_WORDS.maxDepth, limitText(t), String(t.max_depth || 0), "0"],
       ["max_depth_policy", "When full", LIMIT_WORDS.policy, policyText(t), t.max_depth_policy || "reject", "policy"],
       ["max_age", "Max age", LIMIT_WORDS.maxAge, ageText(t), t.max_age || "", "never"]
-    ], [
+    ];
+    var counts = [
       ["dropped_count", "Dropped", LIMIT_WORDS.dropped, t.dropped_count || 0],
       ["expired_count", "Expired", LIMIT_WORDS.expired, t.expired_count || 0]
-    ]);
+    ];
+    // nsq-rs replay: a replicated topic's retention, its group's
+    var r = t.replication;
+    if (r) {
+      rows.push(["retention", "Retention", LIMIT_WORDS.retention,
+        r.retention ? esc(r.retention) : '<span class="muted">none</span>', r.retention || "", "0"]);
+      counts.push(["retained_messages", "Retained", LIMIT_WORDS.retained, r.retained_messages || 0]);
+    }
+    settingsPanel(p, document.getElementById("settings"), "topic", "/api/topics/" + enc(t.topic_name), rows, counts);
   }
 
   function channelSettings(p, c) {
@@ -1036,7 +1047,8 @@
       (ADMIN ? '<div class="actions" id="actions">' +
         '<button class="btn orange" data-act="empty">Empty Queue</button>' +
         '<button class="btn red" data-act="delete">Delete Channel</button>' +
-        '<button class="btn" data-act="pause" id="pause-btn">Pause Channel</button></div>' : "") +
+        '<button class="btn" data-act="pause" id="pause-btn">Pause Channel</button>' +
+        '<button class="btn" data-act="replay" id="replay-btn" title="replicated topics with a retention: deliver again every retained message from a time">Replay from…</button></div>' : "") +
       '<div class="charts" id="charts"></div><div id="content"><p class="muted">Loading…</p></div><div id="settings"></div>';
 
     if (ADMIN) {
@@ -1046,6 +1058,15 @@
         pause: function (b) {
           var paused = p.data && p.data.paused;
           act(p, (paused ? "Unpause" : "Pause") + " channel " + channel + " of topic " + topic + "?", "POST", cpath, { action: paused ? "unpause" : "pause" }, null, b);
+        },
+        /* nsq-rs replay: the channel goes back (or on) through its topic's
+           replication group; every retained message from there is delivered again. */
+        replay: function (b) {
+          var to = window.prompt("Replay channel " + channel + " of topic " + topic + " from: earliest, latest, or a time (RFC 3339, e.g. " +
+            new Date(Date.now() - 3600000).toISOString().replace(/\.\d+Z$/, "Z") + ")", "earliest");
+          if (!to) { return; }
+          act(p, "Reset channel " + channel + " of topic " + topic + " to " + to + "? Every message the topic retains from there is delivered to it again.",
+            "POST", cpath, { action: "reset", to: to }, null, b);
         }
       });
     }

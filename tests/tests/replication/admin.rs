@@ -4,7 +4,8 @@
 //! the replication flags, listed first, is passed over and gets nothing; a
 //! refusal a member makes (`replicas` larger than the cluster) is passed on
 //! as it is, with nothing created; a `replicas` that is not a number never
-//! leaves nsqadmin.
+//! leaves nsqadmin. A replicated topic's retention is set, and its channel
+//! replayed (*Replay from*), through nsqadmin too.
 
 use std::time::Duration;
 
@@ -40,6 +41,39 @@ fn nsqadmin_creates_a_replicated_topic_through_a_member() {
         });
     }
     assert!(plain.topic_stats("from_admin").is_none());
+
+    // Its retention is set through nsqadmin's settings (every member shows
+    // the group's), and its channel is replayed from the channel page: one
+    // reset, answered in words; a bad time is nsqd's 400, passed on.
+    let r = admin.post_json(
+        "/api/topics/from_admin",
+        r#"{"action":"config","retention":"1h"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    for m in &members {
+        wait_for(
+            WAIT,
+            &format!("node {} showing the retention", m.id),
+            || {
+                let t = m.nsqd.topic_stats("from_admin")?;
+                (t["replication"]["retention"] == "1h0m0s").then_some(())
+            },
+        );
+    }
+    let shown = admin.get("/api/topics/from_admin").json();
+    assert_eq!(shown["replication"]["retention"], "1h0m0s", "{shown}");
+    let r = admin.post_json(
+        "/api/topics/from_admin/c",
+        r#"{"action":"reset","to":"earliest"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(message(&r).starts_with("Channel reset"), "{}", r.text());
+    let r = admin.post_json(
+        "/api/topics/from_admin/c",
+        r#"{"action":"reset","to":"soon"}"#,
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(message(&r).starts_with("INVALID_ARG_TO"), "{}", r.text());
 
     // A member's refusal is passed on; nothing is made anywhere.
     let r = admin.post_json("/api/topics", r#"{"topic":"too_many","replicas":"5"}"#);

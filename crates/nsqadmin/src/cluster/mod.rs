@@ -11,6 +11,7 @@
 pub mod counts;
 pub mod e2e;
 pub mod input;
+pub mod replay;
 pub mod replicated;
 pub mod settings;
 pub mod types;

@@ -222,7 +222,13 @@ fn config_query(body: &[u8], channel: bool) -> Result<String, ApiErr> {
             "max_age",
         ]
     } else {
-        &["mem_queue_size", "max_depth", "max_depth_policy", "max_age"]
+        &[
+            "mem_queue_size",
+            "max_depth",
+            "max_depth_policy",
+            "max_age",
+            "retention",
+        ]
     };
     let obj = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => o,
@@ -242,6 +248,8 @@ fn config_query(body: &[u8], channel: bool) -> Result<String, ApiErr> {
             "dead_letter_topic" => v.is_empty() || is_valid_topic_name(&v),
             // empty: back to --mem-queue-size
             "mem_queue_size" => v.is_empty() || v.parse::<u64>().is_ok(),
+            // a replicated topic's (nsq-rs replay): its nsqds check it
+            "retention" => !v.is_empty(),
             "max_attempts" => v.parse::<u16>().is_ok(),
             // Go's duration syntax, not negative; empty: back to the default
             "max_age" => {
@@ -268,8 +276,11 @@ pub async fn topic_channel_action(
     require_admin(s, req)?;
     let f = decode_fields(&req.body, &["action"]).map_err(|e| ApiErr::new(400, e))?;
     let action = f[0].as_str();
-    if !matches!(action, "pause" | "unpause" | "empty" | "config") {
+    if !matches!(action, "pause" | "unpause" | "empty" | "config" | "reset") {
         return Err(ApiErr::new(400, "INVALID_ACTION"));
+    }
+    if action == "reset" {
+        return reset_channel(s, req, topic, channel).await;
     }
     let (kind, mut qs) = if channel.is_empty() {
         ("topic", format!("topic={}", query_escape(topic)))
@@ -293,6 +304,25 @@ pub async fn topic_channel_action(
     // nsqadmin notifies these even when the upstream calls failed.
     notify(s, req, &format!("{action}_{kind}"), topic, channel, "");
     done(result.map_err(upstream)?)
+}
+
+/// `{"action":"reset","to":…}` of a channel (nsq-rs replay): asked of one
+/// nsqd of the topic, which commits it through the topic's group; the
+/// answer says where the channel went.
+async fn reset_channel(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -> ApiResult {
+    if channel.is_empty() {
+        return Err(ApiErr::new(400, "INVALID_ACTION"));
+    }
+    let f = decode_fields(&req.body, &["action", "to"]).map_err(|e| ApiErr::new(400, e))?;
+    if f[1].trim().is_empty() {
+        return Err(ApiErr::new(400, "MISSING_ARG_TO"));
+    }
+    let said =
+        s.ci.reset_channel(topic, channel, f[1].trim(), &s.upstreams())
+            .await
+            .map_err(|r| ApiErr::new(r.status, r.text))?;
+    notify(s, req, "reset_channel", topic, channel, "");
+    Ok(v1_json(&Message { message: said }))
 }
 
 pub async fn tombstone_node(s: &Arc<Shared>, req: &Req, node: &str) -> ApiResult {

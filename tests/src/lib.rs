@@ -339,6 +339,32 @@ impl Nsqd {
         Nsqd::try_start_with(data_path, &move |p: &Ports| default_args(p, &extra))
     }
 
+    /// [`Nsqd::start_in`] with the `nsqd` binary of another build (e.g.
+    /// the previous one, for a rolling upgrade), retried on a port race.
+    pub fn start_in_bin(bin_dir: &Path, data_path: &Path, extra: &[&str]) -> Nsqd {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let bin = bin_dir.join("nsqd");
+        let mut last_err = String::new();
+        for _attempt in 0..6 {
+            let ports = (free_port(), free_port(), free_port());
+            if ports.0 == ports.1 || ports.1 == ports.2 || ports.0 == ports.2 {
+                continue;
+            }
+            let build = |p: &Ports| default_args(p, &extra);
+            match Nsqd::spawn_bin(&bin, data_path, ports.0, ports.1, ports.2, &build) {
+                Ok(n) => return n,
+                Err(e) => {
+                    last_err = e;
+                    sleep_ms(100);
+                }
+            }
+        }
+        panic!(
+            "{} failed to start (6 attempts); last error:\n{last_err}",
+            bin.display()
+        );
+    }
+
     /// One attempt with custom arguments.
     pub fn try_start_with(
         data_path: &Path,
@@ -365,6 +391,18 @@ impl Nsqd {
         https_port: u16,
         build: &dyn Fn(&Ports) -> Vec<String>,
     ) -> Result<Nsqd, String> {
+        let bin = bin_path("nsqd");
+        Nsqd::spawn_bin(&bin, data_path, tcp_port, http_port, https_port, build)
+    }
+
+    fn spawn_bin(
+        bin: &Path,
+        data_path: &Path,
+        tcp_port: u16,
+        http_port: u16,
+        https_port: u16,
+        build: &dyn Fn(&Ports) -> Vec<String>,
+    ) -> Result<Nsqd, String> {
         let tcp_addr = format!("127.0.0.1:{tcp_port}");
         let http_addr = format!("127.0.0.1:{http_port}");
         let https_addr = format!("127.0.0.1:{https_port}");
@@ -379,7 +417,7 @@ impl Nsqd {
             .prefix("nsqd-log-")
             .tempdir()
             .unwrap();
-        let child = Command::new(bin_path("nsqd"))
+        let child = Command::new(bin)
             .args(&args)
             .stdin(Stdio::null())
             .stdout(fs::File::create(log_dir.path().join("stdout")).unwrap())

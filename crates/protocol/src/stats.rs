@@ -45,6 +45,11 @@ pub struct ReplicationStats {
     /// holds what the group committed).
     #[serde(default)]
     pub standing: String,
+    /// The replication protocol every member speaks, as far as this one
+    /// has met them: entries that need more are not proposed (a rolling
+    /// upgrade in progress).
+    #[serde(default)]
+    pub protocol: u32,
     pub groups: Vec<ReplicationGroup>,
 }
 
@@ -52,6 +57,11 @@ pub struct ReplicationStats {
 pub struct ReplicationPeer {
     pub node_id: u64,
     pub address: String,
+    /// The replication protocol the member spoke when this one last met
+    /// it (this member's own build for itself); null: not met since this
+    /// member started.
+    #[serde(default)]
+    pub protocol: Option<u32>,
 }
 
 /// One Raft group as this member sees it.

@@ -401,6 +401,17 @@ impl ClusterMember {
         self.abouts.clone()
     }
 
+    /// The replication protocol every member of the cluster speaks, as far
+    /// as this member has met them (`hello.rs`): what may be proposed.
+    pub fn cluster_protocol(&self) -> u32 {
+        self.abouts.cluster_protocol(
+            self.peers_conf
+                .keys()
+                .copied()
+                .filter(|p| *p != self.node_id),
+        )
+    }
+
     /// What the peers' pulses say (who leads the groups this member does
     /// not vote in).
     pub fn pulses(&self) -> Pulses {

@@ -35,6 +35,7 @@ mod snapshots;
 mod stats;
 mod store;
 mod topics;
+mod upgrade;
 
 use std::time::Duration;
 

@@ -453,6 +453,7 @@ mod tests {
             address: "10.0.0.2:4200".into(),
             peers: vec![ReplicationPeer::default()],
             standing: "member".into(),
+            protocol: 2,
             groups: vec![ReplicationGroup {
                 group: 0,
                 leader: Some(1),

@@ -109,12 +109,27 @@ pub fn encode<T: Serialize>(
     body: &T,
     out: &mut BytesMut,
 ) -> Result<(), FrameError> {
+    encode_with_trailer(group, id, body, &[], out)
+}
+
+/// [`encode`], with `trailer` after the body: bytes a reader of
+/// [`body`] never sees (postcard stops where its value ends), so a frame
+/// can say more to newer builds without older ones failing on it
+/// (`hello.rs`'s protocol).
+pub fn encode_with_trailer<T: Serialize>(
+    group: GroupId,
+    id: u64,
+    body: &T,
+    trailer: &[u8],
+    out: &mut BytesMut,
+) -> Result<(), FrameError> {
     let start = out.len();
     out.put_u32(0);
     out.put_u32(group);
     out.put_u64(id);
     let out_body = postcard::to_extend(body, Vec::new())?;
     out.put_slice(&out_body);
+    out.put_slice(trailer);
     let n = out.len() - start - 4;
     if n > MAX_FRAME as usize {
         out.truncate(start);
@@ -151,6 +166,14 @@ pub fn decode(buf: &mut BytesMut) -> Result<Option<Frame>, FrameError> {
 /// The body of a frame as `T`.
 pub fn body<'a, T: Deserialize<'a>>(frame: &'a Frame) -> Result<T, FrameError> {
     Ok(postcard::from_bytes(&frame.body)?)
+}
+
+/// The body of a frame as `T`, and its trailer: what follows the value
+/// (empty from a sender that wrote none).
+pub fn body_and_trailer<'a, T: Deserialize<'a>>(
+    frame: &'a Frame,
+) -> Result<(T, &'a [u8]), FrameError> {
+    Ok(postcard::take_from_bytes(&frame.body)?)
 }
 
 #[cfg(test)]

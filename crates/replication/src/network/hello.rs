@@ -16,6 +16,16 @@
 //! (`standing.rs`), and how its peers record it (`identity.rs`); and what
 //! each says about itself for its users (opaque here: nsqd's TCP address
 //! for consumers), which a member keeps per peer ([`Abouts`]).
+//!
+//! And which replication protocol each speaks ([`PROTOCOL`]): a build
+//! that adds an entry, image or RPC its predecessors cannot read raises
+//! it, and a member proposes the new kinds only once every member of the
+//! cluster said it speaks them ([`Abouts::cluster_protocol`]), so a
+//! cluster can be upgraded (or downgraded) one member at a time. The
+//! protocol travels as a trailer after the hello's and the welcome's body
+//! ([`Speaks`]): protocol 1 builds neither send nor read one (postcard
+//! stops where the value ends), so their hellos read as protocol 1 and
+//! they read a newer one's as before.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +37,36 @@ use serde::{Deserialize, Serialize};
 use crate::identity::Identity;
 use crate::standing::Incarnation;
 use crate::NodeId;
+
+/// The replication protocol this build speaks. 1: the first (entries up
+/// to `Deferred`, progress images 1 and 2, hellos without a trailer);
+/// 2: the hello's trailer, and the entries and image versions nsqd marks
+/// as needing 2.
+pub const PROTOCOL: u32 = 2;
+
+/// What a member of a build that sends no trailer speaks.
+pub const FIRST_PROTOCOL: u32 = 1;
+
+/// The trailer of a hello or a welcome: the protocol its sender speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Speaks {
+    pub protocol: u32,
+}
+
+impl Speaks {
+    /// This build's trailer.
+    pub fn trailer() -> Vec<u8> {
+        postcard::to_allocvec(&Speaks { protocol: PROTOCOL }).unwrap_or_default()
+    }
+
+    /// The protocol a trailer says: [`FIRST_PROTOCOL`] when there is none
+    /// (or it is not one: a later build may say more after it).
+    pub fn read(trailer: &[u8]) -> u32 {
+        postcard::take_from_bytes::<Speaks>(trailer)
+            .map(|(s, _)| s.protocol)
+            .unwrap_or(FIRST_PROTOCOL)
+    }
+}
 
 /// What every member of a cluster must agree on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,19 +111,41 @@ pub struct Welcome {
     pub about: String,
 }
 
-/// What each peer said about itself in its last hello or welcome (cheap to
-/// clone).
+/// What each peer said about itself in its last hello or welcome, and the
+/// protocol it speaks (cheap to clone).
 #[derive(Clone, Default)]
-pub struct Abouts(Arc<Mutex<BTreeMap<NodeId, String>>>);
+pub struct Abouts(Arc<Mutex<BTreeMap<NodeId, (String, u32)>>>);
 
 impl Abouts {
     /// What peer `node` said, if it said anything.
     pub fn get(&self, node: NodeId) -> Option<String> {
-        self.0.lock().get(&node).filter(|a| !a.is_empty()).cloned()
+        self.0
+            .lock()
+            .get(&node)
+            .map(|(a, _)| a)
+            .filter(|a| !a.is_empty())
+            .cloned()
     }
 
-    fn record(&self, node: NodeId, about: &str) {
-        self.0.lock().insert(node, about.to_string());
+    /// The protocol peer `node` spoke when the two last met; None before.
+    pub fn protocol(&self, node: NodeId) -> Option<u32> {
+        self.0.lock().get(&node).map(|(_, p)| *p)
+    }
+
+    /// The protocol every member speaks: the lowest of this build's and
+    /// each of `peers`'. A peer not met since this member started counts
+    /// as [`FIRST_PROTOCOL`]: it may be of an older build, and an entry it
+    /// cannot read would stop it applying its groups.
+    pub fn cluster_protocol(&self, peers: impl IntoIterator<Item = NodeId>) -> u32 {
+        let met = self.0.lock();
+        peers
+            .into_iter()
+            .map(|p| met.get(&p).map_or(FIRST_PROTOCOL, |(_, v)| *v))
+            .fold(PROTOCOL, u32::min)
+    }
+
+    fn record(&self, node: NodeId, about: &str, protocol: u32) {
+        self.0.lock().insert(node, (about.to_string(), protocol));
     }
 }
 
@@ -134,9 +196,9 @@ impl Greeting {
     }
 
     /// A peer's welcome to this member's hello, accepted: what it said
-    /// about itself is kept.
-    pub fn welcomed(&self, peer: NodeId, welcome: &Welcome) {
-        self.abouts.record(peer, &welcome.about);
+    /// about itself and the protocol it speaks are kept.
+    pub fn welcomed(&self, peer: NodeId, welcome: &Welcome, protocol: u32) {
+        self.abouts.record(peer, &welcome.about, protocol);
     }
 
     /// The hello to the peer at `addr`.
@@ -159,14 +221,14 @@ impl Greeting {
             .map(|(id, _)| *id)
     }
 
-    /// The listener's verdict on `hello`: its welcome, once the caller is
-    /// recorded, or why not.
-    pub fn welcome(&self, hello: &Hello) -> Result<Welcome, String> {
+    /// The listener's verdict on `hello` from a caller speaking
+    /// `protocol`: its welcome, once the caller is recorded, or why not.
+    pub fn welcome(&self, hello: &Hello, protocol: u32) -> Result<Welcome, String> {
         self.config.check(self.me, hello)?;
         let knew = self
             .identity
             .met(hello.from, hello.incarnation, hello.knew)?;
-        self.abouts.record(hello.from, &hello.about);
+        self.abouts.record(hello.from, &hello.about, protocol);
         Ok(Welcome {
             incarnation: self.identity.incarnation,
             knew,
@@ -201,6 +263,7 @@ impl Refusals {
 
 #[cfg(test)]
 mod tests {
+    use super::super::frame::{self, Rpc};
     use super::*;
 
     fn config(groups: u32, peers: &[(NodeId, &str)]) -> ClusterConfig {
@@ -253,6 +316,46 @@ mod tests {
             e.contains("node 7 is not in node 1's --replication-peer list"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_protocol_rides_after_the_body_and_old_readers_ignore_it() {
+        let hello = Rpc::Hello(Hello {
+            from: 2,
+            config: config(4, &[(1, "h1:4250"), (2, "h2:4250")]),
+            incarnation: 7,
+            knew: None,
+            about: "h2:4150".into(),
+        });
+        let mut buf = bytes::BytesMut::new();
+        frame::encode_with_trailer(0, 1, &hello, &Speaks::trailer(), &mut buf).unwrap();
+        frame::encode(0, 2, &hello, &mut buf).unwrap();
+        let new = frame::decode(&mut buf).unwrap().unwrap();
+        // a protocol 1 reader: the body alone, the trailer unseen
+        assert!(matches!(frame::body::<Rpc>(&new), Ok(Rpc::Hello(h)) if h.about == "h2:4150"));
+        let (rpc, trailer) = frame::body_and_trailer::<Rpc>(&new).unwrap();
+        assert!(matches!(rpc, Rpc::Hello(h) if h.incarnation == 7));
+        assert_eq!(Speaks::read(trailer), PROTOCOL);
+        // a protocol 1 sender: no trailer
+        let old = frame::decode(&mut buf).unwrap().unwrap();
+        let (_, trailer) = frame::body_and_trailer::<Rpc>(&old).unwrap();
+        assert_eq!(Speaks::read(trailer), FIRST_PROTOCOL);
+    }
+
+    #[test]
+    fn the_cluster_speaks_what_its_oldest_member_speaks() {
+        let a = Abouts::default();
+        assert_eq!(a.cluster_protocol([]), PROTOCOL, "alone");
+        assert_eq!(a.cluster_protocol([2, 3]), FIRST_PROTOCOL, "peers not met");
+        a.record(2, "h2:4150", PROTOCOL);
+        assert_eq!(a.cluster_protocol([2, 3]), FIRST_PROTOCOL);
+        a.record(3, "", PROTOCOL);
+        assert_eq!(a.cluster_protocol([2, 3]), PROTOCOL);
+        // node 3 downgraded: its next hello has no trailer
+        a.record(3, "", FIRST_PROTOCOL);
+        assert_eq!(a.cluster_protocol([2, 3]), FIRST_PROTOCOL);
+        assert_eq!((a.protocol(2), a.protocol(9)), (Some(PROTOCOL), None));
+        assert_eq!(a.get(3), None, "an empty about is none");
     }
 
     #[test]

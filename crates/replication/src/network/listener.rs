@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{self, Frame, Reply, Rpc};
-use super::hello::{Greeting, Welcome};
+use super::hello::{Greeting, Speaks, Welcome};
 use super::stream::{read_frames, write_frames, Io};
 use crate::{answer, GroupId, Raft};
 
@@ -106,7 +106,10 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
             let verdict = greet(&s.greeting, remote, &f);
             greeted = verdict.is_ok();
             let mut out = BytesMut::new();
-            if frame::encode(f.group, f.id, &Reply::Hello(verdict), &mut out).is_ok() {
+            let reply = Reply::Hello(verdict);
+            if frame::encode_with_trailer(f.group, f.id, &reply, &Speaks::trailer(), &mut out)
+                .is_ok()
+            {
                 let _ = tx.send(out.freeze());
             }
             return if greeted {
@@ -142,10 +145,10 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
 
 /// The verdict on a connection's first frame, logged when it is news.
 fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<Welcome, String> {
-    let verdict = match frame::body::<Rpc>(f) {
-        Ok(Rpc::Hello(hello)) => {
+    let verdict = match frame::body_and_trailer::<Rpc>(f) {
+        Ok((Rpc::Hello(hello), trailer)) => {
             let who = format!("node {}", hello.from);
-            match greeting.welcome(&hello) {
+            match greeting.welcome(&hello, Speaks::read(trailer)) {
                 Ok(welcome) => {
                     greeting.refusals.accepted(&who);
                     Ok(welcome)

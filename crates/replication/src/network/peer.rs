@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::frame::{self, Frame, Reply, Rpc};
-use super::hello::Greeting;
+use super::hello::{Greeting, Speaks};
 use super::stream::{read_frames, write_frames, Io};
 use crate::GroupId;
 
@@ -90,20 +90,23 @@ impl Peer {
         let conn = tokio::time::timeout(timeout, self.conn())
             .await
             .map_err(|_| CallError::Timeout(self.addr.clone(), timeout))??;
-        self.exchange(&conn, group, rpc, timeout).await
+        let answer = self.send(&conn, group, rpc, &[], timeout).await?;
+        frame::body::<Reply>(&answer).map_err(CallError::Encode)
     }
 
-    /// Sends `rpc` on `conn` and waits up to `timeout` for its answer.
-    async fn exchange(
+    /// Sends `rpc` (then `trailer`) on `conn` and waits up to `timeout`
+    /// for its answer's frame.
+    async fn send(
         &self,
         conn: &Conn,
         group: GroupId,
         rpc: &Rpc,
+        trailer: &[u8],
         timeout: Duration,
-    ) -> Result<Reply, CallError> {
+    ) -> Result<Frame, CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut buf = BytesMut::new();
-        frame::encode(group, id, rpc, &mut buf)?;
+        frame::encode_with_trailer(group, id, rpc, trailer, &mut buf)?;
         let (tx, rx) = oneshot::channel();
         conn.pending.lock().insert(id, tx);
         if conn.frames.send(buf.freeze()).is_err() {
@@ -118,7 +121,7 @@ impl Peer {
                 return Err(CallError::Timeout(self.addr.clone(), timeout));
             }
         };
-        frame::body::<Reply>(&answer).map_err(CallError::Encode)
+        Ok(answer)
     }
 
     /// The hello on a new connection: Ok once the peer accepted it.
@@ -133,7 +136,12 @@ impl Peer {
                 why,
             }
         };
-        match self.exchange(conn, 0, &hello, self.connect_timeout).await? {
+        let answer = self
+            .send(conn, 0, &hello, &Speaks::trailer(), self.connect_timeout)
+            .await?;
+        let (reply, trailer) =
+            frame::body_and_trailer::<Reply>(&answer).map_err(CallError::Encode)?;
+        match reply {
             Reply::Hello(Ok(welcome)) => {
                 let Some(peer) = self.greeting.node_at(&self.addr) else {
                     return Err(refused(
@@ -144,7 +152,8 @@ impl Peer {
                     .identity
                     .met(peer, welcome.incarnation, welcome.knew)
                     .map_err(refused)?;
-                self.greeting.welcomed(peer, &welcome);
+                self.greeting
+                    .welcomed(peer, &welcome, Speaks::read(trailer));
                 self.greeting.refusals.accepted(&self.addr);
                 Ok(())
             }

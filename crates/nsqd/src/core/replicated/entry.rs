@@ -58,6 +58,23 @@ const LIMIT: u8 = 15;
 const CHANNEL_RESET: u8 = 13;
 const RETENTION: u8 = 14;
 
+/// The last kind a member of replication protocol 1 reads: the kinds
+/// after it came with protocol 2.
+const LAST_OF_PROTOCOL_1: u8 = DEFERRED;
+
+/// The replication protocol (`nsq_replication::network::hello::PROTOCOL`)
+/// a member needs to read `payload`: every kind after `Deferred`, and any
+/// other encoding version, needs 2. A member proposes an entry only when
+/// every member speaks what it needs, so a member of the previous build
+/// never meets a kind it cannot read during a rolling upgrade. (A kind
+/// that needs protocol 3 will be named here.)
+pub fn protocol_of(payload: &[u8]) -> u32 {
+    match payload {
+        [VERSION, kind, ..] if *kind <= LAST_OF_PROTOCOL_1 => 1,
+        _ => 2,
+    }
+}
+
 /// Bytes of a published message before its body.
 const MESSAGE_FIXED: usize = MESSAGE_ID_LEN + 8 + 8 + 4;
 

@@ -351,3 +351,32 @@ fn limits_round_trip_in_the_documented_layout_and_bad_policies_are_errors() {
     *bad.last_mut().unwrap() = 2;
     assert_eq!(Entry::decode(bad.into()), Err(DecodeError::Policy(2)));
 }
+
+#[test]
+fn the_kinds_of_protocol_1_need_1_and_every_later_kind_2() {
+    let first: Vec<Entry> = every_kind()
+        .into_iter()
+        .filter(|e| e.encode().unwrap()[1] <= DEFERRED)
+        .collect();
+    assert!(first.len() >= 12, "every kind of the first build is listed");
+    for e in &first {
+        assert_eq!(protocol_of(&e.encode().unwrap()), 1, "{e:?}");
+    }
+    for e in every_kind() {
+        let p = e.encode().unwrap();
+        if p[1] > DEFERRED {
+            assert_eq!(protocol_of(&p), 2, "{e:?}: a kind after Deferred");
+        }
+    }
+    assert_eq!(protocol_of(&[VERSION, DEFERRED + 1, 0]), 2);
+    assert_eq!(
+        protocol_of(&[VERSION + 1, TOPIC_CREATE]),
+        2,
+        "another encoding"
+    );
+    assert_eq!(
+        protocol_of(&[]),
+        2,
+        "nothing a protocol 1 member would read"
+    );
+}

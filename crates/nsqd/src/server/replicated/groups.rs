@@ -33,7 +33,7 @@ use nsq_replication::{GroupId, NodeId, Pulses, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use crate::core::replicated::entry::{EncodeError, Entry};
+use crate::core::replicated::entry::{self, EncodeError, Entry};
 use crate::core::replicated::progress::Progress;
 use crate::core::replicated::replicas::group_of;
 use crate::core::replicated::serving::{Leader, Seen};
@@ -74,6 +74,10 @@ pub enum CommitError {
     Timeout,
     #[error("REPLICATION_FAILED")]
     Failed(String),
+    /// The entry needs a protocol some member does not speak yet (a
+    /// rolling upgrade in progress); the detail says which.
+    #[error("REPLICATION_UPGRADE_PENDING")]
+    UpgradePending(String),
 }
 
 impl CommitError {
@@ -82,7 +86,7 @@ impl CommitError {
         match self {
             CommitError::NoLeader => "the group has no leader",
             CommitError::Timeout => "not committed in time, or the leader changed first",
-            CommitError::Failed(reason) => reason,
+            CommitError::Failed(reason) | CommitError::UpgradePending(reason) => reason,
         }
     }
 }
@@ -405,6 +409,10 @@ impl Groups {
     /// [`Groups::commit`] to `group` (an entry of no topic).
     pub async fn commit_to(&self, group: GroupId, entry: &Entry) -> Result<Committed, CommitError> {
         let payload = entry.encode()?;
+        let needs = entry::protocol_of(&payload);
+        if needs > self.cluster_protocol() {
+            return Err(CommitError::UpgradePending(self.upgrade_pending(needs)));
+        }
         let deadline = tokio::time::Instant::now() + COMMIT_TIMEOUT;
         let index = self
             .proposer
@@ -419,6 +427,34 @@ impl Groups {
             Ok(Ok(_)) => Committed::Applied,
             _ => Committed::Elsewhere,
         })
+    }
+
+    /// The replication protocol every member speaks, as far as this one
+    /// has met them (`nsq_replication::network::hello`): an entry that
+    /// needs more is not proposed.
+    pub fn cluster_protocol(&self) -> u32 {
+        let peers = self.peers.keys().copied().filter(|p| *p != self.node_id);
+        self.abouts.cluster_protocol(peers)
+    }
+
+    /// The protocol peer `node` spoke when the two last met.
+    pub fn peer_protocol(&self, node: NodeId) -> Option<u32> {
+        self.abouts.protocol(node)
+    }
+
+    fn upgrade_pending(&self, needs: u32) -> String {
+        let behind: Vec<String> = (self.peers.keys())
+            .filter(|p| **p != self.node_id)
+            .filter(|p| self.abouts.protocol(**p).is_none_or(|v| v < needs))
+            .map(|p| match self.abouts.protocol(*p) {
+                Some(v) => format!("node {p} speaks {v}"),
+                None => format!("node {p} not met since this member started"),
+            })
+            .collect();
+        format!(
+            "the entry needs replication protocol {needs}, and {}: upgrade every member first",
+            behind.join(", ")
+        )
     }
 
     /// Records a committed `Serving` entry of `group`.

@@ -7,6 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
+use nsq_replication::network::hello::PROTOCOL;
 
 use super::Groups;
 use crate::core::replicated::replay::RetentionSpec;
@@ -25,9 +26,15 @@ impl Groups {
                 .map(|(id, addr)| ReplicationPeer {
                     node_id: *id,
                     address: addr.clone(),
+                    protocol: if *id == self.node_id {
+                        Some(PROTOCOL)
+                    } else {
+                        self.peer_protocol(*id)
+                    },
                 })
                 .collect(),
             standing: self.standing.borrow().name().to_string(),
+            protocol: self.cluster_protocol(),
             groups: self
                 .local
                 .iter()

@@ -58,8 +58,8 @@ pub struct ReplicationPeer {
     pub node_id: u64,
     pub address: String,
     /// The replication protocol the member spoke when this one last met
-    /// it (this member's own build for itself); null: not met since this
-    /// member started.
+    /// it, kept across restarts (this member's own build for itself);
+    /// null: never met.
     #[serde(default)]
     pub protocol: Option<u32>,
 }

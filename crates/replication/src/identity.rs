@@ -98,6 +98,11 @@ impl Identity {
         })
     }
 
+    /// The directory of `raft/member`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The incarnation of `peer` this member knew, if any.
     pub fn knew(&self, peer: NodeId) -> Option<Incarnation> {
         self.known.lock().get(&peer).copied()

@@ -29,12 +29,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::Identity;
+use crate::log::meta;
 use crate::standing::Incarnation;
 use crate::NodeId;
 
@@ -111,15 +113,49 @@ pub struct Welcome {
     pub about: String,
 }
 
+/// Where each peer's protocol is kept across restarts, beside
+/// `raft/member` (a file of its own: builds before it ignore it).
+const PROTOCOLS_FILE: &str = "protocols";
+
 /// What each peer said about itself in its last hello or welcome, and the
-/// protocol it speaks (cheap to clone).
+/// protocol it speaks (cheap to clone). The protocols are kept in
+/// `raft/protocols`, so a member restarted while a peer is down still
+/// knows what that peer reads.
 #[derive(Clone, Default)]
-pub struct Abouts(Arc<Mutex<BTreeMap<NodeId, (String, u32)>>>);
+pub struct Abouts(Arc<AboutsInner>);
+
+#[derive(Default)]
+struct AboutsInner {
+    met: Mutex<BTreeMap<NodeId, (String, u32)>>,
+    /// The directory of `raft/protocols`; none in tests.
+    dir: Option<PathBuf>,
+}
 
 impl Abouts {
-    /// What peer `node` said, if it said anything.
+    /// The protocols kept in `dir` (none when the file is missing or
+    /// unreadable: every peer then counts as not met).
+    pub fn open(dir: &Path) -> Abouts {
+        let kept: BTreeMap<NodeId, u32> = match meta::read(dir, PROTOCOLS_FILE) {
+            Ok(k) => k.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(error = %e, "REPLICATION: the peers' protocols kept are unreadable; every peer counts as not met");
+                BTreeMap::new()
+            }
+        };
+        Abouts(Arc::new(AboutsInner {
+            met: Mutex::new(
+                kept.into_iter()
+                    .map(|(n, p)| (n, (String::new(), p)))
+                    .collect(),
+            ),
+            dir: Some(dir.to_path_buf()),
+        }))
+    }
+
+    /// What peer `node` said, if it said anything since this start.
     pub fn get(&self, node: NodeId) -> Option<String> {
         self.0
+            .met
             .lock()
             .get(&node)
             .map(|(a, _)| a)
@@ -127,17 +163,18 @@ impl Abouts {
             .cloned()
     }
 
-    /// The protocol peer `node` spoke when the two last met; None before.
+    /// The protocol peer `node` spoke when the two last met (kept across
+    /// restarts); None if they never met.
     pub fn protocol(&self, node: NodeId) -> Option<u32> {
-        self.0.lock().get(&node).map(|(_, p)| *p)
+        self.0.met.lock().get(&node).map(|(_, p)| *p)
     }
 
     /// The protocol every member speaks: the lowest of this build's and
-    /// each of `peers`'. A peer not met since this member started counts
-    /// as [`FIRST_PROTOCOL`]: it may be of an older build, and an entry it
-    /// cannot read would stop it applying its groups.
+    /// each of `peers`'. A peer never met counts as [`FIRST_PROTOCOL`]: it
+    /// may be of an older build, and an entry it cannot read would stop it
+    /// applying its groups.
     pub fn cluster_protocol(&self, peers: impl IntoIterator<Item = NodeId>) -> u32 {
-        let met = self.0.lock();
+        let met = self.0.met.lock();
         peers
             .into_iter()
             .map(|p| met.get(&p).map_or(FIRST_PROTOCOL, |(_, v)| *v))
@@ -145,7 +182,15 @@ impl Abouts {
     }
 
     fn record(&self, node: NodeId, about: &str, protocol: u32) {
-        self.0.lock().insert(node, (about.to_string(), protocol));
+        let mut met = self.0.met.lock();
+        let changed = met.get(&node).map(|(_, p)| *p) != Some(protocol);
+        met.insert(node, (about.to_string(), protocol));
+        if let (true, Some(dir)) = (changed, &self.0.dir) {
+            let kept: BTreeMap<NodeId, u32> = met.iter().map(|(n, (_, p))| (*n, *p)).collect();
+            if let Err(e) = meta::write(dir, PROTOCOLS_FILE, &kept) {
+                tracing::warn!(error = %e, "REPLICATION: the peers' protocols not kept");
+            }
+        }
     }
 }
 
@@ -188,10 +233,10 @@ impl Greeting {
         Greeting {
             me: identity.me,
             config,
+            abouts: Abouts::open(identity.dir()),
             identity,
             refusals: Refusals::default(),
             about,
-            abouts: Abouts::default(),
         }
     }
 
@@ -356,6 +401,26 @@ mod tests {
         assert_eq!(a.cluster_protocol([2, 3]), FIRST_PROTOCOL);
         assert_eq!((a.protocol(2), a.protocol(9)), (Some(PROTOCOL), None));
         assert_eq!(a.get(3), None, "an empty about is none");
+    }
+
+    #[test]
+    fn the_peers_protocols_are_kept_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Abouts::open(dir.path());
+        assert_eq!(a.cluster_protocol([2, 3]), FIRST_PROTOCOL);
+        a.record(2, "h2:4150", PROTOCOL);
+        a.record(3, "h3:4150", PROTOCOL);
+        // restarted while node 3 is down: it still reads protocol 2
+        let b = Abouts::open(dir.path());
+        assert_eq!(b.cluster_protocol([2, 3]), PROTOCOL);
+        assert_eq!(b.get(2), None, "what a peer says is this start's");
+        b.record(3, "h3:4150", FIRST_PROTOCOL);
+        assert_eq!(Abouts::open(dir.path()).protocol(3), Some(FIRST_PROTOCOL));
+        std::fs::write(dir.path().join(PROTOCOLS_FILE), b"garbage").unwrap();
+        assert_eq!(
+            Abouts::open(dir.path()).cluster_protocol([2]),
+            FIRST_PROTOCOL
+        );
     }
 
     #[test]

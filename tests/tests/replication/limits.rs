@@ -228,6 +228,11 @@ fn drop_oldest_drops_the_same_messages_everywhere_and_bad_limits_are_refused() {
     // Every member agrees on what is left and what was dropped.
     wait_config(&all, t, "c", "group_dropped_count", Value::from(3));
     wait_config(&all, t, "c", "group_depth", Value::from(2));
+    // The leader's channel holds the two kept, no more.
+    wait_for(WAIT, "the leader's channel two deep", || {
+        let c = leader.nsqd.channel_stats(t, "c")?;
+        (c["depth"] == 2).then_some(())
+    });
     // `/stats` shows the group's limit and drops on every member.
     for m in &all {
         let c = m.nsqd.channel_stats(t, "c").expect("channel c");

@@ -360,6 +360,7 @@ impl Channel {
                     if let Some(f) = self.finished.as_mut() {
                         f.push(*id);
                     }
+                    self.finished_dropped(id);
                 }
                 Err(e) => failed(id, e),
             }

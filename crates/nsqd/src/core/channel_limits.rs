@@ -14,6 +14,7 @@
 use nsq_protocol::{Message, MessageId};
 
 use super::Channel;
+use crate::core::ids::IdMap;
 use crate::core::limits::{Admit, Limit};
 
 impl Channel {
@@ -80,7 +81,24 @@ impl Channel {
     /// the backend or the topic, deferred or in flight: a requeue brings
     /// them back only to be skipped), and counted as dropped when reached.
     pub fn drop_for_group(&mut self, ids: &[MessageId]) {
-        self.group_dropped.extend(ids.iter().map(|id| (*id, ())));
+        let mut ids: IdMap<MessageId, ()> = ids.iter().map(|id| (*id, ())).collect();
+        // those waiting in memory go now, so a channel nobody reads does
+        // not fill its memory with them
+        for msg in self.queue.take_memory(|m| ids.remove(&m.id).is_some()) {
+            self.dropped_count += 1;
+            if let Some(read) = self.take_unacked(&msg.id) {
+                self.effects.acks.push(read);
+            }
+        }
+        self.group_dropped.extend(ids);
+    }
+
+    /// A FIN of message `id`: one the group dropped while it was in flight
+    /// is done with.
+    pub(super) fn finished_dropped(&mut self, id: &MessageId) {
+        if !self.group_dropped.is_empty() {
+            self.group_dropped.remove(id);
+        }
     }
 
     /// Whether the group dropped message `id`, which is then done with.

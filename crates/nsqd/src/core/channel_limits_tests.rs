@@ -65,12 +65,15 @@ fn no_limit_is_nsqs_behaviour() {
 }
 
 #[test]
-fn what_the_group_dropped_is_skipped_wherever_it_waits_and_counted() {
+fn what_the_group_dropped_leaves_memory_now_and_is_skipped_elsewhere() {
     // memory 2, the rest on disk; one dropped before it even arrives
     let mut h = Harness::new(cfg(2));
     h.ch.drop_for_group(&[msg(0).id, msg(3).id, msg(5).id]);
     h.put(0..5);
+    assert_eq!(h.depth(), 5);
+    // waiting in memory: gone at once
     h.ch.drop_for_group(&[msg(1).id]);
+    assert_eq!(h.depth(), 4);
     h.sub(1, 100);
     let mut got: Vec<u64> = h.take(1).iter().map(n_of).collect();
     got.sort();
@@ -79,6 +82,11 @@ fn what_the_group_dropped_is_skipped_wherever_it_waits_and_counted() {
     assert_eq!(s.dropped_count, 3);
     // the one not yet arrived is skipped when it does
     h.put(5..7);
-    let got: Vec<u64> = h.take(1).iter().map(n_of).collect();
-    assert_eq!(got, vec![6]);
+    let got = h.take(1);
+    assert_eq!(got.iter().map(n_of).collect::<Vec<_>>(), vec![6]);
+    // one in flight: done with at its FIN
+    h.ch.drop_for_group(&[got[0].id]);
+    assert_eq!(h.ch.group_dropped.len(), 1);
+    assert!(h.fin(1, &[got[0].id]).is_empty());
+    assert!(h.ch.group_dropped.is_empty());
 }

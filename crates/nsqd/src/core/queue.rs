@@ -216,6 +216,26 @@ impl<T> Queue<T> {
         self.generation = self.generation.wrapping_add(1);
     }
 
+    /// Takes out of memory the items `pick` picks (a replicated channel's
+    /// messages its group dropped), in order.
+    pub fn take_memory(&mut self, mut pick: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut kept = VecDeque::with_capacity(self.memory.len());
+        let mut taken = Vec::new();
+        let refilled = self.from_backend;
+        for (k, item) in self.memory.drain(..).enumerate() {
+            if !pick(&item) {
+                kept.push_back(item);
+            } else {
+                if k < refilled {
+                    self.from_backend -= 1;
+                }
+                taken.push(item);
+            }
+        }
+        self.memory = kept;
+        taken
+    }
+
     /// Everything in memory, oldest first (shutdown writes it to the backend).
     pub fn drain_memory(&mut self) -> impl Iterator<Item = T> + '_ {
         self.from_backend = 0;
@@ -237,6 +257,18 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(got, vec![(1, true), (2, true), (9, false)]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn items_taken_out_of_memory_keep_the_others_order_and_backend_count() {
+        let mut q: Queue<u32> = Queue::new(10, true, true);
+        let r = q.refill(5).unwrap();
+        q.push_memory(9);
+        q.push_memory(10);
+        q.refilled(r, vec![1, 2, 3], false);
+        assert_eq!(q.take_memory(|&n| n == 2 || n == 9), vec![2, 9]);
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, vec![(1, true), (3, true), (10, false)]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! request. Never: the connection (`network`) or the asking side.
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openraft::error::{ClientWriteError, RaftError};
@@ -23,6 +24,19 @@ pub enum ForwardError {
     Timeout,
     Failed(String),
 }
+
+/// A leader's check of a proposal forwarded to it, before it writes it
+/// (nsqd: a publish past its group's depth limit, as the leader counts
+/// it): `Err(why)` refuses it and nothing is written. What a payload
+/// means is the subscriber's; the crate only carries the refusal back.
+pub type ForwardCheck = Arc<dyn Fn(GroupId, &[u8]) -> Result<(), String> + Send + Sync>;
+
+/// Set once by the member's subscriber ([`crate::group::ClusterMember::check_forwarded`]).
+pub type ForwardChecks = Arc<OnceLock<ForwardCheck>>;
+
+/// How a refusal travels in [`ForwardError::Failed`]: a peer of an earlier
+/// build, which knows no other variant, reads it as a failure.
+pub(crate) const REFUSED: &str = "refused: ";
 
 /// The answer to a peer's pulse: what this member knows of each group.
 pub(crate) fn pulse(groups: &HashMap<GroupId, Raft>) -> Vec<GroupPulse> {
@@ -51,9 +65,14 @@ const MAX_FORWARD: Duration = Duration::from_secs(60);
 /// no longer leads answers `NotLeader` and the proposer asks again).
 pub(crate) async fn forward(
     raft: &Raft,
+    group: GroupId,
+    check: Option<&ForwardCheck>,
     payload: Payload,
     timeout: Duration,
 ) -> Result<u64, ForwardError> {
+    if let Some(Err(why)) = check.map(|c| c(group, &payload.0)) {
+        return Err(ForwardError::Failed(format!("{REFUSED}{why}")));
+    }
     match tokio::time::timeout(timeout.min(MAX_FORWARD), raft.client_write(payload)).await {
         Err(_) => Err(ForwardError::Timeout),
         Ok(Ok(r)) => Ok(r.log_id.index),

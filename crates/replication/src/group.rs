@@ -143,6 +143,7 @@ pub struct ClusterMember {
     identity: Arc<Identity>,
     quiet: QuietFlags,
     shutdown: CancellationToken,
+    checks: crate::answer::ForwardChecks,
     /// The listener, the roll call and the pulse.
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -244,7 +245,9 @@ impl ClusterMember {
             });
         }
         let shutdown = CancellationToken::new();
+        let checks = crate::answer::ForwardChecks::default();
         let serve = Serve {
+            checks: checks.clone(),
             allowed,
             tls: opts.tls.as_ref().map(|t| t.server.clone()),
             groups: registry,
@@ -293,6 +296,7 @@ impl ClusterMember {
             identity,
             quiet,
             shutdown,
+            checks,
             tasks: vec![listener, roll_call, pulse],
         })
     }
@@ -378,6 +382,14 @@ impl ClusterMember {
 
     /// Proposes payloads to the cluster's groups, from here or through
     /// their leaders.
+    /// Checks each proposal forwarded to this member, where it leads the
+    /// group, before it is written (set once; a second call changes
+    /// nothing): a refusal reaches the proposer as
+    /// [`crate::propose::ProposeError::Refused`].
+    pub fn check_forwarded(&self, check: crate::answer::ForwardCheck) {
+        let _ = self.checks.set(check);
+    }
+
     pub fn proposer(&self) -> Proposer {
         Proposer::new(
             self.groups.iter().map(|g| (g.id, g.raft.clone())).collect(),

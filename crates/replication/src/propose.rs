@@ -46,6 +46,10 @@ pub enum ProposeError {
     NoGroup(GroupId),
     #[error("group {group}: {reason}")]
     Failed { group: GroupId, reason: String },
+    /// The leader's check refused it ([`crate::group::ClusterMember::check_forwarded`]):
+    /// nothing was written.
+    #[error("group {group}: refused by its leader: {reason}")]
+    Refused { group: GroupId, reason: String },
 }
 
 /// Proposes payloads to the groups of one member, and through their
@@ -202,7 +206,13 @@ impl Proposer {
             Ok(Reply::Forward(Err(ForwardError::NotLeader))) => Forwarded::Again,
             Ok(Reply::Forward(Err(ForwardError::Timeout))) => timeout_err(),
             Ok(Reply::Forward(Err(ForwardError::Failed(reason)))) => {
-                Forwarded::Failed(ProposeError::Failed { group, reason })
+                Forwarded::Failed(match reason.strip_prefix(crate::answer::REFUSED) {
+                    Some(why) => ProposeError::Refused {
+                        group,
+                        reason: why.to_string(),
+                    },
+                    None => ProposeError::Failed { group, reason },
+                })
             }
             Ok(Reply::NoGroup(g)) => Forwarded::Failed(ProposeError::Failed {
                 group,

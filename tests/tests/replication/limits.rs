@@ -6,7 +6,9 @@
 //! SIGKILLed, and every member after all of them restart; a channel's
 //! `drop-oldest` drops the same messages on every member, which no leader
 //! delivers, before or after a failover; a limit the group cannot keep (a
-//! topic's own `drop-oldest`) and bad values are refused with why.
+//! topic's own `drop-oldest`) and bad values are refused with why; a
+//! member outside the topic's group (five members, `replicas=3`) is
+//! refused by the group's leader.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -301,4 +303,53 @@ fn drop_oldest_drops_the_same_messages_everywhere_and_bad_limits_are_refused() {
     let mut producer = other.nsqd.connect();
     producer.send(&pub_cmd(held, b"over"));
     producer.expect_error_nonfatal("E_PUB_FAILED PUB failed topic is at max_depth 1");
+}
+
+#[test]
+fn a_member_outside_the_group_is_refused_by_the_groups_leader() {
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = start_cluster_of(5, &dirs, |_| Vec::new());
+    let t = "group_limit_outside";
+    assert_eq!(create(&members[0].nsqd, t, 3), (200, String::new()));
+    wait_replicas(&members, t, 3);
+    let voters: BTreeSet<u64> = wait_for(WAIT, "the topic's voters", || {
+        let r = members[0].nsqd.topic_stats(t)?["replication"]["replicas"].clone();
+        let ids: BTreeSet<u64> = r
+            .as_array()?
+            .iter()
+            .filter_map(|v| v["node_id"].as_u64())
+            .collect();
+        (ids.len() == 3).then_some(ids)
+    });
+    let outside = members.iter().find(|m| !voters.contains(&m.id)).unwrap();
+    let voter = members.iter().find(|m| voters.contains(&m.id)).unwrap();
+    let r = outside
+        .nsqd
+        .post(&format!("/channel/create?topic={t}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    wait_for(WAIT, "the channel on a voter", || {
+        voter.nsqd.channel_stats(t, "c").map(drop)
+    });
+    let r = voter.nsqd.post(
+        &format!("/channel/config?topic={t}&channel=c&max_depth=2"),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let voters_m: Vec<&Member> = members.iter().filter(|m| voters.contains(&m.id)).collect();
+    wait_config(&voters_m, t, "c", "max_depth", Value::from(2));
+
+    // The member outside holds none of the group's progress: its publishes
+    // are checked by the group's leader, which refuses the third.
+    let mut producer = outside.nsqd.connect();
+    producer.publish(t, b"one");
+    producer.publish(t, b"two");
+    wait_config(&voters_m, t, "c", "group_depth", Value::from(2));
+    producer.send(&pub_cmd(t, b"three"));
+    producer.expect_error_nonfatal("E_PUB_FAILED PUB failed channel c is at max_depth 2");
+    outside
+        .nsqd
+        .post(&format!("/pub?topic={t}"), b"three")
+        .assert_error(503, "MAX_DEPTH_REACHED");
+    producer.publish("plain", b"the connection still serves");
+    assert_eq!(channel_config(&voter.nsqd, t, "c")["group_depth"], 2);
 }

@@ -106,6 +106,11 @@ pub enum Refused {
     /// The channel is not here (HTTP 404).
     #[error("{0}")]
     NotFound(&'static str),
+    /// A publish the group's leader refused by a `reject` depth limit
+    /// (what `PutError::Full` says where the publish was taken; HTTP 503
+    /// `MAX_DEPTH_REACHED`, a PUB's non-fatal error).
+    #[error("{0}")]
+    Full(String),
     /// Not committed now: no leader, no commit in time, or no member here
     /// (HTTP 503; a PUB's non-fatal error, the producer may retry).
     #[error("{0}")]

@@ -44,6 +44,8 @@ pub struct Serve {
     pub groups: Groups,
     pub greeting: Arc<Greeting>,
     pub shutdown: CancellationToken,
+    /// The subscriber's check of forwarded proposals, once it set one.
+    pub checks: crate::answer::ForwardChecks,
 }
 
 /// Accepts until `shutdown`; each connection runs on its own task.
@@ -196,7 +198,9 @@ async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
             payload,
             timeout_ms,
         } => {
-            Reply::Forward(answer::forward(&raft, payload, Duration::from_millis(timeout_ms)).await)
+            let timeout = Duration::from_millis(timeout_ms);
+            let check = s.checks.get();
+            Reply::Forward(answer::forward(&raft, f.group, check, payload, timeout).await)
         }
         // only the first frame is a hello; a second one is not welcome
         Rpc::Hello(_) => Reply::Hello(Err("a second hello on one connection".into())),

@@ -401,6 +401,18 @@ impl Entry {
         }
     }
 
+    /// The topic and message count of a `Publish` payload, read without
+    /// decoding its messages (a leader checks a forwarded publish against
+    /// its group's depth limits); None for any other payload.
+    pub fn published(payload: &[u8]) -> Option<(&str, u64)> {
+        let [VERSION, PUBLISH, len, rest @ ..] = payload else {
+            return None;
+        };
+        let (name, rest) = rest.split_at_checked(*len as usize)?;
+        let count = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+        Some((std::str::from_utf8(name).ok()?, u64::from(count)))
+    }
+
     /// The entry in `payload`; the bodies of a `Publish` share its bytes.
     pub fn decode(mut payload: Bytes) -> Result<Entry, DecodeError> {
         let buf = &mut payload;

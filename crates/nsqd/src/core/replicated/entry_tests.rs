@@ -380,3 +380,20 @@ fn the_kinds_of_protocol_1_need_1_and_every_later_kind_2() {
         "nothing a protocol 1 member would read"
     );
 }
+
+#[test]
+fn a_publish_tells_its_topic_and_count_without_decoding() {
+    for e in every_kind() {
+        let bytes = e.encode().unwrap();
+        let want = match &e {
+            Entry::Publish { topic, messages } => Some((topic.as_str(), messages.len() as u64)),
+            _ => None,
+        };
+        assert_eq!(Entry::published(&bytes), want, "{e:?}");
+        for cut in 0..bytes.len().min(12) {
+            if let Some((t, _)) = Entry::published(&bytes[..cut]) {
+                panic!("cut at {cut} told {t}");
+            }
+        }
+    }
+}

@@ -40,7 +40,9 @@ async fn replicated(nsqd: &NsqdInner, change: Change) -> Response {
         Ok(()) => ok_text(""),
         Err(Refused::Invalid(why)) => err(StatusCode::BAD_REQUEST, &why),
         Err(Refused::NotFound(what)) => err(StatusCode::NOT_FOUND, what),
-        Err(Refused::Unavailable(why)) => err(StatusCode::SERVICE_UNAVAILABLE, &why),
+        Err(Refused::Unavailable(why) | Refused::Full(why)) => {
+            err(StatusCode::SERVICE_UNAVAILABLE, &why)
+        }
     }
 }
 

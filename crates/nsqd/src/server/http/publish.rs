@@ -15,6 +15,7 @@ use nsq_protocol::names::is_valid_topic_name;
 
 use super::{err, ok_text, read_limited, Query};
 use crate::server::backend::Ticket;
+use crate::server::cluster::Refused;
 use crate::server::nsqd::{NoTopic, NsqdInner};
 use crate::server::topic::{PutError, Topic};
 
@@ -151,6 +152,11 @@ async fn replicated(
     };
     match commit.await {
         Ok(()) => ok_text("OK"),
+        // refused by the group's leader, which counts the group's depth
+        Err(Refused::Full(why)) => {
+            tracing::debug!(error = %why, "publish refused");
+            err(StatusCode::SERVICE_UNAVAILABLE, "MAX_DEPTH_REACHED")
+        }
         Err(e) => err(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
 }

@@ -29,7 +29,9 @@ fn refused(r: Refused) -> Response {
     match r {
         Refused::Invalid(why) => err(StatusCode::BAD_REQUEST, &why),
         Refused::NotFound(what) => err(StatusCode::NOT_FOUND, what),
-        Refused::Unavailable(why) => err(StatusCode::SERVICE_UNAVAILABLE, &why),
+        Refused::Unavailable(why) | Refused::Full(why) => {
+            err(StatusCode::SERVICE_UNAVAILABLE, &why)
+        }
     }
 }
 

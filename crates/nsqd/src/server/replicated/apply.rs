@@ -37,7 +37,7 @@ use super::topics::{topic_create, topic_delete};
 use crate::core::limits::Limit;
 use crate::core::replicated::channel_entries::{on_channel_entry, ChannelChange, Here};
 use crate::core::replicated::entry::{Entry, Published};
-use crate::core::replicated::progress::{Dropped, Progress};
+use crate::core::replicated::progress::{limit_refusal, Dropped, Progress};
 use crate::core::replicated::topic_entries::{self, on_topic_entry, TopicChange};
 use crate::server::nsqd::NsqdInner;
 
@@ -275,21 +275,31 @@ fn apply(nsqd: &NsqdInner, r: &Groups, group: GroupId, index: u64, entry: Entry,
             topic,
             channel,
             limit,
-        } => {
-            tracing::info!(topic = %topic, channel = ?channel, max_depth = limit.max_depth, policy = %limit.policy, index, "REPLICATION: depth limit applied");
-            if let Some(t) = nsqd.get_topic(&topic).filter(|t| t.replicas().is_some()) {
-                match channel {
-                    Some(c) => {
-                        if let Some(ch) = t.get_channel(&c).filter(|ch| ch.limit().is_set()) {
-                            t.set_channel_limit(&ch, Limit::default());
-                        }
-                    }
-                    None if t.limit().is_set() => t.configure(Limit::default(), t.mem_queue_size()),
-                    None => {}
-                }
-            }
-        }
+        } => limit_entry(nsqd, index, &topic, channel.as_deref(), limit),
     }
+}
+
+/// A committed `Limit`: the group's progress keeps it (fed before this);
+/// a limit of this member's own, set before the group had one, stands
+/// aside, and `nsqd.dat` forgets it before the applier goes on.
+fn limit_entry(nsqd: &NsqdInner, index: u64, topic: &str, channel: Option<&str>, limit: Limit) {
+    if let Some(why) = limit_refusal(channel, &limit) {
+        tracing::warn!(topic = %topic, index, %why, "REPLICATION: depth limit not the group's; skipped");
+        return;
+    }
+    tracing::info!(topic = %topic, channel = ?channel, max_depth = limit.max_depth, policy = %limit.policy, index, "REPLICATION: depth limit applied");
+    let Some(t) = nsqd.get_topic(topic).filter(|t| t.replicas().is_some()) else {
+        return;
+    };
+    match channel {
+        Some(c) => match t.get_channel(c).filter(|ch| ch.limit().is_set()) {
+            Some(ch) => t.set_channel_limit(&ch, Limit::default()),
+            None => return,
+        },
+        None if t.limit().is_set() => t.configure(Limit::default(), t.mem_queue_size()),
+        None => return,
+    }
+    persist(nsqd, topic);
 }
 
 /// What a `Publish` made the group's `drop-oldest` channels drop, on the

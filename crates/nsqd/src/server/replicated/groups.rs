@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nsq_replication::answer::ForwardCheck;
 use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
@@ -78,6 +79,10 @@ pub enum CommitError {
     /// rolling upgrade in progress); the detail says which.
     #[error("REPLICATION_UPGRADE_PENDING")]
     UpgradePending(String),
+    /// The group's leader refused it (a publish past the group's depth
+    /// limit, as the leader counts it): why.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl CommitError {
@@ -86,7 +91,9 @@ impl CommitError {
         match self {
             CommitError::NoLeader => "the group has no leader",
             CommitError::Timeout => "not committed in time, or the leader changed first",
-            CommitError::Failed(reason) | CommitError::UpgradePending(reason) => reason,
+            CommitError::Failed(reason)
+            | CommitError::UpgradePending(reason)
+            | CommitError::Refused(reason) => reason,
         }
     }
 }
@@ -97,6 +104,7 @@ impl From<ProposeError> for CommitError {
             ProposeError::NoLeader(_) => CommitError::NoLeader,
             // Both may still commit: a retry is harmless either way.
             ProposeError::Timeout(..) | ProposeError::LeaderChanged(_) => CommitError::Timeout,
+            ProposeError::Refused { reason, .. } => CommitError::Refused(reason),
             other => CommitError::Failed(other.to_string()),
         }
     }
@@ -176,6 +184,29 @@ pub struct Groups {
     caught_up: AtomicBool,
     /// Taken by [`Groups::shutdown`].
     member: Mutex<Option<ClusterMember>>,
+}
+
+/// The leader's check of a publish forwarded to it: refused by its
+/// group's `reject` limits as the leader counts them (the member that took
+/// it checked its own view before forwarding; one outside the group has
+/// none), before anything is written.
+fn forward_check(local: &BTreeMap<GroupId, Local>) -> ForwardCheck {
+    let progress: BTreeMap<GroupId, Arc<Mutex<Progress>>> = local
+        .iter()
+        .map(|(g, l)| (*g, l.progress.clone()))
+        .collect();
+    Arc::new(move |group, payload| {
+        let Some((topic, count)) = Entry::published(payload) else {
+            return Ok(());
+        };
+        let Some(p) = progress.get(&group) else {
+            return Ok(());
+        };
+        match p.lock().topic(topic).and_then(|t| t.refusal(count)) {
+            Some(full) => Err(full.to_string()),
+            None => Ok(()),
+        }
+    })
 }
 
 impl Groups {
@@ -262,6 +293,7 @@ impl Groups {
                 (g.id, l)
             })
             .collect();
+        member.check_forwarded(forward_check(&local));
         Ok(Groups {
             node_id,
             address: member.local_addr.to_string(),

@@ -50,7 +50,7 @@ use bytes::Bytes;
 use nsq_protocol::stats::{ReplicationStats, TopicReplication};
 
 use self::channels::Proposals;
-use self::groups::{Groups, ReplicationError};
+use self::groups::{CommitError, Groups, ReplicationError};
 use self::store::LogSource;
 use crate::core::replicated::entry::{Entry, Published};
 use crate::core::replicated::progress::GroupLimit;
@@ -193,13 +193,16 @@ impl Cluster for Member {
                 .commit(replicas, &entry)
                 .await
                 .map(drop)
-                .map_err(|e| {
-                    tracing::warn!(
-                        topic = entry.topic(),
-                        error = e.detail(),
-                        "replicated publish failed"
-                    );
-                    Refused::Unavailable(e.to_string())
+                .map_err(|e| match e {
+                    CommitError::Refused(why) => Refused::Full(why),
+                    e => {
+                        tracing::warn!(
+                            topic = entry.topic(),
+                            error = e.detail(),
+                            "replicated publish failed"
+                        );
+                        Refused::Unavailable(e.to_string())
+                    }
                 })
         }))
     }

@@ -16,8 +16,10 @@
 //!
 //! **`reject`** is a check made before a publish is proposed, on the
 //! member that takes it, against what it has applied (a follower's view
-//! is the leader's of a moment before): a check, not a reservation, as on
-//! a plain topic. A committed batch is never refused.
+//! is the leader's of a moment before), and by the group's leader before
+//! it writes a publish forwarded to it (`server::replicated::groups`): a
+//! check, not a reservation, as on a plain topic. A committed batch is
+//! never refused.
 //!
 //! **`drop-oldest`** (channels only) is decided when a `Publish` is
 //! applied, from the log alone: the channel's oldest unfinished messages

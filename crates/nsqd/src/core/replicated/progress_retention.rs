@@ -193,13 +193,15 @@ impl TopicProgress {
     }
 
     /// The first log index a reset may take a channel of the topic back
-    /// to: the start of its kept part, or with no retention its oldest
-    /// batch still needed (nothing else is sure to be in the log), or
-    /// `next` (the index after the entry applied) when there is none.
+    /// to: the start of its kept part, or its oldest batch still needed if
+    /// older (a batch some channel has not finished is in the log too, so
+    /// `earliest` never skips a channel's backlog), or `next` (the index
+    /// after the entry applied) when there is neither.
     pub fn kept_from(&self, next: u64) -> u64 {
+        let needed = self.batches.keys().next().copied().unwrap_or(next);
         match &self.retention {
-            Some(r) => r.from.min(next),
-            None => self.batches.keys().next().copied().unwrap_or(next),
+            Some(r) => r.from.min(needed).min(next),
+            None => needed,
         }
     }
 

@@ -326,3 +326,17 @@ fn the_image_keeps_retention_and_the_clock_and_goes_on_alike() {
     g.apply(retention(0, 0));
     assert_eq!(g.p.image().unwrap()[0], 1);
 }
+
+#[test]
+fn earliest_never_skips_a_backlog_older_than_the_retention() {
+    // Message 1 (second 1) is not finished; the kept part (10 s) moves past
+    // it at second 100, but a reset to the earliest still has it.
+    let mut g = Group::new(retention(10, 0));
+    let first = g.apply(publish(1, 1, 1));
+    let second = g.publish_finished(100);
+    assert_eq!(g.from(), second);
+    let log = [(first, 1), (second, 100)];
+    g.reset_from_log(reset("c", 0, false), &log);
+    assert_eq!(ids(&g.p, "c"), [1, 100]);
+    assert_eq!(g.p.snapshot_index(), Some(first - 1));
+}

@@ -8,6 +8,7 @@ size once nothing is unfinished. Release binaries (as shipped):
 
     cargo build --release --bin nsqd -p nsq_bench
     python3 scripts/retention_rss.py [N] [BATCH] [SIZE]   # 1000000 100 100
+    RUNS=24h,none python3 scripts/retention_rss.py       # the other order
 
 Prints one line per run and member; exits 1 if a run fails.
 """
@@ -153,8 +154,9 @@ def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 100
     size = int(sys.argv[3]) if len(sys.argv) > 3 else 100
-    for retention in ["", "24h"]:
-        run(retention, n, batch, size)
+    # RUNS="24h,none" for the other order
+    for retention in os.environ.get("RUNS", "none,24h").split(","):
+        run("" if retention == "none" else retention, n, batch, size)
 
 
 if __name__ == "__main__":

@@ -542,22 +542,6 @@ impl Channel {
         }
     }
 
-    /// Asks for a refill when memory ran dry while clients still have credit,
-    /// or when the backend's records are owed a turn (`Queue::refill`).
-    fn request_refill(&mut self) {
-        if self.effects.refill.is_none() && !self.paused && !self.exiting {
-            let credit: i64 = self
-                .ring
-                .iter()
-                .filter_map(|c| self.subscribers.get(c))
-                .map(|s| (s.rdy - s.in_flight).max(0))
-                .sum();
-            if credit > 0 || self.queue.backend_turn_due() {
-                self.effects.refill = self.queue.refill((credit as usize).min(REFILL_MAX));
-            }
-        }
-    }
-
     pub fn max_attempts(&self) -> u16 {
         self.max_attempts
     }

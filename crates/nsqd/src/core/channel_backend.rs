@@ -1,5 +1,5 @@
-//! A channel's side of its backend (the disk queue the server owns): the
-//! confirmations of appends, the records a refill brought back, records
+//! A channel's side of its backend (the disk queue the server owns): when
+//! to ask for a refill, the confirmations of appends, the records a refill brought back, records
 //! that became readable on their own, and, with durable acknowledgements,
 //! which backend record each message waits on. A child of [`super`].
 //!
@@ -14,6 +14,22 @@ use super::Channel;
 use crate::core::queue::Refill;
 
 impl Channel {
+    /// Asks for a refill when memory ran dry while clients still have credit,
+    /// or when the backend's records are owed a turn (`Queue::refill`).
+    pub(super) fn request_refill(&mut self) {
+        if self.effects.refill.is_none() && !self.paused && !self.exiting {
+            let credit: i64 = self
+                .ring
+                .iter()
+                .filter_map(|c| self.subscribers.get(c))
+                .map(|s| (s.rdy - s.in_flight).max(0))
+                .sum();
+            if credit > 0 || self.queue.backend_turn_due() {
+                self.effects.refill = self.queue.refill((credit as usize).min(super::REFILL_MAX));
+            }
+        }
+    }
+
     /// The backend read number of message `id`, if the backend waits for
     /// its acknowledgement. Without durable acknowledgements the map is
     /// empty, and the hot path skips hashing the id.

@@ -4,7 +4,9 @@
 //! found through nsqlookupd, attempts starting over; the leader is
 //! SIGKILLed part-way and the new leader delivers the rest, none lost. A
 //! channel made with `start=earliest` reads the whole retained log. And
-//! bad input is a 400 saying why, with nothing changed.
+//! bad input is a 400 saying why, with nothing changed. With a size
+//! retention every member purges its log below the kept part, and after a
+//! restart and a failover a reset to the earliest replays that part.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -353,4 +355,97 @@ fn a_new_channel_may_start_at_the_earliest_and_bad_input_changes_nothing() {
     );
     assert_eq!(r.status, 404);
     wait_unfinished(&all, t, 0);
+}
+
+/// The snapshot index and purge point of `topic`'s group on `n`.
+fn purged_of(n: &Nsqd, topic: &str) -> (Option<u64>, Option<u64>) {
+    let r = replication(n);
+    let g = r["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["group"].as_u64() == Some(group_of(topic) as u64))
+        .cloned()
+        .unwrap_or(Value::Null);
+    (g["snapshot"].as_u64(), g["purged"].as_u64())
+}
+
+#[test]
+fn the_purge_keeps_a_size_retention_and_a_restarted_member_replays_it() {
+    // Snapshots every 20 entries; 4 KiB bodies, 128 KiB kept (marks every
+    // 64 KiB): of 100 finished messages the newest 32 to 48 are kept, and
+    // every member purges its log below them.
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| {
+        vec!["--replication-snapshot-entries=20".to_string()]
+    });
+    let t = "replay_purged";
+    let lid = led_topic_with_channel(&members, t);
+    let leader = by_id(&members, lid);
+    let (status, v) = json(
+        &leader.nsqd,
+        &format!("/topic/config?topic={t}&retention=128KiB"),
+    );
+    assert_eq!(
+        (status, &v["retention"]),
+        (200, &Value::from("131072B")),
+        "{v}"
+    );
+    let mut publisher = leader.nsqd.connect();
+    let mut consumer = leader.nsqd.connect();
+    consumer.sub(t, "c");
+    consumer.rdy(100);
+    let body = |i: usize| format!("{i:03}{}", "x".repeat(4093));
+    for i in 0..100 {
+        publisher.publish(t, body(i).as_bytes());
+    }
+    recv_msgs(&mut consumer, 100, Duration::from_secs(30), true);
+    drop(consumer);
+    let all: Vec<&Member> = members.iter().collect();
+    wait_unfinished(&all, t, 0);
+    for m in &members {
+        wait_for(WAIT, &format!("node {} purging its log", m.id), || {
+            let (snapshot, purged) = purged_of(&m.nsqd, t);
+            (snapshot.is_some() && purged.is_some()).then_some(())
+        });
+    }
+
+    // One member restarts from its snapshot and log, the leader is lost:
+    // the next leader replays the kept part, the newest messages only.
+    let follower = members.iter().find(|m| m.id != lid).unwrap().id;
+    let back = stop_member(&mut members, follower);
+    let nsqd = start(dirs[at_dir(follower)].path(), &back.args);
+    members.push(Member {
+        id: follower,
+        nsqd,
+        args: back.args.clone(),
+    });
+    let mut gone = members.remove(members.iter().position(|m| m.id == lid).unwrap());
+    gone.nsqd.kill9();
+    let left: Vec<&Member> = members.iter().collect();
+    let next = by_id(&members, leader_of(&left, t, Some(lid)));
+    let (status, v) = json(
+        &next.nsqd,
+        &format!("/channel/reset?topic={t}&channel=c&to=earliest"),
+    );
+    assert_eq!(status, 200, "{v}");
+    let kept = wait_for(WAIT, "the kept part unfinished again", || {
+        unfinished(&next.nsqd, t).filter(|&n| n > 0)
+    });
+    assert!((32..=48).contains(&kept), "kept {kept}");
+    wait_unfinished(&left, t, kept);
+    let mut consumer = next.nsqd.connect();
+    consumer.sub(t, "c");
+    consumer.rdy(100);
+    let got: BTreeSet<String> =
+        recv_msgs(&mut consumer, kept as usize, Duration::from_secs(30), true)
+            .into_iter()
+            .map(|m| String::from_utf8_lossy(&m.body[..3]).into_owned())
+            .collect();
+    let want: BTreeSet<String> = (100 - kept as usize..100)
+        .map(|i| format!("{i:03}"))
+        .collect();
+    assert_eq!(got, want, "the newest {kept}");
+    consumer.expect_nothing(Duration::from_millis(500));
+    drop(gone);
 }

@@ -157,6 +157,13 @@ fn a_reset_to_a_time_replays_exactly_what_was_published_since_through_a_failover
     wait_unfinished(&all, t, 0);
     let retained = leader.nsqd.topic_stats(t).unwrap()["replication"]["retained_messages"].clone();
     assert_eq!(retained, 150, "{retained}");
+    let metrics = leader.nsqd.get("/metrics").text();
+    assert!(
+        metrics.contains(&format!(
+            "nsqd_replication_topic_retained_messages{{topic=\"{t}\"}} 150"
+        )),
+        "{metrics}"
+    );
 
     // The reset, asked of a follower: the 120 are the channel's again on
     // every member.

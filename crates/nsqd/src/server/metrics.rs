@@ -306,9 +306,23 @@ pub fn render(s: &Stats, clients: usize) -> String {
         "counter",
         "nsq-rs replication: messages this member put back when it gained the topic's group (each possibly a duplicate).",
     );
+    let mut rt_retained = Family::new(
+        "nsqd_replication_topic_retained_messages",
+        "gauge",
+        "nsq-rs replay: about how many of the topic's messages its group's log keeps for its retention (finished or not); only with a retention.",
+    );
+    let mut rt_retained_bytes = Family::new(
+        "nsqd_replication_topic_retained_bytes",
+        "gauge",
+        "nsq-rs replay: about how many body bytes of the topic its group's log keeps for its retention; only with a retention.",
+    );
     for t in s.topics.iter().flatten() {
         let Some(r) = &t.replication else { continue };
         let tl = topic_label(&t.topic_name);
+        if r.retention.is_some() {
+            rt_retained.add(tl.clone(), r.retained_messages);
+            rt_retained_bytes.add(tl.clone(), r.retained_bytes);
+        }
         rt_is_leader.add(tl.clone(), u8::from(r.is_leader));
         rt_unfinished.add(tl.clone(), r.unfinished);
         rt_put_back.add(tl.clone(), r.put_back);
@@ -370,6 +384,8 @@ pub fn render(s: &Stats, clients: usize) -> String {
         rt_lag,
         rt_unfinished,
         rt_put_back,
+        rt_retained,
+        rt_retained_bytes,
     ];
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {

@@ -12,9 +12,10 @@ use super::{ClusterInfo, Refused, Upstreams};
 
 impl ClusterInfo {
     /// `POST /channel/reset?topic=&channel=&to=` on the first nsqd of the
-    /// topic that does not answer a 5xx (one outside the topic's group, or
-    /// without a majority, passes it on): what it answered, in words. An
-    /// nsqd's 4xx is the answer (a bad `to`, an unreplicated topic).
+    /// topic that answers neither a 5xx nor a 404 (a member outside the
+    /// topic's group has none of its channels; one without a majority
+    /// cannot commit): what it answered, in words. Any other 4xx is the
+    /// answer (a bad `to`, an unreplicated topic).
     pub async fn reset_channel(
         &self,
         topic: &str,
@@ -43,7 +44,7 @@ impl ClusterInfo {
                 Ok(body) => return Ok(answer_text(&body)),
                 Err(e) => {
                     let refused = Refused::from_nsqd(&e);
-                    if refused.status < 500 {
+                    if refused.status < 500 && refused.status != 404 {
                         return Err(refused);
                     }
                     last = refused;

@@ -92,6 +92,10 @@ pub async fn follow(
 /// start over). The number of messages put.
 pub async fn reset_channel(r: &Groups, group: GroupId, t: &Topic, channel: &str) -> usize {
     if let Some(ch) = t.get_channel(channel) {
+        // FINs and requeue delays the finisher has not taken yet are of
+        // deliveries before the reset: committed after it, they would
+        // finish (or delay) messages the channel now gets again.
+        drop((ch.take_finished(), ch.take_deferred()));
         if let Err(e) = ch.empty() {
             tracing::error!(topic = %t.name, channel, error = %e, "REPLICATION: channel not emptied for its reset");
         }

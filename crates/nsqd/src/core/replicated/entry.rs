@@ -147,21 +147,16 @@ pub enum Entry {
         channel: String,
         until: Vec<(MessageId, i64)>,
     },
-    /// The channel's position moves to log index `to` (nsq-rs replay): it
-    /// has every retained message from there on again, unfinished, its
-    /// attempts starting over (`progress_retention.rs` clamps `to` to what
-    /// the topic retains and to the entry's own place). Made if missing;
-    /// with `only_new`, a channel that exists is left as it is (a
-    /// `/channel/create?start=`).
+    /// The channel moves to log index `to` (replay; made if missing; with
+    /// `only_new` one that exists is left): `progress_retention.rs`.
     ChannelReset {
         topic: String,
         channel: String,
         to: u64,
         only_new: bool,
     },
-    /// How long (by publish time, ms) and how much (body bytes) of the
-    /// topic's finished messages its group's log keeps; 0 and 0: nothing
-    /// past what a channel needs (NSQ's behaviour).
+    /// How long (ms) and how much (body bytes) of the topic's finished
+    /// messages the group's log keeps; 0 and 0: none (NSQ's behaviour).
     Retention {
         topic: String,
         age_ms: u64,

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nsq_replication::answer::ForwardCheck;
 use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
@@ -34,6 +33,7 @@ use nsq_replication::{GroupId, NodeId, Pulses, Raft};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
+use super::limits;
 use crate::core::replicated::entry::{self, EncodeError, Entry};
 use crate::core::replicated::progress::Progress;
 use crate::core::replicated::replicas::group_of;
@@ -186,29 +186,6 @@ pub struct Groups {
     member: Mutex<Option<ClusterMember>>,
 }
 
-/// The leader's check of a publish forwarded to it: refused by its
-/// group's `reject` limits as the leader counts them (the member that took
-/// it checked its own view before forwarding; one outside the group has
-/// none), before anything is written.
-fn forward_check(local: &BTreeMap<GroupId, Local>) -> ForwardCheck {
-    let progress: BTreeMap<GroupId, Arc<Mutex<Progress>>> = local
-        .iter()
-        .map(|(g, l)| (*g, l.progress.clone()))
-        .collect();
-    Arc::new(move |group, payload| {
-        let Some((topic, count)) = Entry::published(payload) else {
-            return Ok(());
-        };
-        let Some(p) = progress.get(&group) else {
-            return Ok(());
-        };
-        match p.lock().topic(topic).and_then(|t| t.refusal(count)) {
-            Some(full) => Err(full.to_string()),
-            None => Ok(()),
-        }
-    })
-}
-
 impl Groups {
     /// Starts the member with nsqd's flags, under `data_dir/raft/`. Each
     /// group is initialised by its lowest voter when that member made the
@@ -276,7 +253,7 @@ impl Groups {
             .iter_mut()
             .filter_map(|g| g.image.take().map(|i| (g.id, i)))
             .collect();
-        let local = member
+        let local: BTreeMap<GroupId, Local> = member
             .groups
             .iter()
             .map(|g| {
@@ -293,7 +270,9 @@ impl Groups {
                 (g.id, l)
             })
             .collect();
-        member.check_forwarded(forward_check(&local));
+        member.check_forwarded(limits::forward_check(
+            local.iter().map(|(g, l)| (*g, l.progress.clone())),
+        ));
         Ok(Groups {
             node_id,
             address: member.local_addr.to_string(),

@@ -20,7 +20,8 @@
 //! - `snapshots.rs`: snapshots of each group's progress, so its log is
 //!   purged.
 //! - `admin.rs`: `/topic/*` and `/channel/*` of replicated topics, as
-//!   entries; `channels.rs`: a SUB's channel proposed to the group.
+//!   entries; `limits.rs`: the group's depth limits checked here, before a
+//!   publish is proposed or a forwarded one written; `channels.rs`: a SUB's channel proposed to the group.
 //! - `reset.rs`: retention and replay: a channel's reset resolved,
 //!   committed and applied.
 //!
@@ -35,6 +36,7 @@ mod channels;
 mod finisher;
 pub mod groups;
 mod leadership;
+mod limits;
 mod redeliver;
 mod reset;
 mod snapshots;
@@ -110,9 +112,8 @@ fn publish_entry(
     defer: Option<Duration>,
 ) -> Result<Entry, PutError> {
     if let Some(full) = topic.replicas().and_then(|replicas| {
-        let group = groups.group_of(&topic.name, replicas);
-        let progress = groups.progress(group)?.lock();
-        progress.topic(&topic.name)?.refusal(bodies.len() as u64)
+        let progress = groups.progress(groups.group_of(&topic.name, replicas))?;
+        limits::refusal(progress, &topic.name, bodies.len() as u64)
     }) {
         return Err(PutError::Full(full));
     }

@@ -300,7 +300,8 @@ async fn next_frame(s: &mut tokio::net::TcpStream, buf: &mut BytesMut) -> Option
 
 /// A payload proposed through `Proposer` from a member that does not lead
 /// the group is forwarded to the leader and committed like one proposed
-/// there; without a majority a proposal is refused once its time is up.
+/// there; the leader's check refuses one, nothing written; without a
+/// majority a proposal is refused once its time is up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proposals_from_any_member_commit_through_the_leader() {
     use nsq_replication::propose::ProposeError;
@@ -339,6 +340,40 @@ async fn proposals_from_any_member_commit_through_the_leader() {
         expect_applied(applied.get_mut(&id).unwrap(), 0, 0..2).await;
     }
 
+    // A check the subscriber set refuses a forwarded proposal on the
+    // leader, nothing written; the proposer is told why.
+    let refused = payload(0, 99);
+    for m in &members {
+        let no = refused.clone();
+        m.check_forwarded(std::sync::Arc::new(move |group, p: &[u8]| {
+            if group == 0 && p == &no[..] {
+                Err("not this one".to_string())
+            } else {
+                Ok(())
+            }
+        }));
+    }
+    let r = follower
+        .proposer()
+        .propose(0, refused, Duration::from_secs(5))
+        .await;
+    assert_eq!(
+        r,
+        Err(ProposeError::Refused {
+            group: 0,
+            reason: "not this one".into()
+        })
+    );
+    follower
+        .proposer()
+        .propose(0, payload(0, 2), Duration::from_secs(5))
+        .await
+        .expect("forwarded and committed");
+    // Batch 2 is the next applied everywhere: the refused one is nowhere.
+    for id in 1..=3 {
+        expect_applied(applied.get_mut(&id).unwrap(), 0, 2..3).await;
+    }
+
     // Two of three stop: the one left cannot commit, whoever it was.
     let last = members.remove(0);
     for m in members {
@@ -347,7 +382,7 @@ async fn proposals_from_any_member_commit_through_the_leader() {
     let started = std::time::Instant::now();
     let r = last
         .proposer()
-        .propose(0, payload(0, 2), Duration::from_secs(1))
+        .propose(0, payload(0, 3), Duration::from_secs(1))
         .await;
     assert!(
         matches!(

@@ -7,7 +7,8 @@
 // topic/channel from the Lookup page, pauses a channel from the UI (dismissing
 // the confirm dialog once, then accepting it) and checks nsqd shows it paused,
 // sets a channel's and a topic's nsq-rs settings through their forms,
-// and saves a screenshot of each page.
+// asks a replay of a channel (refused: its topic is not replicated), and
+// saves a screenshot of each page.
 //
 // usage: node nsqadmin.test.js <bin dir> <screenshot dir>
 "use strict";
@@ -336,6 +337,27 @@ async function main() {
   const btn = await waitFor("button flips to UnPause", async () => ((await page.textContent("#pause-btn")) === "UnPause Channel"), 10000).catch(() => false);
   check(btn, "pause: button now reads UnPause Channel and a paused label shows");
   await shot("channel-paused");
+
+  // --- nsq-rs replay: the action asks from when, then for a confirmation;
+  // this topic is not replicated, so nothing is retained to replay, and the
+  // page shows nsqd's answer saying why and what to do instead
+  const replayDialogs = [];
+  const onReplayDialog = (d) => { replayDialogs.push(d.type()); if (d.type() === "prompt") { d.accept("earliest"); } else { d.accept(); } };
+  page.on("dialog", onReplayDialog);
+  const errorsBefore = jsErrors.length;
+  await page.click("#replay-btn");
+  const refusal = await waitFor("the replay refusal shown", async () => {
+    const t = await page.textContent("#banners");
+    return t.includes("is not replicated") ? t : false;
+  }, 10000).catch(() => null);
+  page.off("dialog", onReplayDialog);
+  // the browser logs the refusal's 400 as an error: it is the answer expected
+  const replayErrors = jsErrors.splice(errorsBefore);
+  jsErrors.push(...replayErrors.filter((e) => !e.includes("status of 400")));
+  check(JSON.stringify(replayDialogs) === '["prompt","confirm"]' && refusal !== null,
+    "replay: asks from when, confirms, and shows why an unreplicated topic has nothing to replay", { replayDialogs, refusal });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await shot("channel-replay-refused");
 
   // --- nsq-rs settings: a channel's max attempts and depth limit, set through the form on both nsqd
   await page.waitForSelector("#channel-config");

@@ -346,6 +346,14 @@ fn with_sync_every_1_an_acknowledged_dpub_survives_sigkill_with_its_due_time() {
     let count = 200;
     let mut n = Nsqd::start_in(dir.path(), &flags);
     setup(&n);
+    // nsqd.dat is written after the create is answered (by the lookup
+    // loop, as nsqd's Notify does): a SIGKILL before that would lose the
+    // channel, which is not what this test is about
+    wait_for(FRAME_WAIT, "nsqd.dat listing channel t/c", || {
+        std::fs::read_to_string(dir.path().join("nsqd.dat"))
+            .ok()
+            .filter(|m| m.contains("\"name\":\"c\""))
+    });
     let sent = dpub_many(&n, count, 64, |i| 5_000 + (i as i64 % 4) * 250);
     n.kill9();
     let n = Nsqd::start_in(dir.path(), &flags);

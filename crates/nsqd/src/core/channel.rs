@@ -182,7 +182,7 @@ impl Channel {
             effects: Effects::default(),
             finished: None,
             deferrals: None,
-            expiry: Expiry::new(now),
+            expiry: Expiry::default(),
             scheduled_wake: None,
         }
     }

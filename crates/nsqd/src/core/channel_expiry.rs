@@ -27,56 +27,68 @@ pub const BACKEND_SWEEP: Duration = Duration::from_secs(1);
 /// Most backend records one sweep takes off the disk queue.
 pub const BACKEND_SWEEP_MAX: usize = 4096;
 
-/// A channel's expiry settings and count.
-#[derive(Debug)]
-pub(super) struct Expiry {
+/// A channel's expiry settings and count, allocated once a `max_age`
+/// applies to it: a channel without one (NSQ's behaviour, the default)
+/// carries one empty pointer, so expiry off costs no memory per channel.
+#[derive(Debug, Default)]
+pub(super) struct Expiry(Option<Box<State>>);
+
+#[derive(Debug, Default)]
+struct State {
     /// The channel's own `max_age` (None: its topic's).
     own: Option<Duration>,
     /// The one in force, in ns; 0: off (NSQ's behaviour).
     max_age_ns: i64,
-    /// The wall clock (Unix ns) at a moment of the monotonic one.
-    wall: (Instant, i64),
+    /// The wall clock (Unix ns) at a moment of the monotonic one; None
+    /// until the server first tells it.
+    wall: Option<(Instant, i64)>,
     /// Expired messages go to the dead-letter topic instead of being
     /// dropped.
     dead_letters: bool,
-    pub(super) count: u64,
+    count: u64,
     /// A backend sweep is out (one at a time, like refills).
     sweeping: bool,
 }
 
 impl Expiry {
-    pub(super) fn new(now: Instant) -> Expiry {
-        Expiry {
-            own: None,
-            max_age_ns: 0,
-            wall: (now, 0),
-            dead_letters: false,
-            count: 0,
-            sweeping: false,
-        }
-    }
-
     /// Messages published before this (Unix ns) have expired by `now`;
     /// None when expiry is off.
     pub(super) fn cutoff(&self, now: Instant) -> Option<i64> {
-        if self.max_age_ns == 0 {
+        let s = self.0.as_deref()?;
+        if s.max_age_ns == 0 {
             return None;
         }
-        let (at, ns) = self.wall;
+        let (at, ns) = s.wall?;
         let wall_now = if now >= at {
             ns.saturating_add((now - at).as_nanos() as i64)
         } else {
             ns.saturating_sub((at - now).as_nanos() as i64)
         };
-        Some(wall_now.saturating_sub(self.max_age_ns))
+        Some(wall_now.saturating_sub(s.max_age_ns))
     }
 
     /// When a message published at `timestamp` (Unix ns) expires, on the
-    /// monotonic clock.
-    fn expires_at(&self, timestamp: i64) -> Instant {
-        let (at, ns) = self.wall;
-        let left = timestamp.saturating_add(self.max_age_ns) - ns;
-        at + Duration::from_nanos(left.max(0) as u64)
+    /// monotonic clock; None while expiry is off.
+    fn expires_at(&self, timestamp: i64) -> Option<Instant> {
+        let s = self.0.as_deref().filter(|s| s.max_age_ns > 0)?;
+        let (at, ns) = s.wall?;
+        let left = timestamp.saturating_add(s.max_age_ns) - ns;
+        Some(at + Duration::from_nanos(left.max(0) as u64))
+    }
+
+    /// Messages that expired here.
+    pub(super) fn count(&self) -> u64 {
+        self.0.as_deref().map_or(0, |s| s.count)
+    }
+
+    /// Whether the state is allocated (a `max_age` applied at some time).
+    #[cfg(test)]
+    pub(super) fn allocated(&self) -> bool {
+        self.0.is_some()
+    }
+
+    fn state(&mut self) -> &mut State {
+        self.0.get_or_insert_with(Box::default)
     }
 }
 
@@ -100,9 +112,13 @@ impl Channel {
             Some(o) => o,
             None => topic,
         };
-        self.expiry.own = own;
-        self.expiry.max_age_ns = i64::try_from(max_age.as_nanos()).unwrap_or(i64::MAX);
-        self.expiry.dead_letters = dead_letters;
+        if max_age.is_zero() && self.expiry.0.is_none() {
+            return;
+        }
+        let s = self.expiry.state();
+        s.own = own;
+        s.max_age_ns = i64::try_from(max_age.as_nanos()).unwrap_or(i64::MAX);
+        s.dead_letters = dead_letters;
         self.sync_wall_clock(now, now_unix_ns);
         if let Some(at) = self.sweep_expired(now) {
             self.schedule(at);
@@ -113,29 +129,34 @@ impl Channel {
     /// Whether what expires goes to the dead-letter topic (the channel has
     /// one: `max_attempts` or a dead-letter topic of its own is set).
     pub fn set_expired_dead_letters(&mut self, on: bool) {
-        self.expiry.dead_letters = on;
+        // without a `max_age` nothing expires; `set_max_age` is told again
+        if let Some(s) = self.expiry.0.as_deref_mut() {
+            s.dead_letters = on;
+        }
     }
 
     /// The channel's own `max_age`, if it has one (for `nsqd.dat`).
     pub fn own_max_age(&self) -> Option<Duration> {
-        self.expiry.own
+        self.expiry.0.as_deref().and_then(|s| s.own)
     }
 
     /// The wall clock (Unix ns) at `now`, from which ages are read until
     /// the next call (the server calls it from the channel's timer, so a
     /// step of the wall clock counts from the next timer run).
     pub fn sync_wall_clock(&mut self, now: Instant, now_unix_ns: i64) {
-        self.expiry.wall = (now, now_unix_ns);
+        if let Some(s) = self.expiry.0.as_deref_mut() {
+            s.wall = Some((now, now_unix_ns));
+        }
     }
 
     /// Whether expiry is on (a `max_age`).
     pub fn expires(&self) -> bool {
-        self.expiry.max_age_ns > 0
+        self.expiry.0.as_deref().is_some_and(|s| s.max_age_ns > 0)
     }
 
     /// Messages that expired here, dropped or dead-lettered.
     pub fn expired_count(&self) -> u64 {
-        self.expiry.count
+        self.expiry.count()
     }
 
     /// Whether `msg` has expired (`cutoff` from [`Expiry::cutoff`]).
@@ -146,9 +167,11 @@ impl Channel {
     /// Counts an expired message and drops it (finished, for a replicated
     /// topic's group) or hands it to the dead-letter topic.
     pub(super) fn expire(&mut self, msg: Message) {
-        self.expiry.count += 1;
+        let s = self.expiry.state();
+        s.count += 1;
+        let dead_letters = s.dead_letters;
         let read = self.take_unacked(&msg.id);
-        if self.expiry.dead_letters {
+        if dead_letters {
             if let Some(read) = read {
                 self.effects.dead_letter_acks.push((msg.id, read));
             }
@@ -166,7 +189,9 @@ impl Channel {
     /// Dead letters the dead-letter topic refused that had expired (not
     /// used up their attempts): counted again when they come back.
     pub(super) fn uncount_expired(&mut self, n: u64) {
-        self.expiry.count = self.expiry.count.saturating_sub(n);
+        if let Some(s) = self.expiry.0.as_deref_mut() {
+            s.count = s.count.saturating_sub(n);
+        }
     }
 
     /// The timer's look: expired messages at the head of memory go, and a
@@ -184,15 +209,16 @@ impl Channel {
                 self.expire(msg);
             }
         }
+        let s = self.expiry.state();
         if self.queue.backend_pending()
             && !self.exiting
-            && !self.expiry.sweeping
+            && !s.sweeping
             && self.effects.expire.is_none()
         {
-            self.expiry.sweeping = true;
+            s.sweeping = true;
             self.effects.expire = Some(BackendExpiry {
                 before_ns: cutoff,
-                bodies: self.expiry.dead_letters,
+                bodies: s.dead_letters,
                 max: BACKEND_SWEEP_MAX,
             });
         }
@@ -208,7 +234,7 @@ impl Channel {
         let head = self
             .queue
             .front()
-            .map(|m| self.expiry.expires_at(m.timestamp));
+            .and_then(|m| self.expiry.expires_at(m.timestamp));
         let backend = self
             .queue
             .backend_pending()
@@ -228,7 +254,8 @@ impl Channel {
 
     /// The `max_age` in force (zero: none).
     pub fn max_age(&self) -> Duration {
-        Duration::from_nanos(self.expiry.max_age_ns.max(0) as u64)
+        let ns = self.expiry.0.as_deref().map_or(0, |s| s.max_age_ns);
+        Duration::from_nanos(ns.max(0) as u64)
     }
 
     /// A backend sweep ([`BackendExpiry`]) is done: `skipped` records were
@@ -242,10 +269,11 @@ impl Channel {
         reads: Vec<u64>,
         now: Instant,
     ) {
-        self.expiry.sweeping = false;
+        let s = self.expiry.state();
+        s.sweeping = false;
+        s.count += skipped;
         let n = skipped + taken.len() as u64;
         self.backend_len = self.backend_len.saturating_sub(n);
-        self.expiry.count += skipped;
         for (i, msg) in taken.into_iter().enumerate() {
             if let Some(&read) = reads.get(i) {
                 self.unacked.insert(msg.id, read);

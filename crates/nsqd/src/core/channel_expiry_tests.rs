@@ -221,3 +221,27 @@ fn expiry_off_delivers_every_message_whatever_its_age() {
     assert_eq!(h.ch.expired_count(), 0);
     assert_eq!(h.ch.stats("c", 0, h.now).max_age, None);
 }
+
+#[test]
+fn expiry_off_costs_a_channel_one_empty_pointer_and_the_count_outlives_turning_it_off() {
+    assert_eq!(
+        std::mem::size_of::<expiry::Expiry>(),
+        std::mem::size_of::<usize>()
+    );
+    let mut h = Harness::new(cfg(100));
+    let now = h.now;
+    h.ch.set_max_age(None, Duration::ZERO, true, now, WALL);
+    h.ch.set_expired_dead_letters(true);
+    assert!(!h.ch.expiry.allocated(), "nothing allocated while off");
+    assert!(!h.ch.expires() && h.ch.max_age().is_zero());
+
+    let mut h = expiring(100, false);
+    put_aged(&mut h, vec![aged(1, AGE * 2)]);
+    h.sub(1, 10);
+    assert!(h.take(1).is_empty());
+    let now = h.now;
+    h.ch.set_max_age(None, Duration::ZERO, false, now, WALL);
+    assert_eq!((h.ch.expired_count(), h.ch.own_max_age()), (1, None));
+    put_aged(&mut h, vec![aged(2, AGE * 2)]);
+    assert_eq!(nums(&h.take(1)), vec![2], "off again: delivered");
+}

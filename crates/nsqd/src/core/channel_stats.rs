@@ -44,7 +44,7 @@ impl Channel {
             max_age: self
                 .expires()
                 .then(|| nsq_protocol::duration::format(self.max_age())),
-            expired_count: self.expiry.count,
+            expired_count: self.expiry.count(),
             client_count: self.subscribers.len() as i64,
             clients: None,
             paused: self.paused,

@@ -234,16 +234,22 @@ async fn handler_error_requeues_with_attempts_plus_one() {
         st.backoff_level, 0,
         "success after the failure ends the backoff"
     );
-    let s = nsqd_stats(&nsqd.http, "req", "ch").await;
-    let ch = channel_of(&s, "req", "ch").unwrap();
-    assert_eq!(
-        (
+    // the client counts a FIN once written; nsqd may read it a moment later
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let counts = loop {
+        let s = nsqd_stats(&nsqd.http, "req", "ch").await;
+        let ch = channel_of(&s, "req", "ch").unwrap();
+        let counts = (
             ch["requeue_count"].as_i64(),
             ch["in_flight_count"].as_i64(),
-            ch["depth"].as_i64()
-        ),
-        (Some(1), Some(0), Some(0))
-    );
+            ch["depth"].as_i64(),
+        );
+        if counts.1 == Some(0) || tokio::time::Instant::now() > deadline {
+            break counts;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(counts, (Some(1), Some(0), Some(0)));
     c.stop().await;
 }
 

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use super::super::channel::{BACKEND_SWEEP, BACKEND_SWEEP_MAX};
-use super::super::effects::BackendExpiry;
-use super::{Sweep, Topic};
+use crate::core::channel::{BACKEND_SWEEP, BACKEND_SWEEP_MAX};
+use crate::core::effects::BackendExpiry;
+use crate::core::topic::{Sweep, Topic};
 
 impl<C> Topic<C> {
     /// The topic's own `max_age` (None: `default`, the flag's; zero:

@@ -329,8 +329,11 @@ impl Options {
         Ok(())
     }
 
-    /// The replication flags go together: a listen address, this nsqd among
-    /// the peers (by `--node-id`), at least one other, a sane group count.
+    /// The replication flags go together: a listen address, at least one
+    /// member besides this nsqd, a sane group count. An nsqd that names
+    /// itself (by `--node-id`) among the peers forms a cluster with them;
+    /// one that does not joins theirs once a member adds it
+    /// (`POST /replication/members/add`).
     fn validate_replication(&self) -> Result<(), String> {
         let peers = &self.replication_peers.0;
         if self.replication_address.is_empty() {
@@ -348,13 +351,11 @@ impl Options {
         if self.replication_election_timeout < Duration::from_millis(50) {
             return Err("--replication-election-timeout must be at least 50ms".into());
         }
-        if !peers.contains_key(&(self.node_id as u64)) {
-            return Err(format!(
-                "--replication-peer must name this nsqd (--node-id {}) among the members",
-                self.node_id
-            ));
-        }
-        if peers.len() < 2 {
+        let others = peers
+            .keys()
+            .filter(|id| **id != self.node_id as u64)
+            .count();
+        if others < 1 {
             return Err("--replication-peer must name at least one other member".into());
         }
         Ok(())
@@ -444,8 +445,9 @@ mod tests {
         );
         o.replication_address = "127.0.0.1:4160".into();
         assert!(o.validate().is_ok());
+        // not named: it joins the others' cluster once they add it
         o.node_id = 7;
-        assert!(o.validate().unwrap_err().contains("--node-id 7"));
+        assert!(o.validate().is_ok());
         o.node_id = 2;
         o.replication_groups = 0;
         assert!(o.validate().is_err());

@@ -51,6 +51,23 @@ pub struct ReplicationStats {
     #[serde(default)]
     pub protocol: u32,
     pub groups: Vec<ReplicationGroup>,
+    /// The cluster map's version: 0 as formed by `--replication-peer`,
+    /// moved on by each membership change and each group's report of it.
+    #[serde(default)]
+    pub map_version: u64,
+    /// The membership change under way, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<ReplicationChange>,
+}
+
+/// nsq-rs: a membership change under way (`POST /replication/members/*`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ReplicationChange {
+    /// What it is: `add node 4 at host:port`, `remove node 2`.
+    pub change: String,
+    /// The groups whose voters are already what the map says.
+    pub groups_done: usize,
+    pub groups: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]

@@ -148,6 +148,8 @@ fn chunk(read: Vec<crate::Entry>, next: u64) -> Chunk {
     let entries = read
         .into_iter()
         .filter_map(|e| match e.payload {
+            // the cluster map's updates are the member's, never the subscriber's
+            EntryPayload::Normal(p) if crate::cluster_map::is_map_entry(&p.0) => None,
             EntryPayload::Normal(p) => Some((e.log_id.index, p.0)),
             EntryPayload::Blank | EntryPayload::Membership(_) => None,
         })

@@ -7,10 +7,11 @@
 //! Directory layout under the member's data directory:
 //! `raft/{group:04}/` per group, holding the group's segments, `purged`,
 //! `vote`, `committed` and `snapshot`; `raft/member` and `raft/peers`, the
-//! member's identity and its peers' (`identity.rs`; docs/replication.md).
+//! member's identity and its peers' (`identity.rs`; docs/replication.md);
+//! `raft/cluster`, the cluster map (`maps.rs`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -21,12 +22,15 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster_map::ClusterMap;
 use crate::committed::{Chunk, CommittedLog, ReadError};
 use crate::identity::Identity;
 use crate::log::{LogError, LogOptions};
 use crate::machine::{Applied, StateMachine};
+use crate::maps::Maps;
+use crate::membership::{self, Membership};
 use crate::network::hello::{Abouts, ClusterConfig, Greeting};
-use crate::network::listener::{self, Groups, Serve};
+use crate::network::listener::{self, Allowed, Groups, Serve};
 use crate::network::{ClusterTls, Network, Peers};
 use crate::placement::Placement;
 use crate::propose::{Others, Proposer};
@@ -135,10 +139,11 @@ pub struct ClusterMember {
     pub local_addr: SocketAddr,
     /// The groups this member votes in.
     pub groups: Vec<Group>,
-    placement: Arc<Placement>,
+    maps: Maps,
     pulses: Pulses,
     abouts: Abouts,
-    peers_conf: BTreeMap<NodeId, String>,
+    proposer: Proposer,
+    membership: Membership,
     peers: Arc<Peers>,
     identity: Arc<Identity>,
     quiet: QuietFlags,
@@ -150,23 +155,30 @@ pub struct ClusterMember {
 
 impl ClusterMember {
     /// Opens the storage of every group this member votes in, starts its
-    /// Raft and the listener.
+    /// Raft and the listener. A member whose `peers` do not name it joins
+    /// a running cluster: its listener answers probes and hellos, and its
+    /// groups start once a member's hello brings the cluster map that
+    /// names it (`membership.rs`: after an operator added it).
     pub async fn start(opts: MemberOptions) -> Result<ClusterMember, MemberError> {
         let config = openraft::Config {
             snapshot_policy: openraft::SnapshotPolicy::Never,
             ..opts.raft.clone()
         };
         let config = Arc::new(config.validate()?);
-        let mut allowed = HashSet::new();
-        for addr in opts.peers.values() {
-            let ips = tokio::net::lookup_host(addr.as_str())
-                .await
-                .map_err(|err| MemberError::Peer {
-                    addr: addr.clone(),
-                    err,
-                })?;
-            allowed.extend(ips.map(|a| a.ip()));
+        let raft_dir = opts.data_dir.join("raft");
+        let had_state = raft_dir.exists();
+        let identity_err = |err| MemberError::Identity {
+            dir: raft_dir.display().to_string(),
+            err,
+        };
+        let listed = opts.peers.contains_key(&opts.node_id);
+        let formed = listed.then(|| ClusterMap::formed(&opts.peers, opts.groups));
+        let maps = Maps::open(&raft_dir, formed).map_err(identity_err)?;
+        let mut addrs: Vec<String> = opts.peers.values().cloned().collect();
+        if let Some(m) = maps.get() {
+            addrs.extend(m.members.values().cloned());
         }
+        let allowed: Allowed = Arc::new(RwLock::new(resolve(&addrs).await?));
         let listener =
             TcpListener::bind(&opts.listen)
                 .await
@@ -178,22 +190,14 @@ impl ClusterMember {
             addr: opts.listen.clone(),
             err,
         })?;
-        let raft_dir = opts.data_dir.join("raft");
-        let had_state = raft_dir.exists();
-        let placement = Arc::new(Placement::new(opts.peers.keys().copied(), opts.groups));
-        let mine = placement.groups_of(opts.node_id);
-        let identity = Identity::open(
-            &raft_dir,
-            opts.node_id,
-            had_state,
-            opts.peers.len(),
-            mine.len() as u32,
-        )
-        .map(Arc::new)
-        .map_err(|err| MemberError::Identity {
-            dir: raft_dir.display().to_string(),
-            err,
-        })?;
+        // The cluster's size as far as this member knows it yet (one that
+        // joins counts itself beside the members its flags name).
+        let size = maps
+            .get()
+            .map_or(opts.peers.len() + usize::from(!listed), |m| m.members.len());
+        let identity = Identity::open(&raft_dir, opts.node_id, had_state, size, 0)
+            .map(Arc::new)
+            .map_err(identity_err)?;
         let greeting = Arc::new(Greeting::new(
             ClusterConfig {
                 groups: opts.groups,
@@ -201,6 +205,7 @@ impl ClusterMember {
             },
             identity.clone(),
             opts.about.clone(),
+            maps.clone(),
         ));
         let abouts = greeting.abouts.clone();
         let peers = Peers::new(
@@ -209,10 +214,40 @@ impl ClusterMember {
             greeting.clone(),
         );
         let registry: Groups = Arc::new(RwLock::new(HashMap::new()));
+        let shutdown = CancellationToken::new();
+        let checks = crate::answer::ForwardChecks::default();
+        let serve = Serve {
+            checks: checks.clone(),
+            allowed: allowed.clone(),
+            tls: opts.tls.as_ref().map(|t| t.server.clone()),
+            groups: registry.clone(),
+            greeting,
+            shutdown: shutdown.clone(),
+        };
+        let listener = tokio::spawn(listener::serve(listener, serve));
+        if maps.get().is_none() {
+            tracing::info!(
+                node_id = opts.node_id,
+                "REPLICATION: not a member of a cluster yet: waiting to be added (POST /replication/members/add?id={}&address=<this --replication-address> on a member)",
+                opts.node_id
+            );
+            let mut changed = maps.watch();
+            while maps.get().is_none() {
+                if changed.changed().await.is_err() {
+                    break;
+                }
+            }
+        }
+        let placement = maps.placement();
+        let mine = placement.groups_of(opts.node_id);
+        identity.set_groups(mine.len() as u32);
+        // Only a cluster whose map never changed begins groups: after a
+        // change every group exists on its other members.
+        let may_begin = maps.get().is_some_and(|m| m.version == 0);
         let mut groups = Vec::new();
         for &id in &mine {
             let dir = opts.data_dir.join("raft").join(format!("{id:04}"));
-            let new = !dir.exists();
+            let new = !dir.exists() && may_begin;
             let store = LogStore::open(&dir, opts.log.clone())
                 .map_err(|err| MemberError::Log { group: id, err })?;
             let committed = store.committed_index();
@@ -220,6 +255,7 @@ impl ClusterMember {
             let replayed = *committed.borrow();
             let (sm, applied) = StateMachine::open(&dir, opts.applied_capacity, replayed)
                 .map_err(|err| MemberError::Machine { group: id, err })?;
+            let sm = sm.with_maps(maps.clone());
             let image = sm
                 .image()
                 .map_err(|err| MemberError::Machine { group: id, err })?;
@@ -244,19 +280,10 @@ impl ClusterMember {
                 new,
             });
         }
-        let shutdown = CancellationToken::new();
-        let checks = crate::answer::ForwardChecks::default();
-        let serve = Serve {
-            checks: checks.clone(),
-            allowed,
-            tls: opts.tls.as_ref().map(|t| t.server.clone()),
-            groups: registry,
-            greeting,
-            shutdown: shutdown.clone(),
-        };
-        let listener = tokio::spawn(listener::serve(listener, serve));
-        let others: Vec<(NodeId, Arc<crate::network::peer::Peer>)> = opts
-            .peers
+        let others: Vec<(NodeId, Arc<crate::network::peer::Peer>)> = maps
+            .get()
+            .map(|m| m.members.clone())
+            .unwrap_or_default()
             .iter()
             .filter(|(id, _)| **id != opts.node_id)
             .map(|(id, addr)| (*id, peers.get(addr)))
@@ -265,7 +292,7 @@ impl ClusterMember {
         let roll_call = tokio::spawn(roll_call::run(
             identity.clone(),
             rafts.clone(),
-            others.clone(),
+            others,
             shutdown.clone(),
         ));
         let ids = placement.groups().into_iter().max().map_or(0, |g| g + 1);
@@ -277,27 +304,53 @@ impl ClusterMember {
         });
         let pulse = tokio::spawn(pulse::run(
             identity.clone(),
-            rafts,
-            others,
+            rafts.clone(),
+            maps.clone(),
+            peers.clone(),
             pulses.clone(),
             Duration::from_millis(config.heartbeat_interval),
             quiet.clone(),
             shutdown.clone(),
         ));
+        let allow = tokio::spawn(allow_members(maps.clone(), allowed, shutdown.clone()));
+        let proposer = Proposer::new(
+            rafts.iter().cloned().collect(),
+            peers.clone(),
+            Others {
+                maps: maps.clone(),
+                pulses: pulses.clone(),
+            },
+        );
+        let changes = tokio::spawn(membership::run(
+            opts.node_id,
+            maps.clone(),
+            rafts,
+            proposer.clone(),
+            shutdown.clone(),
+        ));
+        let membership = Membership {
+            me: opts.node_id,
+            maps: maps.clone(),
+            proposer: proposer.clone(),
+            abouts: abouts.clone(),
+            tls: opts.tls.as_ref().map(|t| t.client.clone()),
+            asking: Arc::default(),
+        };
         Ok(ClusterMember {
             node_id: opts.node_id,
             local_addr,
             groups,
-            placement,
+            maps,
             pulses,
             abouts,
-            peers_conf: opts.peers,
+            proposer,
+            membership,
             peers,
             identity,
             quiet,
             shutdown,
             checks,
-            tasks: vec![listener, roll_call, pulse],
+            tasks: vec![listener, roll_call, pulse, allow, changes],
         })
     }
 
@@ -318,17 +371,19 @@ impl ClusterMember {
         >,
     > + Send
            + 'static {
+        let placement = self.maps.placement();
+        let map = self.maps.get().unwrap_or_default();
         let begins: Vec<(Raft, BTreeMap<NodeId, Member>)> = self
             .groups
             .iter()
             .filter(|g| g.new)
             .filter_map(|g| {
-                let voters = self.placement.voters(g.id)?;
+                let voters = placement.voters(g.id)?;
                 (voters.first() == Some(&self.node_id)).then(|| {
                     let members = voters
                         .iter()
                         .filter_map(|id| {
-                            let addr = self.peers_conf.get(id)?;
+                            let addr = map.members.get(id)?;
                             Some((*id, Member::new(addr.clone())))
                         })
                         .collect();
@@ -391,20 +446,22 @@ impl ClusterMember {
     }
 
     pub fn proposer(&self) -> Proposer {
-        Proposer::new(
-            self.groups.iter().map(|g| (g.id, g.raft.clone())).collect(),
-            self.peers.clone(),
-            Others {
-                placement: self.placement.clone(),
-                pulses: self.pulses.clone(),
-                addrs: Arc::new(self.peers_conf.clone()),
-            },
-        )
+        self.proposer.clone()
     }
 
-    /// Which members vote in which group.
+    /// Which members vote in which group, as the cluster map says now.
     pub fn placement(&self) -> Arc<Placement> {
-        self.placement.clone()
+        self.maps.placement()
+    }
+
+    /// The cluster map this member holds.
+    pub fn maps(&self) -> Maps {
+        self.maps.clone()
+    }
+
+    /// Members added and removed online.
+    pub fn membership(&self) -> Membership {
+        self.membership.clone()
     }
 
     /// What each peer said about itself when the two last met
@@ -416,12 +473,13 @@ impl ClusterMember {
     /// The replication protocol every member of the cluster speaks, as far
     /// as this member has met them (`hello.rs`): what may be proposed.
     pub fn cluster_protocol(&self) -> u32 {
-        self.abouts.cluster_protocol(
-            self.peers_conf
-                .keys()
-                .copied()
-                .filter(|p| *p != self.node_id),
-        )
+        let members = self
+            .maps
+            .get()
+            .map(|m| m.members.clone())
+            .unwrap_or_default();
+        self.abouts
+            .cluster_protocol(members.keys().copied().filter(|p| *p != self.node_id))
     }
 
     /// What the peers' pulses say (who leads the groups this member does
@@ -446,6 +504,46 @@ impl ClusterMember {
         self.peers.close();
         for t in self.tasks {
             let _ = t.await;
+        }
+    }
+}
+
+/// The IP addresses of `addrs`.
+async fn resolve(addrs: &[String]) -> Result<HashSet<IpAddr>, MemberError> {
+    let mut allowed = HashSet::new();
+    for addr in addrs {
+        let ips = tokio::net::lookup_host(addr.as_str())
+            .await
+            .map_err(|err| MemberError::Peer {
+                addr: addr.clone(),
+                err,
+            })?;
+        allowed.extend(ips.map(|a| a.ip()));
+    }
+    Ok(allowed)
+}
+
+/// Keeps the listener's allowed addresses those of the map's members as
+/// the map changes (a member added is let in, a removed one no longer;
+/// an address that does not resolve is left out and logged).
+async fn allow_members(maps: Maps, allowed: Allowed, shutdown: CancellationToken) {
+    let mut changed = maps.watch();
+    loop {
+        if let Some(map) = maps.get() {
+            let mut ips = HashSet::new();
+            for addr in map.members.values() {
+                match tokio::net::lookup_host(addr.as_str()).await {
+                    Ok(found) => ips.extend(found.map(|a| a.ip())),
+                    Err(e) => {
+                        tracing::warn!(%addr, error = %e, "REPLICATION: a member's address does not resolve")
+                    }
+                }
+            }
+            *allowed.write() = ips;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = changed.changed() => if r.is_err() { return },
         }
     }
 }

@@ -42,7 +42,8 @@ pub struct Identity {
     pub incarnation: Incarnation,
     /// The cluster's size (`--replication-peer` entries, itself included).
     members: usize,
-    groups: u32,
+    /// The groups it votes in (known once the cluster map is).
+    groups: std::sync::atomic::AtomicU32,
     standing: watch::Sender<Standing>,
     /// Each peer's incarnation as last greeted.
     known: Mutex<BTreeMap<NodeId, Incarnation>>,
@@ -91,11 +92,18 @@ impl Identity {
             me,
             incarnation: stored.incarnation,
             members,
-            groups,
+            groups: groups.into(),
             standing: watch::Sender::new(standing),
             known: Mutex::new(known),
             greeted: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// The number of groups this member votes in (a member that joins a
+    /// running cluster learns it with the cluster map).
+    pub fn set_groups(&self, groups: u32) {
+        self.groups
+            .store(groups, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The directory of `raft/member`.
@@ -155,7 +163,10 @@ impl Identity {
     pub fn caught_up(&self, group: GroupId) -> Result<(), String> {
         let mut change = Change::None;
         self.standing.send_if_modified(|s| {
-            change = s.caught_up(group, self.groups);
+            change = s.caught_up(
+                group,
+                self.groups.load(std::sync::atomic::Ordering::Relaxed),
+            );
             change != Change::None
         });
         self.changed(change)

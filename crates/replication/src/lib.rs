@@ -19,7 +19,10 @@
 //!   pulses say who leads the groups a member does not vote in
 //!   ([`Pulses`]).
 //! * [`placement`]: which members vote in which group: a set of groups
-//!   of the cluster's size, and sets of smaller odd sizes.
+//!   of the cluster's size, and sets of smaller odd sizes, as the
+//!   [`cluster_map`] says; [`maps`]: the map this member holds, on disk
+//!   and shared; [`membership`]: members added and removed online, each
+//!   group's openraft membership made what the map says.
 //! * [`propose`]: a payload proposed from any member: written by the
 //!   group's leader, forwarded to it from the others, answered once
 //!   committed or refused after a timeout; [`answer`]: a member's side of
@@ -39,11 +42,14 @@
 #![forbid(unsafe_code)]
 
 pub mod answer;
+pub mod cluster_map;
 pub mod committed;
 pub mod group;
 pub mod identity;
 pub mod log;
 pub mod machine;
+pub mod maps;
+pub mod membership;
 pub mod network;
 pub mod placement;
 pub mod propose;

@@ -115,6 +115,9 @@ pub struct StateMachine {
     replay_to: Option<u64>,
     builds: u64,
     requests: Requests,
+    /// The cluster map, which group 0's map updates change
+    /// (`cluster_map.rs`): applied here, never handed to the subscriber.
+    maps: Option<crate::maps::Maps>,
 }
 
 /// Writes `stored` durably and makes it the current snapshot.
@@ -182,6 +185,7 @@ impl StateMachine {
                 replay_to,
                 builds: 0,
                 requests: Requests::default(),
+                maps: None,
             },
             rx,
         ))
@@ -198,6 +202,13 @@ impl StateMachine {
             return Ok(None);
         };
         Ok(Some((last.index, decode(&s.data)?.image.into())))
+    }
+
+    /// Applies the cluster map's updates committed in this group to
+    /// `maps` (group 0's machine).
+    pub fn with_maps(mut self, maps: crate::maps::Maps) -> StateMachine {
+        self.maps = Some(maps);
+        self
     }
 
     pub(crate) fn requests(&self) -> Requests {
@@ -230,6 +241,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.state.last_applied = Some(e.log_id);
             match e.payload {
                 EntryPayload::Blank => {}
+                // Applied at start too: an update already in the map is
+                // refused as stale and changes nothing.
+                EntryPayload::Normal(p) if crate::cluster_map::is_map_entry(&p.0) => {
+                    match (&self.maps, crate::cluster_map::Update::decode(&p.0)) {
+                        (Some(maps), Some(u)) => maps.apply(e.log_id.index, &u),
+                        (Some(_), None) => tracing::error!(
+                            index = e.log_id.index,
+                            "REPLICATION: a cluster map update that does not decode"
+                        ),
+                        (None, _) => {}
+                    }
+                }
                 EntryPayload::Normal(_) if self.replay_to >= Some(e.log_id.index) => {}
                 EntryPayload::Normal(p) => {
                     self.hand(Applied::Entry {

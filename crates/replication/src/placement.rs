@@ -1,66 +1,61 @@
-//! Which members vote in which Raft group. Never: I/O, or which topic goes
-//! where (nsqd's core hashes a topic's name to an index; this says which
-//! group that index is for a group size, and who its voters are).
+//! Which members vote in which Raft group, and which group a topic's index
+//! is in, as the cluster map says (`cluster_map.rs`). Never: I/O, or which
+//! topic goes where (nsqd's core hashes a topic's name to an index; this
+//! says which group that index is for a topic's `replicas`, and who its
+//! voters are).
 //!
-//! Groups come in sets, one set per group size the cluster offers, each set
-//! with the same number of groups (`--replication-groups`). The set of the
-//! cluster's size comes first and has ids `0..per_set`: every member votes
-//! in all of them, as before sets existed, so a cluster whose data came
+//! Groups come in sets, one set per group size the cluster offered when it
+//! was formed, each set with the same number of groups
+//! (`--replication-groups`). The set of the cluster's size comes first and
+//! has ids `0..per_set`: every member votes in all of them (the members
+//! added since too), as before sets existed, so a cluster whose data came
 //! from an earlier build finds its groups where it left them. Smaller sets
 //! follow, each group's voters `size` members in a row of the sorted
 //! member list starting at a different member, so a set's groups (and
 //! their leaders and logs) spread over the whole cluster.
 //!
-//! The sizes offered are the cluster's size and every odd size from 3
-//! below it: 5 members offer groups of 5 and 3, 7 offer 7, 5 and 3. An odd
-//! group loses no more to a majority than the even size above it (3 and 4
-//! both survive one lost member), and 1 or 2 voters survive none, so a
-//! topic that asks for a size not offered gets the next larger one.
-//!
-//! The ids depend only on the member count and `per_set`, which every
-//! member must agree on (the hello checks both: `network/hello.rs`).
+//! The sizes offered are the cluster's and every odd size from 3 below
+//! it: 5 members offer groups of 5 and 3, 7 offer 7, 5 and 3. An odd group
+//! loses no more to a majority than the even size above it (3 and 4 both
+//! survive one lost member), and 1 or 2 voters survive none, so a topic
+//! that asks for a size not offered gets the next larger one. A topic's
+//! group never changes with the membership: the sets are those of the
+//! formed cluster, and a topic asking for more than the smaller sets
+//! offer is in the whole set, whatever its size now.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::cluster_map::ClusterMap;
 use crate::{GroupId, NodeId};
 
 /// The groups of a cluster and their voters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
+    map: ClusterMap,
     /// Every member, sorted.
     members: Vec<NodeId>,
-    per_set: u32,
-    /// The group sizes offered, the largest (the cluster's) first.
-    sizes: Vec<usize>,
 }
 
 impl Placement {
-    /// The placement of a cluster of `members` with `per_set` groups per
-    /// size.
+    /// The placement of a cluster formed of `members` with `per_set`
+    /// groups per size.
     pub fn new(members: impl IntoIterator<Item = NodeId>, per_set: u32) -> Placement {
-        let members: Vec<NodeId> = members
-            .into_iter()
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let n = members.len().max(1);
-        let mut sizes = vec![n];
-        // the largest odd size below the cluster's
-        let mut s = (n - 1).saturating_sub(n % 2);
-        while s >= 3 {
-            sizes.push(s);
-            s -= 2;
-        }
+        let peers: BTreeMap<NodeId, String> =
+            members.into_iter().map(|m| (m, String::new())).collect();
+        Placement::from_map(&ClusterMap::formed(&peers, per_set))
+    }
+
+    /// The placement `map` gives.
+    pub fn from_map(map: &ClusterMap) -> Placement {
         Placement {
-            members,
-            per_set: per_set.max(1),
-            sizes,
+            members: map.members.keys().copied().collect(),
+            map: map.clone(),
         }
     }
 
     /// Groups per size.
     pub fn per_set(&self) -> u32 {
-        self.per_set
+        self.map.per_set
     }
 
     /// The members, sorted.
@@ -68,68 +63,66 @@ impl Placement {
         &self.members
     }
 
-    /// The group sizes offered, largest first.
-    pub fn sizes(&self) -> &[usize] {
-        &self.sizes
+    /// The group sizes offered, largest first (the whole set's is the
+    /// cluster's size now).
+    pub fn sizes(&self) -> Vec<usize> {
+        self.map
+            .sets
+            .iter()
+            .map(|s| if s.whole { self.cluster() } else { s.size })
+            .collect()
     }
 
     fn cluster(&self) -> usize {
         self.members.len().max(1)
     }
 
-    /// The size a topic of `replicas` replicas gets: the smallest offered
-    /// that is at least `replicas` (the cluster's when it asks for more).
-    pub fn size_for(&self, replicas: u8) -> usize {
+    /// The set a topic of `replicas` replicas is in: the smallest of the
+    /// smaller sets that is at least `replicas`, else the whole set.
+    fn set_for(&self, replicas: u8) -> Option<&crate::cluster_map::Set> {
         let want = usize::from(replicas.max(1));
-        self.sizes
+        self.map
+            .sets
             .iter()
             .rev()
-            .copied()
-            .find(|&s| s >= want)
-            .unwrap_or_else(|| self.cluster())
+            .find(|s| !s.whole && s.size >= want)
+            .or_else(|| self.map.sets.iter().find(|s| s.whole))
+    }
+
+    /// The size a topic of `replicas` replicas gets.
+    pub fn size_for(&self, replicas: u8) -> usize {
+        match self.set_for(replicas) {
+            Some(s) if !s.whole => s.size,
+            _ => self.cluster(),
+        }
     }
 
     /// The group at `index` (taken modulo the groups per set) of the set
     /// a topic of `replicas` replicas gets.
     pub fn group(&self, replicas: u8, index: u32) -> GroupId {
-        let size = self.size_for(replicas);
-        (self.cluster() - size) as u32 * self.per_set + index % self.per_set
+        self.set_for(replicas).map_or(0, |s| s.first) + index % self.per_set()
     }
 
     /// The group at `index` of the cluster-wide set: every member votes in
     /// it.
     pub fn whole(&self, index: u32) -> GroupId {
-        index % self.per_set
+        index % self.per_set()
     }
 
     /// The size of `group`'s set, if it is a group of this cluster.
     pub fn size_of(&self, group: GroupId) -> Option<usize> {
-        let below = (group / self.per_set) as usize;
-        let size = self.cluster().checked_sub(below)?;
-        self.sizes.contains(&size).then_some(size)
+        let set = self.map.set_of(group)?;
+        Some(if set.whole { self.cluster() } else { set.size })
     }
 
     /// The voters of `group`, if it is a group of this cluster.
     pub fn voters(&self, group: GroupId) -> Option<BTreeSet<NodeId>> {
-        let size = self.size_of(group)?;
-        let n = self.members.len();
-        if size >= n {
-            return Some(self.members.iter().copied().collect());
-        }
-        let start = (group % self.per_set) as usize % n;
-        Some((0..size).map(|k| self.members[(start + k) % n]).collect())
+        self.map.voters(group)
     }
 
     /// Every group of the cluster, by id.
     pub fn groups(&self) -> Vec<GroupId> {
-        let n = self.cluster();
-        self.sizes
-            .iter()
-            .flat_map(|&s| {
-                let first = (n - s) as u32 * self.per_set;
-                first..first + self.per_set
-            })
-            .collect()
+        self.map.groups()
     }
 
     /// The groups `member` votes in, by id.
@@ -148,7 +141,7 @@ mod tests {
     #[test]
     fn three_members_offer_one_set_numbered_as_before() {
         let p = Placement::new([3, 1, 2], 4);
-        assert_eq!(p.sizes(), &[3]);
+        assert_eq!(p.sizes(), vec![3]);
         assert_eq!(p.groups(), vec![0, 1, 2, 3]);
         for r in 1..=5 {
             assert_eq!(p.group(r, 6), 2, "replicas={r}");
@@ -161,7 +154,7 @@ mod tests {
     #[test]
     fn five_members_offer_groups_of_five_and_of_three() {
         let p = Placement::new([10, 20, 30, 40, 50], 4);
-        assert_eq!(p.sizes(), &[5, 3]);
+        assert_eq!(p.sizes(), vec![5, 3]);
         assert_eq!(p.groups(), vec![0, 1, 2, 3, 8, 9, 10, 11]);
         assert_eq!(p.size_for(1), 3);
         assert_eq!(p.size_for(3), 3);
@@ -184,7 +177,7 @@ mod tests {
     fn sets_spread_their_groups_over_every_member() {
         for n in 1..=9u64 {
             let p = Placement::new(1..=n, 16);
-            for &size in p.sizes() {
+            for size in p.sizes() {
                 assert!(size % 2 == 1 || size == n as usize);
                 let mut counts = vec![0; n as usize];
                 for g in p
@@ -210,13 +203,13 @@ mod tests {
     #[test]
     fn seven_members_offer_seven_five_and_three() {
         let p = Placement::new(1..=7, 2);
-        assert_eq!(p.sizes(), &[7, 5, 3]);
+        assert_eq!(p.sizes(), vec![7, 5, 3]);
         assert_eq!(p.groups(), vec![0, 1, 4, 5, 8, 9]);
         assert_eq!(p.group(2, 0), 8);
         assert_eq!(p.group(4, 0), 4);
         assert_eq!(p.group(6, 1), 1);
         let p = Placement::new(1..=4, 2);
-        assert_eq!(p.sizes(), &[4, 3]);
+        assert_eq!(p.sizes(), vec![4, 3]);
         assert_eq!(p.group(3, 1), 3);
     }
 }

@@ -6,7 +6,7 @@
 //! or retrying a proposal that may have reached the log (a caller that
 //! retries after a timeout may get it committed twice: at-least-once).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +16,10 @@ use openraft::error::{ClientWriteError, RaftError};
 use tokio::time::Instant;
 
 use crate::answer::ForwardError;
+use crate::maps::Maps;
 use crate::network::frame::{Reply, Rpc};
 use crate::network::peer::CallError;
 use crate::network::Peers;
-use crate::placement::Placement;
 use crate::pulse::Pulses;
 use crate::{GroupId, NodeId, Payload, Raft};
 
@@ -64,10 +64,9 @@ pub struct Proposer {
 /// What a member needs to reach the groups it does not vote in.
 #[derive(Clone)]
 pub(crate) struct Others {
-    pub placement: Arc<Placement>,
+    /// Which groups there are, and every member's cluster address.
+    pub maps: Maps,
     pub pulses: Pulses,
-    /// Every member's cluster address.
-    pub addrs: Arc<BTreeMap<NodeId, String>>,
 }
 
 /// What one forwarding attempt came to.
@@ -102,7 +101,7 @@ impl Proposer {
     ) -> Result<u64, ProposeError> {
         let deadline = Instant::now() + timeout;
         let Some(raft) = self.groups.get(&group) else {
-            if self.others.placement.size_of(group).is_none() {
+            if self.others.maps.placement().size_of(group).is_none() {
                 return Err(ProposeError::NoGroup(group));
             }
             return self
@@ -162,7 +161,13 @@ impl Proposer {
                 return Err(e);
             }
             let leader = self.others.pulses.leader(group);
-            if let Some(addr) = leader.and_then(|(node, _)| self.others.addrs.get(&node)) {
+            let addr = leader.and_then(|(node, _)| {
+                self.others
+                    .maps
+                    .get()
+                    .and_then(|m| m.members.get(&node).cloned())
+            });
+            if let Some(addr) = addr.as_ref() {
                 led = true;
                 let changed = heard_leader_changed(self.others.pulses.clone(), group, leader);
                 match self.forward(addr, group, &payload, deadline, changed).await {

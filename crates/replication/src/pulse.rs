@@ -3,7 +3,7 @@
 //! pace turns each group's heartbeats and elections on or off by the rules
 //! of `quiet.rs` and the member's standing. Never: the rules themselves.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,8 +13,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use crate::identity::Identity;
+use crate::maps::Maps;
 use crate::network::frame::{Reply, Rpc};
 use crate::network::peer::Peer;
+use crate::network::Peers;
 use crate::quiet::{self, Activity, Heard, Leading, QuietFlags, Timing};
 use crate::{GroupId, NodeId, Raft};
 
@@ -48,10 +50,12 @@ impl Pulses {
 }
 
 /// Runs until `shutdown`: `every` is openraft's heartbeat interval.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     identity: Arc<Identity>,
     groups: Vec<(GroupId, Raft)>,
-    peers: Vec<(NodeId, Arc<Peer>)>,
+    maps: Maps,
+    peers: Arc<Peers>,
     pulses: Pulses,
     every: Duration,
     quiet: QuietFlags,
@@ -59,20 +63,29 @@ pub async fn run(
 ) {
     let timing = pulses.timing;
     let heard = pulses.heard;
-    let pulses: Vec<_> = peers
-        .into_iter()
-        .map(|(id, peer)| {
-            tokio::spawn(pulse(
-                id,
-                peer,
-                every,
-                timing.fresh_for,
-                heard.clone(),
-                shutdown.clone(),
-            ))
-        })
-        .collect();
     let me = identity.me;
+    // One pulse task per member other than this one, started as the map
+    // names them (a member added is pulsed from then on; a removed one is
+    // refused its hello, and its answers are missed).
+    let mut pulsed: HashSet<NodeId> = HashSet::new();
+    let mut pulses = Vec::new();
+    let mut spawn_new = |pulses: &mut Vec<tokio::task::JoinHandle<()>>| {
+        let Some(map) = maps.get() else { return };
+        for (id, addr) in map.members.iter().filter(|(id, _)| **id != me) {
+            if pulsed.insert(*id) {
+                pulses.push(tokio::spawn(pulse(
+                    *id,
+                    peers.get(addr),
+                    every,
+                    timing.fresh_for,
+                    heard.clone(),
+                    shutdown.clone(),
+                )));
+            }
+        }
+    };
+    spawn_new(&mut pulses);
+    let mut map_changed = maps.watch();
     let mut activity: Vec<Activity> = groups
         .iter()
         .map(|_| Activity::new(Instant::now().into_std()))
@@ -83,6 +96,10 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {}
+        }
+        if map_changed.has_changed().unwrap_or(false) {
+            map_changed.borrow_and_update();
+            spawn_new(&mut pulses);
         }
         let now = Instant::now().into_std();
         let heard = heard.lock().clone();

@@ -26,7 +26,9 @@ mod channels;
 mod failover;
 mod leader;
 mod limits;
+mod load;
 mod members;
+mod membership;
 mod quiet;
 mod replaced;
 mod replay;
@@ -370,14 +372,6 @@ fn bad_replication_flags_are_startup_errors() {
                 "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
             ],
             "--replication-peer needs --replication-address",
-        ),
-        (
-            &[
-                "--node-id=3",
-                &me,
-                "--replication-peer=1@127.0.0.1:1,2@127.0.0.1:2",
-            ],
-            "--replication-peer must name this nsqd (--node-id 3)",
         ),
         (
             &["--node-id=1", &me, "--replication-peer=1@127.0.0.1:1"],

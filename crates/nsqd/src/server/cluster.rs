@@ -117,6 +117,39 @@ pub enum Refused {
     Unavailable(String),
 }
 
+/// `POST /replication/members/add` or `/remove` (nsq-rs): the node id
+/// and address as the request gave them; the cluster checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberChange {
+    Add { id: String, address: String },
+    Remove { id: String },
+}
+
+/// Why a membership change was not made: the cluster is unchanged.
+/// Display is the HTTP message (a code, then what to do).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberRefused {
+    /// Bad input, or an address that does not answer as that member
+    /// (HTTP 400).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such member (HTTP 404).
+    #[error("{0}")]
+    NotFound(String),
+    /// Not now, or not in this cluster: an existing id, the last voter of
+    /// a group, a change in progress (HTTP 409).
+    #[error("{0}")]
+    Conflict(String),
+    /// Not committed now, or a member of an older build (HTTP 503).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// A membership change under way: the member's view once it is made
+/// (the groups then carry it out; `change` in `GET /replication`).
+pub type MembersCommit =
+    Pin<Box<dyn Future<Output = Result<ReplicationStats, MemberRefused>> + Send + 'static>>;
+
 /// A commit under way: `Ok` once the cluster has it.
 pub type Commit = Pin<Box<dyn Future<Output = Result<(), Refused>> + Send + 'static>>;
 
@@ -167,6 +200,10 @@ pub trait Cluster: Send + Sync {
 
     /// What `/stats` and `GET /replication` show of the member.
     fn stats(&self) -> Option<ReplicationStats>;
+
+    /// A member added to or removed from the cluster, answered once the
+    /// cluster map has it.
+    fn members(&self, change: MemberChange) -> MembersCommit;
 
     /// Stops the member (nsqd's shutdown, once the topics are closed).
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
@@ -244,6 +281,10 @@ impl Cluster for NotMember {
 
     fn stats(&self) -> Option<ReplicationStats> {
         None
+    }
+
+    fn members(&self, _change: MemberChange) -> MembersCommit {
+        Box::pin(async { Err(MemberRefused::Unavailable("REPLICATION_NOT_ENABLED".into())) })
     }
 
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -465,6 +465,7 @@ mod tests {
                 purged: Some(99),
                 quiet: true,
             }],
+            ..ReplicationStats::default()
         };
         assert_eq!(
             member_text(&m),

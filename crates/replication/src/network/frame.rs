@@ -33,7 +33,7 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::hello::{Hello, Welcome};
+use super::hello::{Hello, Probed, Welcome};
 use crate::answer::ForwardError;
 use crate::quiet::GroupPulse;
 use crate::{GroupId, NodeId, Payload, TypeConfig};
@@ -63,6 +63,9 @@ pub enum Rpc {
     /// What the peer knows of each of its groups (`crate::quiet`); the
     /// frame's group id is not used.
     Pulse,
+    /// Who the peer is (a first frame, answered and closed): how a member
+    /// asked to add another checks its address (protocol 3).
+    Probe,
 }
 
 /// A peer's answer to an [`Rpc`].
@@ -83,6 +86,8 @@ pub enum Reply {
     Abstain(String),
     /// The answer to a pulse: every group of the peer, in id order.
     Pulse(Vec<GroupPulse>),
+    /// The answer to a probe.
+    Probe(Probed),
 }
 
 /// A frame's header and body.

@@ -35,16 +35,23 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster_map::ClusterMap;
 use crate::identity::Identity;
 use crate::log::meta;
+use crate::maps::Maps;
 use crate::standing::Incarnation;
 use crate::NodeId;
 
 /// The replication protocol this build speaks. 1: the first (entries up
 /// to `Deferred`, progress images 1 and 2, hellos without a trailer);
 /// 2: the hello's trailer, and the entries and image versions nsqd marks
-/// as needing 2.
-pub const PROTOCOL: u32 = 2;
+/// as needing 2; 3: the cluster map (after `Speaks` in the trailer, its
+/// updates in group 0, the `Probe` RPC), so members can be added and
+/// removed online.
+pub const PROTOCOL: u32 = 3;
+
+/// The protocol a membership change needs of every member.
+pub const MAP_PROTOCOL: u32 = 3;
 
 /// What a member of a build that sends no trailer speaks.
 pub const FIRST_PROTOCOL: u32 = 1;
@@ -68,6 +75,37 @@ impl Speaks {
             .map(|(s, _)| s.protocol)
             .unwrap_or(FIRST_PROTOCOL)
     }
+
+    /// This build's trailer with the sender's cluster map after it
+    /// (protocol 3; none while a member waits to be added).
+    pub fn trailer_with(map: Option<&ClusterMap>) -> Vec<u8> {
+        let mut out = Speaks::trailer();
+        if let Some(m) = map {
+            if let Ok(b) = postcard::to_stdvec(m) {
+                out.extend(b);
+            }
+        }
+        out
+    }
+
+    /// The cluster map after the protocol in a trailer, if the sender
+    /// sent one.
+    pub fn map(trailer: &[u8]) -> Option<ClusterMap> {
+        let (_, rest) = postcard::take_from_bytes::<Speaks>(trailer).ok()?;
+        postcard::from_bytes(rest).ok()
+    }
+}
+
+/// What a member says of itself to a probe (`Rpc::Probe`): sent before
+/// a member is added, to check that its address reaches it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Probed {
+    pub node: NodeId,
+    /// `--replication-groups`.
+    pub groups: u32,
+    pub protocol: u32,
+    /// Whether it holds a cluster map (it is a member of some cluster).
+    pub member: bool,
 }
 
 /// What every member of a cluster must agree on.
@@ -226,10 +264,17 @@ pub struct Greeting {
     pub about: String,
     /// What its peers said about themselves.
     pub abouts: Abouts,
+    /// The cluster map this member holds.
+    pub maps: Maps,
 }
 
 impl Greeting {
-    pub fn new(config: ClusterConfig, identity: Arc<Identity>, about: String) -> Greeting {
+    pub fn new(
+        config: ClusterConfig,
+        identity: Arc<Identity>,
+        about: String,
+        maps: Maps,
+    ) -> Greeting {
         Greeting {
             me: identity.me,
             config,
@@ -237,6 +282,7 @@ impl Greeting {
             identity,
             refusals: Refusals::default(),
             about,
+            maps,
         }
     }
 
@@ -244,6 +290,33 @@ impl Greeting {
     /// about itself and the protocol it speaks are kept.
     pub fn welcomed(&self, peer: NodeId, welcome: &Welcome, protocol: u32) {
         self.abouts.record(peer, &welcome.about, protocol);
+    }
+
+    /// This member's trailer: its protocol and its map.
+    pub fn trailer(&self) -> Vec<u8> {
+        Speaks::trailer_with(self.maps.get().as_deref())
+    }
+
+    /// Takes a peer's map if it is newer and of this cluster: one that
+    /// lists this member, while it waits to be added; one with the same
+    /// groups per set otherwise.
+    pub fn take_map(&self, theirs: &ClusterMap) {
+        let me = self.me;
+        let groups = self.config.groups;
+        self.maps.adopt(theirs, |held| match held {
+            None => theirs.members.contains_key(&me) && theirs.per_set == groups,
+            Some(h) => theirs.per_set == h.per_set,
+        });
+    }
+
+    /// What this member says to a probe.
+    pub fn probed(&self) -> Probed {
+        Probed {
+            node: self.me,
+            groups: self.config.groups,
+            protocol: PROTOCOL,
+            member: self.maps.get().is_some(),
+        }
     }
 
     /// The hello to the peer at `addr`.
@@ -257,19 +330,62 @@ impl Greeting {
         }
     }
 
-    /// The configured node id of the peer at `addr`.
+    /// The node id of the member at `addr`, as the map says (as the
+    /// flags say before there is one).
     pub fn node_at(&self, addr: &str) -> Option<NodeId> {
-        self.config
-            .peers
-            .iter()
-            .find(|(_, a)| a.as_str() == addr)
-            .map(|(id, _)| *id)
+        match self.maps.get() {
+            Some(m) => m.node_at(addr),
+            None => self
+                .config
+                .peers
+                .iter()
+                .find(|(_, a)| a.as_str() == addr)
+                .map(|(id, _)| *id),
+        }
     }
 
     /// The listener's verdict on `hello` from a caller speaking
-    /// `protocol`: its welcome, once the caller is recorded, or why not.
-    pub fn welcome(&self, hello: &Hello, protocol: u32) -> Result<Welcome, String> {
-        self.config.check(self.me, hello)?;
+    /// `protocol` with the cluster map `theirs` (none from a build before
+    /// maps): its welcome, once the caller is recorded, or why not.
+    pub fn welcome(
+        &self,
+        hello: &Hello,
+        protocol: u32,
+        theirs: Option<&ClusterMap>,
+    ) -> Result<Welcome, String> {
+        if let Some(t) = theirs {
+            self.take_map(t);
+        }
+        let me = self.me;
+        let Some(mine) = self.maps.get() else {
+            return Err(format!(
+                "node {me} is not a member yet: add it with POST /replication/members/add?id={me}&address=<its --replication-address> on a member"
+            ));
+        };
+        match theirs {
+            // a build before maps: its flags must be this member's
+            None => self.config.check(me, hello)?,
+            Some(theirs) => {
+                if !mine.members.contains_key(&hello.from) {
+                    return Err(format!(
+                        "node {} is not a member of the cluster (map version {}, members {:?}): add it with POST /replication/members/add on a member",
+                        hello.from,
+                        mine.version,
+                        mine.members.keys().collect::<Vec<_>>()
+                    ));
+                }
+                // two maps of one version are the same map, unless the
+                // two were formed from different flags
+                if theirs.version == mine.version && *theirs != *mine
+                    || hello.config.groups != mine.per_set
+                {
+                    return Err(format!(
+                        "node {} was started with {}; node {me} with {}: every member needs the same --replication-groups and --replication-peer flags",
+                        hello.from, hello.config, self.config
+                    ));
+                }
+            }
+        }
         let knew = self
             .identity
             .met(hello.from, hello.incarnation, hello.knew)?;

@@ -36,10 +36,16 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The groups a member serves, by id.
 pub type Groups = Arc<RwLock<HashMap<GroupId, Raft>>>;
 
+/// Source addresses allowed to connect: the members' (kept up to date as
+/// the cluster map changes: `group.rs`).
+pub type Allowed = Arc<RwLock<HashSet<IpAddr>>>;
+
 /// What the listener needs besides its socket.
 pub struct Serve {
-    /// Source addresses allowed to connect: the configured peers'.
-    pub allowed: HashSet<IpAddr>,
+    /// Source addresses allowed to connect: the members'. A member waiting
+    /// to be added takes any (it answers probes and hellos only, and
+    /// takes a map only if it names it).
+    pub allowed: Allowed,
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub groups: Groups,
     pub greeting: Arc<Greeting>,
@@ -64,7 +70,7 @@ pub async fn serve(listener: TcpListener, s: Serve) {
                 }
             },
         };
-        if !s.allowed.contains(&remote.ip()) {
+        if s.greeting.maps.get().is_some() && !s.allowed.read().contains(&remote.ip()) {
             tracing::warn!(%remote, "replication connection from an address that is not a configured peer; refused");
             drop(stream);
             continue;
@@ -105,13 +111,22 @@ async fn connection(stream: TcpStream, remote: SocketAddr, s: Arc<Serve>) {
     let mut greeted = false;
     let read = read_frames(rd, |f| {
         if !greeted {
+            // A probe (before this member is added, or by one asked to add
+            // another) is answered and the connection closed.
+            if let Ok(Rpc::Probe) = frame::body::<Rpc>(&f) {
+                let mut out = BytesMut::new();
+                let reply = Reply::Probe(s.greeting.probed());
+                if frame::encode(f.group, f.id, &reply, &mut out).is_ok() {
+                    let _ = tx.send(out.freeze());
+                }
+                return ControlFlow::Break(());
+            }
             let verdict = greet(&s.greeting, remote, &f);
             greeted = verdict.is_ok();
             let mut out = BytesMut::new();
             let reply = Reply::Hello(verdict);
-            if frame::encode_with_trailer(f.group, f.id, &reply, &Speaks::trailer(), &mut out)
-                .is_ok()
-            {
+            let trailer = s.greeting.trailer();
+            if frame::encode_with_trailer(f.group, f.id, &reply, &trailer, &mut out).is_ok() {
                 let _ = tx.send(out.freeze());
             }
             return if greeted {
@@ -150,7 +165,8 @@ fn greet(greeting: &Greeting, remote: SocketAddr, f: &Frame) -> Result<Welcome, 
     let verdict = match frame::body_and_trailer::<Rpc>(f) {
         Ok((Rpc::Hello(hello), trailer)) => {
             let who = format!("node {}", hello.from);
-            match greeting.welcome(&hello, Speaks::read(trailer)) {
+            let theirs = Speaks::map(trailer);
+            match greeting.welcome(&hello, Speaks::read(trailer), theirs.as_ref()) {
                 Ok(welcome) => {
                     greeting.refusals.accepted(&who);
                     Ok(welcome)
@@ -204,6 +220,7 @@ async fn answer(s: &Serve, f: Frame) -> Result<Reply, frame::FrameError> {
         }
         // only the first frame is a hello; a second one is not welcome
         Rpc::Hello(_) => Reply::Hello(Err("a second hello on one connection".into())),
+        Rpc::Probe => Reply::Probe(s.greeting.probed()),
         Rpc::Pulse => Reply::Pulse(answer::pulse(&s.groups.read())),
     })
 }

@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
 use super::frame::{self, Frame, Reply, Rpc};
-use super::hello::{Greeting, Speaks};
+use super::hello::{Greeting, Probed, Speaks};
 use super::stream::{read_frames, write_frames, Io};
 use crate::GroupId;
 
@@ -137,15 +137,24 @@ impl Peer {
             }
         };
         let answer = self
-            .send(conn, 0, &hello, &Speaks::trailer(), self.connect_timeout)
+            .send(
+                conn,
+                0,
+                &hello,
+                &self.greeting.trailer(),
+                self.connect_timeout,
+            )
             .await?;
         let (reply, trailer) =
             frame::body_and_trailer::<Reply>(&answer).map_err(CallError::Encode)?;
         match reply {
             Reply::Hello(Ok(welcome)) => {
+                if let Some(theirs) = Speaks::map(trailer) {
+                    self.greeting.take_map(&theirs);
+                }
                 let Some(peer) = self.greeting.node_at(&self.addr) else {
                     return Err(refused(
-                        "it is not in this member's --replication-peer list".into(),
+                        "it is not a member in this member's cluster map".into(),
                     ));
                 };
                 self.greeting
@@ -172,34 +181,7 @@ impl Peer {
             }
         }
         *slot = None;
-        let connect = |err| CallError::Connect {
-            addr: self.addr.clone(),
-            err,
-        };
-        let tcp = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.addr))
-            .await
-            .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
-            .map_err(connect)?;
-        let _ = tcp.set_nodelay(true);
-        let io: Box<dyn Io> = match &self.tls {
-            None => Box::new(tcp),
-            Some(cfg) => {
-                let host = self
-                    .addr
-                    .rsplit_once(':')
-                    .map_or(self.addr.as_str(), |(h, _)| h)
-                    .trim_start_matches('[')
-                    .trim_end_matches(']');
-                let name = rustls::pki_types::ServerName::try_from(host.to_string())
-                    .map_err(|e| connect(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-                let tls = tokio_rustls::TlsConnector::from(cfg.clone());
-                let s = tokio::time::timeout(self.connect_timeout, tls.connect(name, tcp))
-                    .await
-                    .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
-                    .map_err(connect)?;
-                Box::new(s)
-            }
-        };
+        let io = connect_io(&self.addr, self.tls.as_ref(), self.connect_timeout).await?;
         let (rd, wr) = tokio::io::split(io);
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
@@ -237,6 +219,81 @@ impl Peer {
             }
         }
     }
+}
+
+/// A connection to `addr`, over TLS when `tls` is set.
+async fn connect_io(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<Box<dyn Io>, CallError> {
+    let connect = |err| CallError::Connect {
+        addr: addr.to_string(),
+        err,
+    };
+    let tcp = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
+        .map_err(connect)?;
+    let _ = tcp.set_nodelay(true);
+    Ok(match tls {
+        None => Box::new(tcp),
+        Some(cfg) => {
+            let host = addr
+                .rsplit_once(':')
+                .map_or(addr, |(h, _)| h)
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| connect(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+            let tls = tokio_rustls::TlsConnector::from(cfg.clone());
+            let s = tokio::time::timeout(timeout, tls.connect(name, tcp))
+                .await
+                .map_err(|_| connect(io::ErrorKind::TimedOut.into()))?
+                .map_err(connect)?;
+            Box::new(s)
+        }
+    })
+}
+
+/// Asks the member at `addr` who it is, on a connection of its own
+/// (closed after the answer), within `timeout`.
+pub async fn probe(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    timeout: Duration,
+) -> Result<Probed, CallError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut io = connect_io(addr, tls, timeout).await?;
+        let mut out = BytesMut::new();
+        frame::encode(0, 1, &Rpc::Probe, &mut out)?;
+        let closed = |_| CallError::Closed(addr.to_string());
+        io.write_all(&out).await.map_err(closed)?;
+        io.flush().await.map_err(closed)?;
+        let mut buf = BytesMut::with_capacity(256);
+        loop {
+            if let Some(f) = frame::decode(&mut buf)? {
+                return match frame::body::<Reply>(&f)? {
+                    Reply::Probe(p) => Ok(p),
+                    Reply::Hello(Err(why)) => Err(CallError::Refused {
+                        addr: addr.to_string(),
+                        why,
+                    }),
+                    _ => Err(CallError::Refused {
+                        addr: addr.to_string(),
+                        why: "it answered a probe with a reply of another kind".into(),
+                    }),
+                };
+            }
+            if io.read_buf(&mut buf).await.map_err(closed)? == 0 {
+                return Err(CallError::Closed(addr.to_string()));
+            }
+        }
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .map_err(|_| CallError::Timeout(addr.to_string(), timeout))?
 }
 
 async fn read_answers(

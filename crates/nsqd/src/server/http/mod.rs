@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 
 mod admin;
 mod config;
+mod members;
 mod publish;
 mod replay;
 
@@ -64,6 +65,11 @@ enum Endpoint {
     /// nsq-rs addition, only on a member of a replication cluster (404
     /// otherwise, as NSQ): the cluster as this member sees it.
     Replication,
+    /// nsq-rs addition, only on a member: a member added to (`add`) or
+    /// removed from the cluster online.
+    ReplicationMembers {
+        add: bool,
+    },
 }
 
 fn routes(replication: bool) -> Routes<Endpoint> {
@@ -101,7 +107,18 @@ fn routes(replication: bool) -> Routes<Endpoint> {
         .add("PUT", "/config/:opt", ConfigPut)
         .add("GET", "/metrics", Metrics);
     if replication {
-        routes.add("GET", "/replication", Replication)
+        routes
+            .add("GET", "/replication", Replication)
+            .add(
+                "POST",
+                "/replication/members/add",
+                ReplicationMembers { add: true },
+            )
+            .add(
+                "POST",
+                "/replication/members/remove",
+                ReplicationMembers { add: false },
+            )
     } else {
         routes
     }
@@ -130,7 +147,7 @@ fn access(e: Endpoint) -> Access {
         }
         Endpoint::TopicConfig { set: false } => Access::SeeTopic,
         Endpoint::TopicConfig { set: true } => Access::Admin { channel: false },
-        Endpoint::ConfigPut => Access::NodeAdmin,
+        Endpoint::ConfigPut | Endpoint::ReplicationMembers { .. } => Access::NodeAdmin,
     }
 }
 
@@ -197,6 +214,11 @@ fn handler(e: Endpoint, m: MethodFilter, nsqd: Arc<NsqdInner>) -> MethodRouter {
                 metrics_handler(&n, g.map(|g| g.0))
             },
         ),
+        Endpoint::ReplicationMembers { add } => {
+            on(m, move |State(n): Nsqd, RawQuery(q): RawQuery| async move {
+                members::change(&n, add, &query(q)).await
+            })
+        }
         Endpoint::Replication => on(m, |State(n): Nsqd| async move {
             match n.cluster().stats() {
                 Some(s) => reply::v1_json(&s),

@@ -22,6 +22,8 @@ use nsq_replication::committed::CommittedLog;
 use nsq_replication::group::{ClusterMember, MemberError, MemberOptions};
 use nsq_replication::log::LogOptions;
 use nsq_replication::machine::Applied;
+use nsq_replication::maps::Maps;
+use nsq_replication::membership::Membership;
 use nsq_replication::network::hello::Abouts;
 use nsq_replication::network::ClusterTls;
 use nsq_replication::placement::Placement;
@@ -152,9 +154,11 @@ struct Local {
 pub struct Groups {
     node_id: NodeId,
     address: String,
-    peers: BTreeMap<NodeId, String>,
-    /// Which members vote in which group (`nsq_replication::placement`).
-    placement: Arc<Placement>,
+    /// The cluster map: the members, which vote in which group
+    /// (`nsq_replication::placement`).
+    maps: Maps,
+    /// Members added and removed online (`members.rs`).
+    pub(super) membership: Membership,
     /// Who leads the groups this member does not vote in.
     pulses: Pulses,
     /// The TCP address each peer said its consumers reach it at.
@@ -276,8 +280,8 @@ impl Groups {
         Ok(Groups {
             node_id,
             address: member.local_addr.to_string(),
-            peers,
-            placement: member.placement(),
+            maps: member.maps(),
+            membership: member.membership(),
             pulses: member.pulses(),
             abouts: member.abouts(),
             local,
@@ -297,8 +301,26 @@ impl Groups {
     /// The group a topic of `replicas` replicas lives in: its entries go
     /// there, its voters hold its messages.
     pub fn group_of(&self, topic: &str, replicas: u8) -> GroupId {
-        self.placement
-            .group(replicas, group_of(topic, self.placement.per_set()))
+        let p = self.maps.placement();
+        p.group(replicas, group_of(topic, p.per_set()))
+    }
+
+    /// The cluster map this member holds.
+    pub fn map(&self) -> Option<Arc<nsq_replication::cluster_map::ClusterMap>> {
+        self.maps.get()
+    }
+
+    /// Every member's cluster address, as the cluster map says now.
+    pub fn members(&self) -> BTreeMap<NodeId, String> {
+        self.maps
+            .get()
+            .map(|m| m.members.clone())
+            .unwrap_or_default()
+    }
+
+    /// Which members vote in which group, as the cluster map says now.
+    pub fn placement(&self) -> Arc<Placement> {
+        self.maps.placement()
     }
 
     /// The group of the cluster's size a topic's name hashes to: its
@@ -306,8 +328,8 @@ impl Groups {
     /// member knows it (the same group as [`Groups::group_of`] for a
     /// topic of as many replicas as the cluster has members).
     pub fn whole_group_of(&self, topic: &str) -> GroupId {
-        self.placement
-            .whole(group_of(topic, self.placement.per_set()))
+        let p = self.maps.placement();
+        p.whole(group_of(topic, p.per_set()))
     }
 
     /// Whether this member votes in `group` (holds its log).
@@ -444,7 +466,8 @@ impl Groups {
     /// has met them (`nsq_replication::network::hello`): an entry that
     /// needs more is not proposed.
     pub fn cluster_protocol(&self) -> u32 {
-        let peers = self.peers.keys().copied().filter(|p| *p != self.node_id);
+        let members = self.members();
+        let peers = members.keys().copied().filter(|p| *p != self.node_id);
         self.abouts.cluster_protocol(peers)
     }
 
@@ -454,7 +477,7 @@ impl Groups {
     }
 
     fn upgrade_pending(&self, needs: u32) -> String {
-        let behind: Vec<String> = (self.peers.keys())
+        let behind: Vec<String> = (self.members().keys())
             .filter(|p| **p != self.node_id)
             .filter(|p| self.abouts.protocol(**p).is_none_or(|v| v < needs))
             .map(|p| match self.abouts.protocol(*p) {
@@ -570,7 +593,7 @@ impl Groups {
 
     /// Members of the cluster, this one included.
     pub fn cluster_size(&self) -> usize {
-        self.peers.len()
+        self.members().len()
     }
 
     /// Stops every group and the listener (once; later calls do nothing).

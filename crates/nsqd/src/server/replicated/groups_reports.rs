@@ -6,7 +6,9 @@
 
 use std::sync::atomic::Ordering;
 
-use nsq_protocol::stats::{ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication};
+use nsq_protocol::stats::{
+    ReplicationChange, ReplicationGroup, ReplicationPeer, ReplicationStats, TopicReplication,
+};
 use nsq_replication::network::hello::PROTOCOL;
 
 use super::Groups;
@@ -17,11 +19,12 @@ use crate::core::replicated::serving::Leader;
 impl Groups {
     /// What `/stats` and `GET /replication` show.
     pub fn stats(&self) -> ReplicationStats {
+        let map = self.map();
         ReplicationStats {
             node_id: self.node_id,
             address: self.address.clone(),
             peers: self
-                .peers
+                .members()
                 .iter()
                 .map(|(id, addr)| ReplicationPeer {
                     node_id: *id,
@@ -56,6 +59,14 @@ impl Groups {
                     }
                 })
                 .collect(),
+            map_version: map.as_ref().map_or(0, |m| m.version),
+            change: map.as_ref().and_then(|m| {
+                m.pending.as_ref().map(|p| ReplicationChange {
+                    change: p.change.to_string(),
+                    groups_done: p.converged.len(),
+                    groups: m.groups().len(),
+                })
+            }),
         }
     }
 
@@ -75,7 +86,7 @@ impl Groups {
             let view = GroupView {
                 me: self.node_id,
                 voters: self
-                    .placement
+                    .placement()
                     .voters(group)
                     .map(|v| v.into_iter().collect())
                     .unwrap_or_default(),

@@ -37,6 +37,7 @@ mod finisher;
 pub mod groups;
 mod leadership;
 mod limits;
+mod members;
 mod redeliver;
 mod reset;
 mod snapshots;
@@ -59,7 +60,9 @@ use crate::core::replicated::progress::GroupLimit;
 use crate::core::replicated::serving::{self, Leader};
 use crate::server::backend::OpenKeeper;
 use crate::server::channel::Channel;
-use crate::server::cluster::{Change, Cluster, Commit, Refused, Reset, ResetCommit};
+use crate::server::cluster::{
+    Change, Cluster, Commit, MemberChange, MembersCommit, Refused, Reset, ResetCommit,
+};
 use crate::server::nsqd::NsqdInner;
 use crate::server::topic::{PutError, Topic};
 
@@ -234,6 +237,11 @@ impl Cluster for Member {
 
     fn stats(&self) -> Option<ReplicationStats> {
         Some(self.groups.stats())
+    }
+
+    fn members(&self, change: MemberChange) -> MembersCommit {
+        let groups = self.groups.clone();
+        Box::pin(async move { members::change(&groups, change).await })
     }
 
     fn group_limit(&self, topic: &str, replicas: u8, channel: Option<&str>) -> Option<GroupLimit> {

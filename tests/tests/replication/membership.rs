@@ -1,0 +1,287 @@
+//! Members added and removed online (docs/replication.md, "Membership
+//! online"): three members formed by `--replication-peer`, a `replicas=3`
+//! topic that three producers publish to at 50 messages a second through
+//! every member and a consumer that follows its group's leader; bad
+//! requests are answered 400, 404 or 409 and change nothing (the map's
+//! version stays); member 4 and then 5 are started naming the running
+//! members only and added through `POST /replication/members/add` on
+//! another member (a second change while the first is carried out is
+//! 409); the leader of the topic's group is removed through
+//! `/replication/members/remove` and stopped; a member formed by the flags
+//! is restarted and keeps the map changed online. The account at the end:
+//! every acknowledged message delivered (0 lost).
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use nsq_tests::{free_ports, sleep_ms, Nsqd};
+use serde_json::Value;
+
+use super::load::*;
+use super::members::*;
+
+/// `POST /replication/members/<what>?<q>` on `n`: status and body.
+fn members_post(n: &Nsqd, what: &str, q: &str) -> (u16, String) {
+    let r = n.post(&format!("/replication/members/{what}?{q}"), b"");
+    (r.status, r.text())
+}
+
+fn map_version(n: &Nsqd) -> u64 {
+    replication(n)["map_version"].as_u64().expect("map_version")
+}
+
+fn member_ids(r: &Value) -> Vec<u64> {
+    r["peers"]
+        .as_array()
+        .expect("peers")
+        .iter()
+        .map(|p| p["node_id"].as_u64().unwrap())
+        .collect()
+}
+
+/// Waits until every member in `ms` shows the members `ids` and no change
+/// under way.
+fn wait_settled(ms: &[Member], ids: &[u64]) {
+    let deadline = Instant::now() + ELECTION_WAIT;
+    loop {
+        let views: Vec<Value> = ms.iter().map(|m| replication(&m.nsqd)).collect();
+        if views
+            .iter()
+            .all(|r| member_ids(r) == ids && r.get("change").is_none())
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the change was not carried out: {views:?}\n{}",
+            ms.iter()
+                .map(|m| format!("--- member {} ---\n{}", m.id, tail(&m.nsqd)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        sleep_ms(200);
+    }
+}
+
+fn tail(n: &Nsqd) -> String {
+    let err = n.stderr();
+    let lines: Vec<&str> = err.lines().rev().take(30).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Starts member `id` naming `peers` (the running members, not itself):
+/// it answers HTTP once added, so it starts on a thread while `add`
+/// (called once its replication listener answers) adds it.
+fn join(id: u64, port: u16, peers: &str, dir: &std::path::Path, add: impl FnOnce()) -> Member {
+    let args = member_args(id, port, peers);
+    let (a, d) = (args.clone(), dir.to_path_buf());
+    let started = std::thread::spawn(move || start(&d, &a));
+    nsq_tests::wait_for(WAIT, "the new member's replication listener", || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    add();
+    let nsqd = started.join().expect("the new member started");
+    Member { id, nsqd, args }
+}
+
+#[test]
+fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
+    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut members = start_cluster(&dirs, |_| Vec::new());
+    for m in &members {
+        wait_standing(&m.nsqd, "member");
+    }
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    assert_eq!(create(&members[0].nsqd, TOPIC, 3), (200, String::new()));
+    wait_replicas(&members, TOPIC, 3);
+    let r = members[1]
+        .nsqd
+        .post(&format!("/channel/create?topic={TOPIC}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let running: String = members
+        .iter()
+        .map(|m| {
+            let addr = m
+                .args
+                .iter()
+                .find_map(|a| a.strip_prefix("--replication-address="))
+                .unwrap();
+            format!("{}@{addr}", m.id)
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let load = Load::start(&members);
+    sleep_ms(2000);
+    let mut windows = Vec::new();
+
+    // Bad requests: a clear answer, and the map unchanged.
+    let n = &members[0].nsqd;
+    let ports = free_ports(3);
+    let nobody = format!("127.0.0.1:{}", ports[2]);
+    let code = |(status, body): (u16, String)| {
+        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+        let msg = v["message"].as_str().unwrap_or_default().to_string();
+        (
+            status,
+            msg.split(' ').next().unwrap_or_default().to_string(),
+        )
+    };
+    for (what, q, want) in [
+        (
+            "add",
+            "id=2&address=127.0.0.1:1".to_string(),
+            (409, "REPLICATION_MEMBER_EXISTS"),
+        ),
+        (
+            "add",
+            format!("id=4&address={nobody}"),
+            (400, "REPLICATION_MEMBER_UNREACHABLE"),
+        ),
+        (
+            "add",
+            "address=127.0.0.1:1".to_string(),
+            (400, "MISSING_ARG_ID"),
+        ),
+        (
+            "add",
+            "id=4&address=nohost".to_string(),
+            (400, "INVALID_ARG_ADDRESS"),
+        ),
+        (
+            "remove",
+            "id=9".to_string(),
+            (404, "REPLICATION_NOT_A_MEMBER"),
+        ),
+    ] {
+        let got = code(members_post(n, what, &q));
+        assert_eq!((got.0, got.1.as_str()), want, "{what}?{q}");
+    }
+    // an address taken by another member
+    let taken = running
+        .split(',')
+        .nth(1)
+        .unwrap()
+        .split_once('@')
+        .unwrap()
+        .1;
+    assert_eq!(
+        code(members_post(n, "add", &format!("id=7&address={taken}"))),
+        (409, "REPLICATION_ADDRESS_IN_USE".to_string())
+    );
+    for m in &members {
+        assert_eq!(map_version(&m.nsqd), 0, "a refused change changed the map");
+    }
+
+    // Member 4 joins: added through member 2, a learner first; a second
+    // change asked meanwhile is refused.
+    let from = Instant::now();
+    let new = join(4, ports[0], &running, dirs[3].path(), || {
+        let (status, body) = members_post(
+            &members[1].nsqd,
+            "add",
+            &format!("id=4&address=127.0.0.1:{}", ports[0]),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(member_ids(&v), vec![1, 2, 3, 4], "{v}");
+        assert_eq!(
+            code(members_post(
+                &members[2].nsqd,
+                "add",
+                &format!("id=5&address=127.0.0.1:{}", ports[1])
+            )),
+            (409, "REPLICATION_CHANGE_IN_PROGRESS".to_string())
+        );
+    });
+    load.up(&new);
+    members.push(new);
+    wait_settled(&members, &[1, 2, 3, 4]);
+    wait_standing(&by_id(&members, 4).nsqd, "member");
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    sleep_ms(2000);
+    windows.push(("add member 4".to_string(), from, Instant::now()));
+
+    // Member 5 joins through member 4, itself added online.
+    let from = Instant::now();
+    let running4 = format!("{running},4@127.0.0.1:{}", ports[0]);
+    let new = join(5, ports[1], &running4, dirs[4].path(), || {
+        let (status, body) = members_post(
+            &by_id(&members, 4).nsqd,
+            "add",
+            &format!("id=5&address=127.0.0.1:{}", ports[1]),
+        );
+        assert_eq!(status, 200, "{body}");
+    });
+    load.up(&new);
+    members.push(new);
+    wait_settled(&members, &[1, 2, 3, 4, 5]);
+    wait_standing(&by_id(&members, 5).nsqd, "member");
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    // the topic's group has every member as a voter now
+    let voters = members[0].nsqd.topic_stats(TOPIC).expect("topic")["replication"]["replicas"]
+        .as_array()
+        .map(|a| a.len());
+    assert_eq!(voters, Some(5), "{:?}", members[0].nsqd.topic_stats(TOPIC));
+    sleep_ms(2000);
+    windows.push(("add member 5".to_string(), from, Instant::now()));
+
+    // The leader of the topic's group is removed, through another member,
+    // then stopped.
+    let from = Instant::now();
+    let leader = leaders[group_of(TOPIC)];
+    let asked = members.iter().find(|m| m.id != leader).unwrap();
+    load.down(leader);
+    let (status, body) = members_post(&asked.nsqd, "remove", &format!("id={leader}"));
+    assert_eq!(status, 200, "{body}");
+    let mut gone = members.remove(members.iter().position(|m| m.id == leader).unwrap());
+    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
+    wait_settled(&members, &left);
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    assert!(!leaders.contains(&leader), "{leaders:?}");
+    assert!(gone
+        .nsqd
+        .sigterm_and_wait(Duration::from_secs(10))
+        .success());
+    sleep_ms(2000);
+    windows.push((
+        format!("remove member {leader} (the leader)"),
+        from,
+        Instant::now(),
+    ));
+
+    // A member formed by the flags restarts with them and keeps the map
+    // changed online.
+    let from = Instant::now();
+    let id = members.iter().find(|m| m.id <= 3).unwrap().id;
+    load.down(id);
+    let stopped = stop_member(&mut members, id);
+    let nsqd = start(dirs[at_dir(id)].path(), &stopped.args);
+    let back = Member {
+        id,
+        nsqd,
+        args: stopped.args.clone(),
+    };
+    load.up(&back);
+    members.push(back);
+    members.sort_by_key(|m| m.id);
+    let r = replication(&by_id(&members, id).nsqd);
+    assert_eq!(member_ids(&r), left, "{r}");
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    sleep_ms(2000);
+    windows.push((format!("restart member {id}"), from, Instant::now()));
+
+    let account = load.finish(&members, &windows);
+    eprintln!("{}", account.report);
+    assert!(
+        account.lost.is_empty(),
+        "acknowledged and never delivered: {:?}\n{}",
+        account.lost,
+        account.report
+    );
+    assert!(
+        account.acknowledged > 500,
+        "the load ran: {}",
+        account.report
+    );
+    drop(gone);
+}

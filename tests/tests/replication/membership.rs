@@ -7,8 +7,10 @@
 //! members only and added through `POST /replication/members/add` on
 //! another member (a second change while the first is carried out is
 //! 409); the leader of the topic's group is removed through
-//! `/replication/members/remove` and stopped; a member formed by the flags
-//! is restarted and keeps the map changed online. The account at the end:
+//! `/replication/members/remove` and stopped; a member is SIGKILLed,
+//! removed while down, and replaced by a fresh one under a new node id and
+//! address; a member formed by the flags is restarted and keeps the map
+//! changed online. The account at the end:
 //! every acknowledged message delivered (0 lost).
 
 use std::net::TcpStream;
@@ -86,7 +88,7 @@ fn join(id: u64, port: u16, peers: &str, dir: &std::path::Path, add: impl FnOnce
 
 #[test]
 fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
-    let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut members = start_cluster(&dirs, |_| Vec::new());
     for m in &members {
         wait_standing(&m.nsqd, "member");
@@ -116,8 +118,8 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
 
     // Bad requests: a clear answer, and the map unchanged.
     let n = &members[0].nsqd;
-    let ports = free_ports(3);
-    let nobody = format!("127.0.0.1:{}", ports[2]);
+    let ports = free_ports(4);
+    let nobody = format!("127.0.0.1:{}", ports[3]);
     let code = |(status, body): (u16, String)| {
         let v: Value = serde_json::from_str(&body).unwrap_or_default();
         let msg = v["message"].as_str().unwrap_or_default().to_string();
@@ -249,6 +251,50 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
         Instant::now(),
     ));
 
+    // A host is lost with its disk (SIGKILL); the member, down, is removed,
+    // and a fresh host under a new node id and address replaces it.
+    let from = Instant::now();
+    let lost = members.iter().map(|m| m.id).max().unwrap();
+    load.down(lost);
+    let mut dead = members.remove(members.iter().position(|m| m.id == lost).unwrap());
+    dead.nsqd.kill9();
+    let (status, body) = members_post(&members[0].nsqd, "remove", &format!("id={lost}"));
+    assert_eq!(status, 200, "{body}");
+    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
+    wait_settled(&members, &left);
+    let running: String = members
+        .iter()
+        .map(|m| {
+            let addr = m
+                .args
+                .iter()
+                .find_map(|a| a.strip_prefix("--replication-address="))
+                .unwrap();
+            format!("{}@{addr}", m.id)
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let new = join(6, ports[2], &running, dirs[5].path(), || {
+        let (status, body) = members_post(
+            &members[members.len() - 1].nsqd,
+            "add",
+            &format!("id=6&address=127.0.0.1:{}", ports[2]),
+        );
+        assert_eq!(status, 200, "{body}");
+    });
+    load.up(&new);
+    members.push(new);
+    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
+    wait_settled(&members, &left);
+    wait_standing(&by_id(&members, 6).nsqd, "member");
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    sleep_ms(2000);
+    windows.push((
+        format!("member {lost} lost, removed while down, replaced by 6"),
+        from,
+        Instant::now(),
+    ));
+
     // A member formed by the flags restarts with them and keeps the map
     // changed online.
     let from = Instant::now();
@@ -283,5 +329,5 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
         "the load ran: {}",
         account.report
     );
-    drop(gone);
+    drop((gone, dead));
 }

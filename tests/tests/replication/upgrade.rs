@@ -5,9 +5,10 @@
 //! and a consumer that follows the group's leader. Each member in turn is
 //! stopped (SIGTERM) and started on the new build from its data directory;
 //! then the first is downgraded again. Every member speaks this build's
-//! protocol (3) once all run the new build, and 1 once one runs the old build again, when a
-//! depth limit (an entry of protocol 2) is refused with 503
-//! `REPLICATION_UPGRADE_PENDING`. The
+//! protocol (3) once all run the new build, and the old build's once one
+//! runs it again, when what needs more is refused with 503
+//! `REPLICATION_UPGRADE_PENDING`: a depth limit (protocol 2) from a build
+//! of protocol 1, a membership change (protocol 3) from any older one. The
 //! account at the end: every acknowledged message delivered (0 lost),
 //! duplicates counted, and for each step the longest time without an OK.
 //!
@@ -74,10 +75,12 @@ fn a_cluster_upgraded_and_downgraded_member_by_member_under_load_loses_nothing()
         .nsqd
         .post(&format!("/channel/create?topic={TOPIC}&channel=c"), b"");
     assert_eq!(r.status, 200, "{}", r.text());
+    // A build of protocol 1 says none; later ones say theirs.
+    let old_protocol = protocols(&members)[0].unwrap_or(1);
     assert_eq!(
         protocols(&members),
-        vec![None; 3],
-        "the old build says none"
+        vec![(old_protocol > 1).then_some(old_protocol); 3],
+        "every member of the old build says the same"
     );
 
     let load = Load::start(&members);
@@ -113,21 +116,34 @@ fn a_cluster_upgraded_and_downgraded_member_by_member_under_load_loses_nothing()
         windows.push((format!("{what} member {id}"), from, Instant::now()));
     }
     // member 1 runs the old build again: the others speak what it speaks
-    nsq_tests::wait_for(WAIT, "the new members back to protocol 1", || {
-        (protocols(&members)[1..] == [Some(1), Some(1)]).then_some(())
+    nsq_tests::wait_for(WAIT, "the new members back to the old protocol", || {
+        (protocols(&members)[1..] == [Some(old_protocol), Some(old_protocol)]).then_some(())
     });
-    // and what needs protocol 2 (a Limit entry) is not proposed meanwhile
-    let r = members[1].nsqd.post(
-        &format!("/channel/config?topic={TOPIC}&channel=c&max_depth=100000"),
-        b"",
-    );
-    assert_eq!(
-        (r.status, r.text()),
-        (
-            503,
-            "{\"message\":\"REPLICATION_UPGRADE_PENDING\"}".to_string()
-        ),
-        "a limit while member 1 runs the old build"
+    // and what needs more is not proposed meanwhile: a limit (a Limit
+    // entry, protocol 2) below 2, a membership change (protocol 3) below 3
+    if old_protocol < 2 {
+        let r = members[1].nsqd.post(
+            &format!("/channel/config?topic={TOPIC}&channel=c&max_depth=100000"),
+            b"",
+        );
+        assert_eq!(
+            (r.status, r.text()),
+            (
+                503,
+                "{\"message\":\"REPLICATION_UPGRADE_PENDING\"}".to_string()
+            ),
+            "a limit while member 1 runs the old build"
+        );
+    }
+    let r = members[1]
+        .nsqd
+        .post("/replication/members/add?id=9&address=127.0.0.1:1", b"");
+    assert_eq!(r.status, 503, "a membership change: {}", r.text());
+    assert!(
+        r.text()
+            .contains("REPLICATION_UPGRADE_PENDING node 1 speaks replication protocol"),
+        "{}",
+        r.text()
     );
 
     let Account {

@@ -202,12 +202,20 @@ pub async fn run(
     let busy: Arc<Mutex<HashSet<GroupId>>> = Arc::default();
     let mut tick = tokio::time::interval(ROUND);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut was_member = true;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
         let Some(map) = maps.get() else { continue };
+        let member = map.members.contains_key(&me);
+        if was_member && !member {
+            tracing::warn!(
+                "REPLICATION: this member (node {me}) was removed from the cluster: its groups go on without it; stop this nsqd"
+            );
+        }
+        was_member = member;
         let Some(pending) = map.pending.clone() else {
             continue;
         };

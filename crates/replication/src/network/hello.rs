@@ -549,4 +549,100 @@ mod tests {
         r.accepted("h3:4250");
         assert!(r.refused("h3:4250", "peers differ"));
     }
+
+    /// A member's greeting over `map` (none: waiting to be added), with
+    /// flags naming `flags`.
+    fn greeting(
+        dir: &Path,
+        me: NodeId,
+        flags: &[(NodeId, &str)],
+        map: Option<ClusterMap>,
+    ) -> Greeting {
+        let identity = Arc::new(Identity::open(dir, me, true, flags.len(), 0).unwrap());
+        Greeting::new(
+            config(2, flags),
+            identity,
+            String::new(),
+            Maps::in_memory(map),
+        )
+    }
+
+    fn hello_from(from: NodeId, flags: &[(NodeId, &str)]) -> Hello {
+        Hello {
+            from,
+            config: config(2, flags),
+            incarnation: from,
+            knew: None,
+            about: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_map_decides_who_is_welcome_once_it_changed() {
+        let three = [(1, "h1:1"), (2, "h2:1"), (3, "h3:1")];
+        let peers = |ids: &[(NodeId, &str)]| ids.iter().map(|(i, a)| (*i, a.to_string())).collect();
+        let formed = ClusterMap::formed(&peers(&three), 2);
+        let mut grown = formed.clone();
+        let change = crate::cluster_map::Change::Add {
+            id: 4,
+            addr: "h4:1".into(),
+        };
+        grown
+            .apply(&crate::cluster_map::Update::Change { change, base: 0 })
+            .unwrap();
+
+        // A member waiting to be added welcomes nobody until a hello
+        // brings a map naming it, which it takes.
+        let dir = tempfile::tempdir().unwrap();
+        let waiting = greeting(dir.path(), 4, &three, None);
+        let e = waiting
+            .welcome(&hello_from(1, &three), PROTOCOL, Some(&formed))
+            .unwrap_err();
+        assert!(e.contains("node 4 is not a member yet"), "{e}");
+        assert!(
+            waiting.maps.get().is_none(),
+            "a map not naming it is not taken"
+        );
+        waiting
+            .welcome(&hello_from(1, &three), PROTOCOL, Some(&grown))
+            .unwrap();
+        assert_eq!(waiting.maps.get().unwrap().version, 1);
+
+        // A member of the formed cluster: node 4, unknown to its map, is
+        // refused; the same hello with the newer map is taken and welcome.
+        let dir = tempfile::tempdir().unwrap();
+        let member = greeting(dir.path(), 2, &three, Some(formed.clone()));
+        // (node 4's flags name the running members, not itself)
+        let e = member
+            .welcome(&hello_from(4, &three), PROTOCOL, Some(&formed))
+            .unwrap_err();
+        assert!(e.contains("node 4 is not a member of the cluster"), "{e}");
+        member
+            .welcome(&hello_from(4, &three), PROTOCOL, Some(&grown))
+            .unwrap();
+        assert_eq!(member.maps.get().as_deref(), Some(&grown));
+        // its trailer carries it on
+        assert_eq!(Speaks::map(&member.trailer()), Some(grown.clone()));
+        // an older map is not taken back
+        member
+            .welcome(&hello_from(1, &three), PROTOCOL, Some(&formed))
+            .unwrap();
+        assert_eq!(member.maps.get().unwrap().version, 1);
+
+        // Two maps of one version that differ: formed from other flags.
+        let dir = tempfile::tempdir().unwrap();
+        let member = greeting(dir.path(), 2, &three, Some(formed.clone()));
+        let other = [(1, "h1:1"), (2, "h2:1"), (3, "h9:1")];
+        let e = member
+            .welcome(
+                &hello_from(3, &other),
+                PROTOCOL,
+                Some(&ClusterMap::formed(&peers(&other), 2)),
+            )
+            .unwrap_err();
+        assert!(e.contains("every member needs the same"), "{e}");
+        // A build before maps is held to the flags, as before.
+        assert!(member.welcome(&hello_from(3, &other), 2, None).is_err());
+        member.welcome(&hello_from(3, &three), 2, None).unwrap();
+    }
 }

@@ -174,6 +174,15 @@ impl ClusterMember {
         let listed = opts.peers.contains_key(&opts.node_id);
         let formed = listed.then(|| ClusterMap::formed(&opts.peers, opts.groups));
         let maps = Maps::open(&raft_dir, formed).map_err(identity_err)?;
+        if listed && !had_state {
+            // A host that replaces a lost member on an empty disk, after
+            // the membership changed online, opens the groups of the map
+            // its peers hold, not of its flags.
+            let tls = opts.tls.as_ref().map(|t| t.client.clone());
+            if let Some(m) = newest_map(&opts.peers, opts.node_id, tls).await {
+                maps.adopt(&m, |held| held.is_none_or(|h| h.per_set == m.per_set));
+            }
+        }
         let mut addrs: Vec<String> = opts.peers.values().cloned().collect();
         if let Some(m) = maps.get() {
             addrs.extend(m.members.values().cloned());
@@ -546,4 +555,38 @@ async fn allow_members(maps: Maps, allowed: Allowed, shutdown: CancellationToken
             r = changed.changed() => if r.is_err() { return },
         }
     }
+}
+
+/// The newest cluster map naming `me` that the members at `peers` hold,
+/// changed online since they were formed: one probe each, at once (a
+/// peer not up is not waited for: a new cluster's members start in any
+/// order).
+async fn newest_map(
+    peers: &BTreeMap<NodeId, String>,
+    me: NodeId,
+    tls: Option<Arc<rustls::ClientConfig>>,
+) -> Option<ClusterMap> {
+    let asks: Vec<_> = peers
+        .iter()
+        .filter(|(id, _)| **id != me)
+        .map(|(_, addr)| {
+            let (addr, tls) = (addr.clone(), tls.clone());
+            tokio::spawn(async move {
+                crate::network::peer::probe(&addr, tls.as_ref(), Duration::from_secs(1)).await
+            })
+        })
+        .collect();
+    let mut newest: Option<ClusterMap> = None;
+    for a in asks {
+        let Ok(Ok(p)) = a.await else { continue };
+        if let Some(m) = p
+            .map
+            .filter(|m| m.version > 0 && m.members.contains_key(&me))
+        {
+            if newest.as_ref().is_none_or(|n| n.version < m.version) {
+                newest = Some(m);
+            }
+        }
+    }
+    newest
 }

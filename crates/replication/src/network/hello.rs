@@ -106,6 +106,9 @@ pub struct Probed {
     pub protocol: u32,
     /// Whether it holds a cluster map (it is a member of some cluster).
     pub member: bool,
+    /// Its map, when it holds one (a host that replaces a lost member
+    /// with an empty disk asks for it before opening its groups).
+    pub map: Option<ClusterMap>,
 }
 
 /// What every member of a cluster must agree on.
@@ -316,6 +319,7 @@ impl Greeting {
             groups: self.config.groups,
             protocol: PROTOCOL,
             member: self.maps.get().is_some(),
+            map: self.maps.get().map(|m| (*m).clone()),
         }
     }
 

@@ -60,6 +60,15 @@ pub enum ChangeError {
     Commit(#[from] ProposeError),
 }
 
+/// Clears the flag of a change being asked when dropped.
+struct Asking(Arc<Mutex<bool>>);
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        *self.0.lock() = false;
+    }
+}
+
 /// A member's side of membership changes (cheap to clone).
 #[derive(Clone)]
 pub struct Membership {
@@ -100,9 +109,10 @@ impl Membership {
             }
             *asking = true;
         }
-        let made = self.make(map, change, timeout).await;
-        *self.asking.lock() = false;
-        made
+        // cleared however this ends (an HTTP client that goes away drops
+        // the future mid-way)
+        let _asking = Asking(self.asking.clone());
+        self.make(map, change, timeout).await
     }
 
     async fn make(

@@ -83,6 +83,20 @@ async fn removals_stop_at_a_groups_last_voter_and_an_added_member_fills_the_vaca
     leader(&members[1], 5, None).await;
     let ask = members[3].membership();
 
+    // A change whose asker went away mid-way (its probe of an address that
+    // never answers dropped) leaves nothing asked behind.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let asked = ask.change(
+        Change::Add {
+            id: 9,
+            addr: silent.local_addr().unwrap().to_string(),
+        },
+        TIMEOUT,
+    );
+    assert!(tokio::time::timeout(Duration::from_millis(100), asked)
+        .await
+        .is_err());
+
     // Members 1 and 2 leave: group 4 keeps member 3 alone. (A removed
     // member hears of nothing after its removal.)
     for id in [1, 2] {

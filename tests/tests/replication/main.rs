@@ -17,7 +17,9 @@
 //! (`store.rs`). A depth limit of a replicated topic or channel is its
 //! group's, the same on every member and after a failover (`limits.rs`).
 //! A channel of a topic with a retention is moved back to replay what its
-//! group's log kept, through a failover (`replay.rs`).
+//! group's log kept, through a failover (`replay.rs`). Members are added
+//! and removed online under load, losing nothing acknowledged
+//! (`membership.rs`; the load and its account: `load.rs`).
 
 mod admin;
 #[path = "../../src/admin_util.rs"]

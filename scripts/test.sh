@@ -38,6 +38,9 @@
 #     .venv/ in this repository (created if missing), before the Rust tests
 #   - playwright-core from npm, into tests/browser/node_modules/, and Debian's
 #     chromium (apt-get) when /usr/bin/chromium is missing
+#   - nsqjs from npm (pinned in tests/node/package-lock.json), into
+#     tests/node/node_modules/: tests/tests/replication/clients.rs runs an
+#     unmodified nsqjs Reader
 # Temporary files go to one directory made for the run and removed at its
 # end (TMPDIR points there), so nothing is left in /tmp. The browser test's
 # screenshots are kept in target/nsqadmin-screens/.
@@ -130,7 +133,7 @@ phase "Prometheus alerts and scrape (scripts/check_monitoring.sh)"
 bash scripts/check_monitoring.sh "$NSQ_BIN_DIR"
 
 # before the Rust tests: the cluster test's pynsq consumer host needs it too
-phase "pynsq into .venv"
+phase "pynsq into .venv, nsqjs into tests/node"
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     echo "==> creating a Python virtualenv in $ROOT/.venv"
@@ -138,6 +141,13 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "==> pip install: the pinned packages of tests/python/requirements.txt into $ROOT/.venv (from PyPI unless already there)"
 .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
+# the replication suite's real-client test runs an nsqjs Reader
+# (tests/tests/replication/clients.rs)
+if [ ! -d tests/node/node_modules/nsqjs ]; then
+    echo "==> installing nsqjs from npm into $ROOT/tests/node/node_modules (tests/node/package-lock.json)"
+    (cd tests/node && npm ci --no-audit --no-fund)
+fi
 
 phase "cargo test --workspace --no-run (every test executable)"
 # Most tests wait on sockets, timers and the daemons they start rather than

@@ -228,6 +228,8 @@ pub struct Load {
 /// What the load came to.
 pub struct Account {
     pub acknowledged: usize,
+    /// The bodies of the acknowledged messages.
+    pub acked: BTreeSet<String>,
     pub lost: Vec<String>,
     /// Duplicates and the rest, for the reader.
     pub report: String,
@@ -330,6 +332,7 @@ impl Load {
         );
         Account {
             acknowledged: expected.len(),
+            acked: expected.iter().map(|b| b.to_string()).collect(),
             lost,
             report,
         }

@@ -19,12 +19,15 @@
 //! A channel of a topic with a retention is moved back to replay what its
 //! group's log kept, through a failover (`replay.rs`). Members are added
 //! and removed online under load, losing nothing acknowledged
-//! (`membership.rs`; the load and its account: `load.rs`).
+//! (`membership.rs`; the load and its account: `load.rs`), and an
+//! unmodified pynsq and nsqjs Reader found through nsqlookupd lose nothing
+//! across those changes and a failover (`clients.rs`).
 
 mod admin;
 #[path = "../../src/admin_util.rs"]
 mod admin_util;
 mod channels;
+mod clients;
 mod failover;
 mod leader;
 mod limits;

@@ -33,7 +33,7 @@ fn members_post(n: &Nsqd, what: &str, q: &str) -> (u16, String) {
 /// request) is asked again; a change an earlier attempt made after all is
 /// found in the map (the next attempt is then refused). `n`'s view once
 /// it is made.
-fn change_until_made(n: &Nsqd, what: &str, q: &str, id: u64) -> Value {
+pub fn change_until_made(n: &Nsqd, what: &str, q: &str, id: u64) -> Value {
     let deadline = Instant::now() + ELECTION_WAIT;
     loop {
         let (status, body) = members_post(n, what, q);
@@ -56,7 +56,7 @@ fn map_version(n: &Nsqd) -> u64 {
     replication(n)["map_version"].as_u64().expect("map_version")
 }
 
-fn member_ids(r: &Value) -> Vec<u64> {
+pub fn member_ids(r: &Value) -> Vec<u64> {
     r["peers"]
         .as_array()
         .expect("peers")
@@ -67,7 +67,7 @@ fn member_ids(r: &Value) -> Vec<u64> {
 
 /// Waits until every member in `ms` shows the members `ids` and no change
 /// under way.
-fn wait_settled(ms: &[Member], ids: &[u64]) {
+pub fn wait_settled(ms: &[Member], ids: &[u64]) {
     let deadline = Instant::now() + ELECTION_WAIT;
     loop {
         let views: Vec<Value> = ms.iter().map(|m| replication(&m.nsqd)).collect();
@@ -97,9 +97,18 @@ fn tail(n: &Nsqd) -> String {
 
 /// Starts member `id` naming `peers` (the running members, not itself):
 /// it answers HTTP once added, so it starts on a thread while `add`
-/// (called once its replication listener answers) adds it.
-fn join(id: u64, port: u16, peers: &str, dir: &std::path::Path, add: impl FnOnce()) -> Member {
-    let args = member_args(id, port, peers);
+/// (called once its replication listener answers) adds it. `extra`: more
+/// flags (say, nsqlookupd's address).
+pub fn join(
+    id: u64,
+    port: u16,
+    peers: &str,
+    extra: &[String],
+    dir: &std::path::Path,
+    add: impl FnOnce(),
+) -> Member {
+    let mut args = member_args(id, port, peers);
+    args.extend_from_slice(extra);
     let (a, d) = (args.clone(), dir.to_path_buf());
     let started = std::thread::spawn(move || start(&d, &a));
     nsq_tests::wait_for(WAIT, "the new member's replication listener", || {
@@ -201,7 +210,7 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
     // Member 4 joins: added through member 2, a learner first; a second
     // change asked meanwhile is refused.
     let from = Instant::now();
-    let new = join(4, ports[0], &running, dirs[3].path(), || {
+    let new = join(4, ports[0], &running, &[], dirs[3].path(), || {
         let v = change_until_made(
             &members[1].nsqd,
             "add",
@@ -231,7 +240,7 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
     // Member 5 joins through member 4, itself added online.
     let from = Instant::now();
     let running4 = format!("{running},4@127.0.0.1:{}", ports[0]);
-    let new = join(5, ports[1], &running4, dirs[4].path(), || {
+    let new = join(5, ports[1], &running4, &[], dirs[4].path(), || {
         change_until_made(
             &by_id(&members, 4).nsqd,
             "add",
@@ -297,7 +306,7 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
         })
         .collect::<Vec<_>>()
         .join(",");
-    let new = join(6, ports[2], &running, dirs[5].path(), || {
+    let new = join(6, ports[2], &running, &[], dirs[5].path(), || {
         change_until_made(
             &members[members.len() - 1].nsqd,
             "add",

@@ -107,21 +107,6 @@ impl Drop for Reader {
     }
 }
 
-/// `member_id@address` of each member in `ms`.
-fn running(ms: &[Member]) -> String {
-    ms.iter()
-        .map(|m| {
-            let addr = m
-                .args
-                .iter()
-                .find_map(|a| a.strip_prefix("--replication-address="))
-                .unwrap();
-            format!("{}@{addr}", m.id)
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 #[test]
 fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_failover() {
     let dirs: Vec<tempfile::TempDir> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -162,7 +147,7 @@ fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_fail
 
     // Member 4 is added through member 2.
     let from = Instant::now();
-    let peers = running(&members);
+    let peers = peer_list(&members);
     let new = join(4, ports[0], &peers, &lookupd_flags, dirs[3].path(), || {
         change_until_made(
             &members[1].nsqd,
@@ -211,7 +196,7 @@ fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_fail
     change_until_made(&members[0].nsqd, "remove", &format!("id={lost}"), lost);
     let left: Vec<u64> = members.iter().map(|m| m.id).collect();
     wait_settled(&members, &left);
-    let peers = running(&members);
+    let peers = peer_list(&members);
     let new = join(5, ports[1], &peers, &lookupd_flags, dirs[4].path(), || {
         change_until_made(
             &members[members.len() - 1].nsqd,

@@ -47,6 +47,42 @@ pub fn member_args(id: u64, port: u16, peers: &str) -> Vec<String> {
     ]
 }
 
+/// The running members as `--replication-peer` names them (`id@address`),
+/// for a member that joins them.
+pub fn peer_list(members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| {
+            let addr = m
+                .args
+                .iter()
+                .find_map(|a| a.strip_prefix("--replication-address="))
+                .unwrap_or_else(|| panic!("member {} has no --replication-address", m.id));
+            format!("{}@{addr}", m.id)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Once every member stands and agrees on each group's leader: `topic`
+/// created with `replicas` through member 0, on every member, and its
+/// channel `c` created through member 1.
+pub fn topic_with_channel(members: &[Member], topic: &str, replicas: u8) {
+    for m in members {
+        wait_standing(&m.nsqd, "member");
+    }
+    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    assert_eq!(
+        create(&members[0].nsqd, topic, replicas),
+        (200, String::new())
+    );
+    wait_replicas(members, topic, u64::from(replicas));
+    let r = members[1]
+        .nsqd
+        .post(&format!("/channel/create?topic={topic}&channel=c"), b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
 pub fn start(dir: &Path, args: &[String]) -> Nsqd {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     Nsqd::start_in(dir, &a)

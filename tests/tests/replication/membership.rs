@@ -123,28 +123,8 @@ pub fn join(
 fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
     let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut members = start_cluster(&dirs, |_| Vec::new());
-    for m in &members {
-        wait_standing(&m.nsqd, "member");
-    }
-    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
-    assert_eq!(create(&members[0].nsqd, TOPIC, 3), (200, String::new()));
-    wait_replicas(&members, TOPIC, 3);
-    let r = members[1]
-        .nsqd
-        .post(&format!("/channel/create?topic={TOPIC}&channel=c"), b"");
-    assert_eq!(r.status, 200, "{}", r.text());
-    let running: String = members
-        .iter()
-        .map(|m| {
-            let addr = m
-                .args
-                .iter()
-                .find_map(|a| a.strip_prefix("--replication-address="))
-                .unwrap();
-            format!("{}@{addr}", m.id)
-        })
-        .collect::<Vec<_>>()
-        .join(",");
+    topic_with_channel(&members, TOPIC, 3);
+    let running = peer_list(&members);
     let load = Load::start(&members);
     sleep_ms(2000);
     let mut windows = Vec::new();
@@ -294,18 +274,7 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
     change_until_made(&members[0].nsqd, "remove", &format!("id={lost}"), lost);
     let left: Vec<u64> = members.iter().map(|m| m.id).collect();
     wait_settled(&members, &left);
-    let running: String = members
-        .iter()
-        .map(|m| {
-            let addr = m
-                .args
-                .iter()
-                .find_map(|a| a.strip_prefix("--replication-address="))
-                .unwrap();
-            format!("{}@{addr}", m.id)
-        })
-        .collect::<Vec<_>>()
-        .join(",");
+    let running = peer_list(&members);
     let new = join(6, ports[2], &running, &[], dirs[5].path(), || {
         change_until_made(
             &members[members.len() - 1].nsqd,

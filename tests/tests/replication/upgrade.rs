@@ -65,16 +65,7 @@ fn a_cluster_upgraded_and_downgraded_member_by_member_under_load_loses_nothing()
             Member { id, nsqd, args }
         })
         .collect();
-    for m in &members {
-        wait_standing(&m.nsqd, "member");
-    }
-    agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
-    assert_eq!(create(&members[0].nsqd, TOPIC, 3), (200, String::new()));
-    wait_replicas(&members, TOPIC, 3);
-    let r = members[1]
-        .nsqd
-        .post(&format!("/channel/create?topic={TOPIC}&channel=c"), b"");
-    assert_eq!(r.status, 200, "{}", r.text());
+    topic_with_channel(&members, TOPIC, 3);
     // A build of protocol 1 says none; later ones say theirs.
     let old_protocol = protocols(&members)[0].unwrap_or(1);
     assert_eq!(

@@ -7,8 +7,10 @@
 // topic/channel from the Lookup page, pauses a channel from the UI (dismissing
 // the confirm dialog once, then accepting it) and checks nsqd shows it paused,
 // sets a channel's and a topic's nsq-rs settings through their forms,
-// asks a replay of a channel (refused: its topic is not replicated), and
-// saves a screenshot of each page.
+// asks a replay of a channel (refused: its topic is not replicated), adds
+// and removes a member of a replication cluster from the Replication page
+// (confirmed; an existing id refused in the member's words), and saves a
+// screenshot of each page.
 //
 // usage: node nsqadmin.test.js <bin dir> <screenshot dir>
 "use strict";
@@ -460,6 +462,85 @@ async function main() {
   await sleep(1500);
   await shot("counter");
 
+  // --- nsq-rs replication: three members formed by their flags, registered
+  // with the same nsqlookupd (nsqadmin asks the first nsqd that is a member);
+  // member 4 started naming them and added through the Replication page's
+  // form (confirmed), an existing id refused in the member's words, then
+  // member 4 removed through its row's button (dismissed once, then confirmed)
+  const rp = [];
+  while (rp.length < 12) { const p = await freePort(); if (!rp.includes(p) && !ports.includes(p)) rp.push(p); }
+  const members = [1, 2, 3, 4].map((id, i) => ({ id, tcp: `127.0.0.1:${rp[3 * i]}`, http: `127.0.0.1:${rp[3 * i + 1]}`, raft: `127.0.0.1:${rp[3 * i + 2]}` }));
+  const formed = members.slice(0, 3).map((m) => `${m.id}@${m.raft}`).join(",");
+  const memberArgs = (m) => {
+    const dir = path.join(tmp, `member${m.id}`);
+    fs.mkdirSync(dir);
+    return [`--tcp-address=${m.tcp}`, `--http-address=${m.http}`, `--data-path=${dir}`, `--lookupd-tcp-address=${lookupd.tcp}`, "--broadcast-address=127.0.0.1",
+      `--node-id=${m.id}`, `--replication-address=${m.raft}`, `--replication-peer=${formed}`, "--replication-groups=4", "--replication-election-timeout=300ms"];
+  };
+  for (const m of members.slice(0, 3)) { await daemon("nsqd", memberArgs(m), m.http); }
+  const peersOf = async (m) => {
+    const r = (await http("GET", m.http, "/replication")).json;
+    return r && !r.change && r.standing === "member" ? r.peers.map((x) => x.node_id).join(",") : null;
+  };
+  await waitFor("three members standing", async () => {
+    for (const m of members.slice(0, 3)) { if ((await peersOf(m)) !== "1,2,3") { return false; } }
+    return true;
+  }, 60000);
+  // member 4 answers HTTP once added: started now, added once its replication listener is up
+  start("nsqd", memberArgs(members[3]));
+  await waitFor("member 4's replication listener", () => new Promise((resolve) => {
+    const [h, p] = members[3].raft.split(":");
+    const c = net.connect(Number(p), h, () => { c.destroy(); resolve(true); });
+    c.on("error", () => resolve(false));
+  }), 30000);
+  await page.goto(`${base}/replication`);
+  await page.waitForSelector("#members tr[data-member='3']", { timeout: 30000 });
+  const shownMembers = await page.$$eval("#members tbody tr", (trs) => trs.map((tr) => tr.getAttribute("data-member")).join(","));
+  check(shownMembers === "1,2,3", "replication page: the cluster's three members", shownMembers);
+  await page.fill("#member-id", "4");
+  await page.fill("#member-address", members[3].raft);
+  let asked = null;
+  page.once("dialog", (d) => { asked = d.message(); d.accept(); });
+  await page.click("#add-member-btn");
+  const added = await waitFor("the add carried out on every member", async () => {
+    for (const m of members.slice(0, 3)) { if ((await peersOf(m)) !== "1,2,3,4") { return false; } }
+    return true;
+  }, 60000).catch(() => false);
+  const addSaid = await page.textContent("#banners");
+  check(added && asked && asked.includes(`Add member 4 at ${members[3].raft}`) && addSaid.includes("Member 4 added"),
+    "replication page: Add member asks, then adds member 4 through nsqadmin", { asked, addSaid });
+  await waitFor("member 4 answering HTTP", async () => (await http("GET", members[3].http, "/ping")).text === "OK", 30000);
+  // the page refreshes into the settled cluster: four members, no change under way
+  await page.waitForFunction(() => document.querySelector("#members tr[data-member='4']") && !document.getElementById("member-change"), null, { timeout: 30000 });
+  await shot("replication");
+  // a refusal: the member's error text, and nothing changed
+  const refusalErrorsBefore = jsErrors.length;
+  await page.fill("#member-id", "2");
+  await page.fill("#member-address", "127.0.0.1:1");
+  page.once("dialog", (d) => d.accept());
+  await page.click("#add-member-btn");
+  const refused = await waitFor("the refusal shown", async () => {
+    const t = await page.textContent("#banners");
+    return t.includes("REPLICATION_MEMBER_EXISTS") ? t : false;
+  }, 20000).catch(() => null);
+  // the browser logs the refusal's 409 as an error: it is the answer expected
+  const refusalErrors = jsErrors.splice(refusalErrorsBefore);
+  jsErrors.push(...refusalErrors.filter((e) => !e.includes("status of 409")));
+  check(refused !== null && (await peersOf(members[0])) === "1,2,3,4", "replication page: adding an existing id shows the member's refusal, cluster unchanged", refused);
+  // remove member 4: dismissing the confirmation does nothing, accepting removes it
+  page.once("dialog", (d) => { asked = d.message(); d.dismiss(); });
+  await page.click("#members button[data-act='remove-member'][data-id='4']");
+  await sleep(500);
+  check(asked.includes("Remove member 4") && (await peersOf(members[0])) === "1,2,3,4", "replication page: dismissing Remove member changes nothing", asked);
+  page.once("dialog", (d) => d.accept());
+  await page.click("#members button[data-act='remove-member'][data-id='4']");
+  const removed = await waitFor("the removal carried out", async () => {
+    for (const m of members.slice(0, 3)) { if ((await peersOf(m)) !== "1,2,3") { return false; } }
+    return true;
+  }, 60000).catch(() => false);
+  const removeSaid = await page.textContent("#banners");
+  check(removed && removeSaid.includes("Member 4 removed"), "replication page: Remove member removes member 4 through nsqadmin", removeSaid);
+
   // --- a second nsqadmin: one nsqlookupd unreachable (warning banner), admin users set (no action buttons)
   const admin2 = `127.0.0.1:${await freePort()}`;
   const dead = `127.0.0.1:${await freePort()}`;
@@ -470,6 +551,9 @@ async function main() {
   check(warn.includes("WARNING:") && warn.includes(dead), "partial failure: the page shows nsqadmin's WARNING and still renders", warn);
   check((await page.$("#actions")) === null && (await page.$("button[data-act]")) === null, "non-admin: no action buttons");
   await shot("warning-non-admin");
+  await page.goto(`http://${admin2}/replication`);
+  await page.waitForSelector("#members", { timeout: 30000 });
+  check((await page.$("#add-member")) === null && (await page.$("#members button[data-act]")) === null, "non-admin: the replication page has no Add member form or Remove member buttons");
 
   check(jsErrors.length === 0, "no JavaScript errors or failed requests", jsErrors);
   await ctx.close();

@@ -320,7 +320,8 @@
     [/^\/nodes\/?$/, "nodes", nodesPage],
     [/^\/nodes\/([^/]+)\/?$/, "nodes", nodePage],
     [/^\/counter\/?$/, "counter", counterPage],
-    [/^\/lookup\/?$/, "lookup", lookupPage]
+    [/^\/lookup\/?$/, "lookup", lookupPage],
+    [/^\/replication\/?$/, "replication", replicationPage]
   ];
 
   document.addEventListener("click", function (e) {
@@ -1318,6 +1319,94 @@
           html += "</tbody></table></div>";
         }
         content.innerHTML = html;
+      });
+    };
+  }
+
+  // ------------------------------------------------------------------
+  // Replication (/replication; nsq-rs)
+  // ------------------------------------------------------------------
+
+  /* The replication cluster as one member's GET /replication shows it:
+     its members, each group's leader, a membership change under way; for
+     admins, a member added (node id + address) or removed, each confirmed,
+     asked of a member through nsqadmin, the member's refusal shown in its
+     words (docs/replication.md, "Membership online"). */
+  function replicationPage(p) {
+    p.title = "Replication";
+    var form = ADMIN ? '<h2>Add member</h2><div class="info">Start the new nsqd with the replication flags (a new <i>--node-id</i>, ' +
+      "<i>--replication-address</i>, and <i>--replication-peer</i> naming the running members), then add it here: it is a learner of each of its groups " +
+      "until it holds what they committed, then a voter. One change at a time.</div>" +
+      '<form id="add-member" class="form-row"><input type="number" id="member-id" min="1" placeholder="Node ID" autocomplete="off">' +
+      '<input type="text" id="member-address" placeholder="Replication address (host:port)" autocomplete="off" style="width: 20em">' +
+      '<button class="btn plain" type="submit" id="add-member-btn">Add member</button></form>' : "";
+    app.innerHTML = '<h1>Replication <span class="muted small">(nsq-rs)</span></h1><br><div id="banners"></div>' +
+      '<div id="content"><p class="muted">Loading…</p></div>' + form;
+    function change(body, question, button) {
+      if (!window.confirm(question)) { return; }
+      if (button) { button.disabled = true; }
+      api("POST", "/api/replication", body).then(function (d) {
+        flash(p, "ok", d.message || "Done");
+        p.refresh();
+        return true;
+      }, function (err) {
+        flash(p, "error", err.message);
+        return false;
+      }).then(function (ok) {
+        if (button) { button.disabled = false; }
+        if (ok && body.action === "add") {
+          document.getElementById("member-id").value = "";
+          document.getElementById("member-address").value = "";
+        }
+      });
+    }
+    if (ADMIN) {
+      document.getElementById("add-member").addEventListener("submit", function (e) {
+        e.preventDefault();
+        var id = document.getElementById("member-id").value.trim();
+        var address = document.getElementById("member-address").value.trim();
+        if (!id || !address) { flash(p, "error", "Node ID and Replication address are required"); return; }
+        change({ action: "add", id: id, address: address },
+          "Add member " + id + " at " + address + " to the replication cluster?",
+          document.getElementById("add-member-btn"));
+      });
+    }
+    bindActions(p, document.getElementById("content"), {
+      "remove-member": function (b) {
+        var id = b.getAttribute("data-id"), address = b.getAttribute("data-address");
+        change({ action: "remove", id: id },
+          "Remove member " + id + " (" + address + ") from the replication cluster? Its groups elect or keep leaders among the others; stop that nsqd afterwards.", b);
+      }
+    });
+    p.load = function () {
+      return api("GET", "/api/replication").then(function (d) {
+        if (p.dead) { return; }
+        loaded(p, [d.message]);
+        var r = d.replication;
+        if (!r) {
+          document.getElementById("content").innerHTML = notice("Notice", "No nsqd of this cluster is a member of a replication cluster (started with --node-id and --replication-address).");
+          return;
+        }
+        var peers = r.peers || [], groups = r.groups || [];
+        var html = '<p class="muted">As node ' + esc(r.node_id) + " (" + nodeLink(d.node) + ") shows it: map version " + esc(r.map_version === undefined ? "-" : r.map_version) +
+          ", protocol " + esc(r.protocol === undefined ? "-" : r.protocol) + ", standing " + esc(r.standing || "-") + ".</p>";
+        if (r.change) {
+          html += '<div class="banner banner-warn" id="member-change">Under way: ' + esc(r.change.change) + " (" + esc(r.change.groups_done) + " of " + esc(r.change.groups) + " groups done)</div>";
+        }
+        html += '<h2>Members (' + peers.length + ')</h2><div class="table-wrap"><table class="grid" id="members"><thead><tr><th>Node ID</th><th>Replication address</th><th>Protocol</th><th>Leads groups</th>' +
+          (ADMIN ? "<th>Action</th>" : "") + "</tr></thead><tbody>";
+        peers.forEach(function (m) {
+          var leads = groups.filter(function (g) { return g.leader === m.node_id; }).map(function (g) { return g.group; });
+          html += '<tr data-member="' + esc(m.node_id) + '"><td>' + esc(m.node_id) + (m.node_id === r.node_id ? ' <span class="label-b grey">asked</span>' : "") + '</td><td class="mono">' + esc(m.address) + "</td>" +
+            "<td>" + esc(m.protocol === null || m.protocol === undefined ? "never met" : m.protocol) + "</td><td>" + esc(leads.join(", ")) + "</td>" +
+            (ADMIN ? '<td><button class="btn mini red" data-act="remove-member" data-id="' + esc(m.node_id) + '" data-address="' + esc(m.address) + '">Remove member</button></td>' : "") + "</tr>";
+        });
+        html += "</tbody></table></div>";
+        html += '<h2>Groups (' + groups.length + ')</h2><div class="table-wrap"><table class="grid" id="groups"><thead><tr><th>Group</th><th>Leader</th></tr></thead><tbody>' +
+          groups.map(function (g) {
+            return "<tr><td>" + esc(g.group) + "</td><td>" + esc(g.leader === null || g.leader === undefined ? "none" : g.leader) + "</td></tr>";
+          }).join("") + "</tbody></table></div>";
+        document.getElementById("content").innerHTML = html;
       });
     };
   }

@@ -12,6 +12,7 @@ pub mod actions;
 pub mod counts;
 pub mod e2e;
 pub mod input;
+pub mod members;
 pub mod replay;
 pub mod replicated;
 pub mod settings;

@@ -1,5 +1,5 @@
 //! The admin actions of `/api` (create, delete, pause/unpause/empty,
-//! tombstone): the admin check (`--admin-user` + `--acl-http-header`), the
+//! tombstone; nsq-rs: config, replay, replication members): the admin check (`--admin-user` + `--acl-http-header`), the
 //! JSON body as Go's decoder reads it, the upstream calls (see `cluster`),
 //! and the notification each action emits.
 
@@ -322,6 +322,49 @@ async fn reset_channel(s: &Arc<Shared>, req: &Req, topic: &str, channel: &str) -
             .await
             .map_err(|r| ApiErr::new(r.status, r.text))?;
     notify(s, req, "reset_channel", topic, channel, "");
+    Ok(v1_json(&Message { message: said }))
+}
+
+/// `POST /api/replication` (nsq-rs) with `{"action":"add","id":…,"address":…}`
+/// or `{"action":"remove","id":…}`: asked of one member, which commits it
+/// through the cluster; its refusal (a 4xx) is the answer, in its words.
+pub async fn replication_action(s: &Arc<Shared>, req: &Req) -> ApiResult {
+    use crate::cluster::members::MemberChange;
+    require_admin(s, req)?;
+    let f =
+        decode_fields(&req.body, &["action", "id", "address"]).map_err(|e| ApiErr::new(400, e))?;
+    let id = match f[1].trim() {
+        "" => return Err(ApiErr::new(400, "MISSING_ARG_ID")),
+        id => id
+            .parse::<u64>()
+            .map_err(|_| ApiErr::new(400, "INVALID_ARG_ID"))?,
+    };
+    let address = f[2].trim().to_string();
+    let change = match f[0].as_str() {
+        "add" if address.is_empty() => return Err(ApiErr::new(400, "MISSING_ARG_ADDRESS")),
+        "add" => MemberChange::Add {
+            id,
+            address: address.clone(),
+        },
+        "remove" => MemberChange::Remove { id },
+        _ => return Err(ApiErr::new(400, "INVALID_ACTION")),
+    };
+    let said =
+        s.ci.change_member(&change, &s.upstreams())
+            .await
+            .map_err(|r| ApiErr::new(r.status, r.text))?;
+    let node = match change {
+        MemberChange::Add { .. } => format!("{id}@{address}"),
+        MemberChange::Remove { .. } => id.to_string(),
+    };
+    notify(
+        s,
+        req,
+        &format!("{}_replication_member", f[0]),
+        "",
+        "",
+        &node,
+    );
     Ok(v1_json(&Message { message: said }))
 }
 

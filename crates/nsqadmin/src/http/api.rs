@@ -152,6 +152,28 @@ pub async fn nodes(s: &Arc<Shared>) -> ApiResult {
     }))
 }
 
+/// nsq-rs: the replication cluster as one member shows it.
+#[derive(Serialize)]
+struct ReplicationView {
+    /// The member asked (its HTTP address); null when no nsqd is a member.
+    node: Option<String>,
+    /// Its `GET /replication`.
+    replication: Option<serde_json::Value>,
+    message: String,
+}
+
+/// `GET /api/replication` (nsq-rs): the first member's `GET /replication`.
+pub async fn replication(s: &Arc<Shared>) -> ApiResult {
+    let mut messages = Vec::new();
+    let found = keep(s.ci.replication(&s.upstreams()).await, &mut messages)?;
+    let (node, replication) = found.map_or((None, None), |(n, v)| (Some(n), Some(v)));
+    Ok(v1_json(&ReplicationView {
+        node,
+        replication,
+        message: warning(&messages),
+    }))
+}
+
 #[derive(Serialize)]
 struct NodeDetail {
     node: String,

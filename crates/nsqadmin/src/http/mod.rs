@@ -204,6 +204,12 @@ fn handler(e: Endpoint, m: MethodFilter, shared: Arc<Shared>) -> MethodRouter {
         Counter => on(m, |State(s): Shared_| async move {
             answer(api::counter(&s).await)
         }),
+        Replication => on(m, |State(s): Shared_| async move {
+            answer(api::replication(&s).await)
+        }),
+        ReplicationAction => on(m, |State(s): Shared_, req: Req| async move {
+            answer(actions::replication_action(&s, &req).await)
+        }),
         Graphite => on(m, |State(s): Shared_, req: Req| async move {
             answer(api::graphite(&s, &req).await)
         }),

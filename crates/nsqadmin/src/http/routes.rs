@@ -30,6 +30,8 @@ pub enum Endpoint {
     History,
     HistoryTopic,
     HistoryChannel,
+    Replication,
+    ReplicationAction,
 }
 
 const TABLE: &[(&str, &str, Endpoint)] = &[
@@ -42,6 +44,7 @@ const TABLE: &[(&str, &str, Endpoint)] = &[
     ("GET", "/nodes/:node", Endpoint::Index),
     ("GET", "/counter", Endpoint::Index),
     ("GET", "/lookup", Endpoint::Index),
+    ("GET", "/replication", Endpoint::Index),
     ("GET", "/static/:asset", Endpoint::Static),
     ("GET", "/fonts/:asset", Endpoint::Static),
     ("GET", "/render", Endpoint::Render),
@@ -65,6 +68,9 @@ const TABLE: &[(&str, &str, Endpoint)] = &[
         Endpoint::DeleteChannel,
     ),
     ("GET", "/api/counter", Endpoint::Counter),
+    // nsq-rs: the replication cluster's members, added and removed
+    ("GET", "/api/replication", Endpoint::Replication),
+    ("POST", "/api/replication", Endpoint::ReplicationAction),
     ("GET", "/api/graphite", Endpoint::Graphite),
     ("GET", "/config/:opt", Endpoint::Config),
     ("PUT", "/config/:opt", Endpoint::Config),

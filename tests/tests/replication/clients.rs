@@ -243,10 +243,11 @@ fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_fail
             .filter(|b| !got.contains_key(*b))
             .collect();
         let duplicates: u32 = got.values().map(|n| n - 1).sum();
+        let unacked = got.keys().filter(|b| !account.acked.contains(*b)).count();
         report += &format!(
-            "{} Reader: finished {} distinct of {} acknowledged, lost {}, duplicates {duplicates}\n",
+            "{} Reader: {} acknowledged, lost {}, duplicates {duplicates}, \
+             finished without an acknowledgement {unacked}\n",
             r.name,
-            got.len(),
             account.acknowledged,
             lost.len()
         );

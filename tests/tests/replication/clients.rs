@@ -12,13 +12,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use nsq_tests::{free_ports, sleep_ms, wait_for};
 
 use super::load::*;
 use super::members::*;
-use super::membership::{change_until_made, join, wait_settled};
+use super::membership::{
+    change_until_made, join, lose_and_remove_newest, remove_topic_leader, wait_settled,
+};
 
 /// A real client's Reader in its own process, writing one line
 /// `F <id> <attempts> <body>` per message it finished.
@@ -165,37 +167,12 @@ fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_fail
     windows.push(("add member 4".to_string(), from, Instant::now()));
 
     // The leader of the topic's group is removed (a failover), then stopped.
-    let from = Instant::now();
-    let leader = leaders[group_of(TOPIC)];
-    let asked = members.iter().find(|m| m.id != leader).unwrap();
-    load.down(leader);
-    change_until_made(&asked.nsqd, "remove", &format!("id={leader}"), leader);
-    let mut gone = members.remove(members.iter().position(|m| m.id == leader).unwrap());
-    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
-    wait_settled(&members, &left);
-    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
-    assert!(!leaders.contains(&leader), "{leaders:?}");
-    assert!(gone
-        .nsqd
-        .sigterm_and_wait(Duration::from_secs(10))
-        .success());
-    sleep_ms(2000);
-    windows.push((
-        format!("remove member {leader} (the leader)"),
-        from,
-        Instant::now(),
-    ));
+    remove_topic_leader(&mut members, &load, &leaders, &mut windows);
 
     // A member is lost (SIGKILL), removed while down, and replaced by
     // member 5 under a new address.
     let from = Instant::now();
-    let lost = members.iter().map(|m| m.id).max().unwrap();
-    load.down(lost);
-    let mut dead = members.remove(members.iter().position(|m| m.id == lost).unwrap());
-    dead.nsqd.kill9();
-    change_until_made(&members[0].nsqd, "remove", &format!("id={lost}"), lost);
-    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
-    wait_settled(&members, &left);
+    let lost = lose_and_remove_newest(&mut members, &load);
     let peers = peer_list(&members);
     let new = join(5, ports[1], &peers, &lookupd_flags, dirs[4].path(), || {
         change_until_made(
@@ -263,5 +240,4 @@ fn a_pynsq_and_an_nsqjs_reader_lose_nothing_across_membership_changes_and_a_fail
     }
     eprintln!("{report}");
     assert!(failures.is_empty(), "{}\n{report}", failures.join("\n"));
-    drop((gone, dead));
 }

@@ -119,6 +119,59 @@ pub fn join(
     Member { id, nsqd, args }
 }
 
+/// The step both scenarios take for a failover: the leader of `TOPIC`'s
+/// group (of `leaders`) removed through another member while the load
+/// runs, the others agreeing on new leaders without it, then stopped with
+/// SIGTERM; the step's window (2 s of load after it) goes to `windows`.
+pub fn remove_topic_leader(
+    members: &mut Vec<Member>,
+    load: &Load,
+    leaders: &[u64],
+    windows: &mut Vec<(String, Instant, Instant)>,
+) {
+    let from = Instant::now();
+    let leader = leaders[group_of(TOPIC)];
+    let asked = members
+        .iter()
+        .find(|m| m.id != leader)
+        .expect("another member");
+    load.down(leader);
+    change_until_made(&asked.nsqd, "remove", &format!("id={leader}"), leader);
+    let at = members
+        .iter()
+        .position(|m| m.id == leader)
+        .expect("the leader is a member");
+    let mut gone = members.remove(at);
+    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
+    wait_settled(members, &left);
+    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
+    assert!(!leaders.contains(&leader), "{leaders:?}");
+    assert!(gone
+        .nsqd
+        .sigterm_and_wait(Duration::from_secs(10))
+        .success());
+    sleep_ms(2000);
+    windows.push((
+        format!("remove member {leader} (the leader)"),
+        from,
+        Instant::now(),
+    ));
+}
+
+/// A host lost with its disk: the member of the highest id killed
+/// (SIGKILL) and, down, removed through the first member; returns its id.
+pub fn lose_and_remove_newest(members: &mut Vec<Member>, load: &Load) -> u64 {
+    let lost = members.iter().map(|m| m.id).max().expect("a member");
+    load.down(lost);
+    let at = members.iter().position(|m| m.id == lost).expect("a member");
+    let mut dead = members.remove(at);
+    dead.nsqd.kill9();
+    change_until_made(&members[0].nsqd, "remove", &format!("id={lost}"), lost);
+    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
+    wait_settled(members, &left);
+    lost
+}
+
 #[test]
 fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
     let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -243,37 +296,12 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
 
     // The leader of the topic's group is removed, through another member,
     // then stopped.
-    let from = Instant::now();
-    let leader = leaders[group_of(TOPIC)];
-    let asked = members.iter().find(|m| m.id != leader).unwrap();
-    load.down(leader);
-    change_until_made(&asked.nsqd, "remove", &format!("id={leader}"), leader);
-    let mut gone = members.remove(members.iter().position(|m| m.id == leader).unwrap());
-    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
-    wait_settled(&members, &left);
-    let leaders = agreed_leaders(&members.iter().collect::<Vec<_>>(), None);
-    assert!(!leaders.contains(&leader), "{leaders:?}");
-    assert!(gone
-        .nsqd
-        .sigterm_and_wait(Duration::from_secs(10))
-        .success());
-    sleep_ms(2000);
-    windows.push((
-        format!("remove member {leader} (the leader)"),
-        from,
-        Instant::now(),
-    ));
+    remove_topic_leader(&mut members, &load, &leaders, &mut windows);
 
     // A host is lost with its disk (SIGKILL); the member, down, is removed,
     // and a fresh host under a new node id and address replaces it.
     let from = Instant::now();
-    let lost = members.iter().map(|m| m.id).max().unwrap();
-    load.down(lost);
-    let mut dead = members.remove(members.iter().position(|m| m.id == lost).unwrap());
-    dead.nsqd.kill9();
-    change_until_made(&members[0].nsqd, "remove", &format!("id={lost}"), lost);
-    let left: Vec<u64> = members.iter().map(|m| m.id).collect();
-    wait_settled(&members, &left);
+    let lost = lose_and_remove_newest(&mut members, &load);
     let running = peer_list(&members);
     let new = join(6, ports[2], &running, &[], dirs[5].path(), || {
         change_until_made(
@@ -330,5 +358,4 @@ fn members_are_added_and_removed_under_load_and_nothing_acknowledged_is_lost() {
         "the load ran: {}",
         account.report
     );
-    drop((gone, dead));
 }

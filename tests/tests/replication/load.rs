@@ -231,6 +231,10 @@ pub struct Account {
     /// The bodies of the acknowledged messages.
     pub acked: BTreeSet<String>,
     pub lost: Vec<String>,
+    /// The steps (of `finish`'s windows) in which no publish was
+    /// acknowledged: the load did not run through them. Counted per step
+    /// rather than as a total, which the machine's load decides.
+    pub quiet_steps: Vec<String>,
     /// Duplicates and the rest, for the reader.
     pub report: String,
 }
@@ -316,8 +320,12 @@ impl Load {
         let mut report = String::from(
             "| step | longest time without an OK | OKs in the step |\n|---|---|---|\n",
         );
+        let mut quiet_steps = Vec::new();
         for (name, from, to) in windows {
             let n = oks.iter().filter(|t| **t > *from && **t <= *to).count();
+            if n == 0 {
+                quiet_steps.push(name.clone());
+            }
             report += &format!(
                 "| {name} | {} ms | {n} |\n",
                 longest_silence(&oks, *from, *to).as_millis()
@@ -334,6 +342,7 @@ impl Load {
             acknowledged: expected.len(),
             acked: expected.iter().map(|b| b.to_string()).collect(),
             lost,
+            quiet_steps,
             report,
         }
     }
